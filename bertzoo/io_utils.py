@@ -1,0 +1,35 @@
+"""Atomic file writes: a reader never sees a half-written file."""
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path, suffix=""):
+    """Yields a temporary path beside `path`; on success it is renamed onto
+    `path` in one `os.replace`, on error it is removed and `path` is untouched.
+
+    `suffix` keeps the temporary name's ending for writers that check it
+    (Keras wants `.weights.h5`).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{suffix}", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)  # writers such as h5py want to create the file themselves
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write_text(path, text):
+    """Writes `text` (UTF-8) to `path` atomically."""
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")

@@ -1,0 +1,139 @@
+"""Bidirectional multi-head self-attention with a key-side padding mask."""
+
+import math
+
+import keras
+from keras import ops
+
+from bertzoo.layers.common import kernel_initializer
+
+# Added to masked logits before the softmax. Finite (not -inf) so a row that is
+# entirely masked gives a uniform distribution instead of NaNs, and the same
+# order of magnitude as Keras' fused path so both paths agree exactly.
+_MASK_VALUE = -0.7 * float(3.4028234663852886e38)
+
+
+@keras.saving.register_keras_serializable(package="bertzoo")
+class BertSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention: `query`, `key`, `value` and `attention_output`
+    Dense layers, scores `QK^T / sqrt(head_dim)`, padding masked on the key side.
+
+    The default path is `keras.ops.dot_product_attention` (fused on backends
+    that have a fused kernel). The explicit path, which also returns the
+    pre-softmax scores, runs when `return_attention_scores=True` or when
+    attention-probability dropout is active (training with
+    `attention_dropout > 0`), since the fused op has no dropout.
+
+    Args:
+        num_heads: number of attention heads; must divide `hidden_dim`.
+        hidden_dim: model width.
+        attention_dropout: dropout rate on the attention probabilities.
+        initializer_range: stddev of the truncated-normal initialiser.
+
+    Example:
+    >>> layer = BertSelfAttention(num_heads=2, hidden_dim=8)
+    >>> x = np.random.rand(3, 5, 8).astype("float32")
+    >>> out, scores = layer(x, np.ones((3, 5), "int32"), return_attention_scores=True)
+    >>> out.shape, scores.shape
+    ((3, 5, 8), (3, 2, 5, 5))
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        hidden_dim,
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                f"hidden_dim={hidden_dim} must be divisible by "
+                f"num_heads={num_heads}."
+            )
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.head_dim = hidden_dim // num_heads
+        self.attention_dropout = attention_dropout
+        self.initializer_range = initializer_range
+
+        def dense(name):
+            return keras.layers.Dense(
+                hidden_dim,
+                kernel_initializer=kernel_initializer(initializer_range),
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.attention_output = dense("attention_output")
+        self.dropout_layer = keras.layers.Dropout(
+            attention_dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
+
+    def build(self, inputs_shape, padding_mask_shape=None):
+        for layer in (self.query, self.key, self.value, self.attention_output):
+            layer.build(inputs_shape)
+        self.built = True
+
+    def _split_heads(self, x):
+        # (B, S, H) -> (B, S, heads, head_dim)
+        return ops.reshape(
+            x, tuple(ops.shape(x)[:2]) + (self.num_heads, self.head_dim)
+        )
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        q = self._split_heads(self.query(inputs))
+        k = self._split_heads(self.key(inputs))
+        v = self._split_heads(self.value(inputs))
+        mask = None
+        if padding_mask is not None:
+            # Key side only: (B, S) -> (B, 1, 1, S), broadcast over heads and
+            # query positions.
+            mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+
+        use_dropout = bool(training) and self.attention_dropout > 0
+        scores = None
+        if return_attention_scores or use_dropout:
+            # Scores in float32 so bf16 runs keep a precise softmax.
+            scores = ops.einsum(
+                "btnh,bsnh->bnts", ops.cast(q, "float32"), ops.cast(k, "float32")
+            ) * (1.0 / math.sqrt(self.head_dim))  # (B, heads, T, S)
+            logits = scores
+            if mask is not None:
+                logits = ops.where(mask, scores, _MASK_VALUE)
+            probs = ops.cast(ops.softmax(logits, axis=-1), v.dtype)
+            probs = self.dropout_layer(probs, training=training)
+            context = ops.einsum("bnts,bsnh->btnh", probs, v)
+        else:
+            context = ops.dot_product_attention(
+                q, k, v, mask=mask, scale=1.0 / math.sqrt(self.head_dim)
+            )  # (B, T, heads, head_dim)
+        context = ops.reshape(
+            context, tuple(ops.shape(context)[:2]) + (self.hidden_dim,)
+        )
+        output = self.attention_output(context)
+        if return_attention_scores:
+            return output, scores
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "attention_dropout": self.attention_dropout,
+                "initializer_range": self.initializer_range,
+            }
+        )
+        return config

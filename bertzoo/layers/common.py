@@ -1,0 +1,31 @@
+"""Small pieces shared by every bertzoo layer: initialisers and activations."""
+
+import keras
+
+# Activation names accepted in configs. "gelu" is the exact (erf) GELU that HF
+# "gelu", ELECTRA and TinyBERT use; "gelu_approximate" is the tanh form used by
+# the original Google BERT and ALBERT code (they differ by up to ~4.7e-4).
+_ACTIVATIONS = {
+    "gelu": lambda x: keras.activations.gelu(x, approximate=False),
+    "gelu_approximate": lambda x: keras.activations.gelu(x, approximate=True),
+    "relu": keras.activations.relu,
+    "silu": keras.activations.silu,
+    "tanh": keras.activations.tanh,
+}
+
+ACTIVATION_NAMES = tuple(sorted(_ACTIVATIONS))
+
+
+def get_activation(name):
+    """Returns the activation function for a config name, with a clear error."""
+    if name not in _ACTIVATIONS:
+        raise ValueError(
+            f"Unknown activation {name!r}. Valid activations: "
+            f"{', '.join(ACTIVATION_NAMES)}."
+        )
+    return _ACTIVATIONS[name]
+
+
+def kernel_initializer(stddev=0.02):
+    """The reference BERT initialiser: truncated normal with stddev 0.02."""
+    return keras.initializers.TruncatedNormal(stddev=stddev)

@@ -1,0 +1,156 @@
+"""Token + position + segment embeddings, with ALBERT's factorised projection."""
+
+import keras
+from keras import ops
+
+from bertzoo.layers.common import kernel_initializer
+
+
+@keras.saving.register_keras_serializable(package="bertzoo")
+class BertEmbeddings(keras.layers.Layer):
+    """Sum of token, learned absolute position and (optional) segment
+    embeddings, then LayerNorm and dropout.
+
+    When `embedding_dim != hidden_dim` (ALBERT, ELECTRA-small) the tables and
+    the LayerNorm are `embedding_dim` wide and a Dense layer
+    (`embedding_projection`) maps the result to `hidden_dim`.
+
+    Args:
+        vocabulary_size: number of token ids.
+        embedding_dim: width of the embedding tables.
+        hidden_dim: width of the encoder; a projection is added when it
+            differs from `embedding_dim`.
+        max_sequence_length: number of learned positions.
+        num_segments: number of segment (token type) ids; 0 for none
+            (DistilBERT).
+        dropout: dropout rate after the LayerNorm.
+        layer_norm_epsilon: LayerNorm epsilon.
+        initializer_range: stddev of the truncated-normal initialiser.
+
+    Example:
+    >>> layer = BertEmbeddings(100, 16, 32, max_sequence_length=64, num_segments=2)
+    >>> ids = np.zeros((2, 8), "int32")
+    >>> layer(ids, ids).shape
+    (2, 8, 32)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim,
+        hidden_dim,
+        max_sequence_length,
+        num_segments=2,
+        dropout=0.0,
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.hidden_dim = hidden_dim
+        self.max_sequence_length = max_sequence_length
+        self.num_segments = num_segments
+        self.dropout = dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+
+        init = kernel_initializer(initializer_range)
+        self.token_embedding = keras.layers.Embedding(
+            vocabulary_size,
+            embedding_dim,
+            embeddings_initializer=init,
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.segment_embedding = None
+        if num_segments > 0:
+            self.segment_embedding = keras.layers.Embedding(
+                num_segments,
+                embedding_dim,
+                embeddings_initializer=init,
+                dtype=self.dtype_policy,
+                name="segment_embedding",
+            )
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="dropout"
+        )
+        self.projection = None
+        if embedding_dim != hidden_dim:
+            self.projection = keras.layers.Dense(
+                hidden_dim,
+                kernel_initializer=init,
+                dtype=self.dtype_policy,
+                name="embedding_projection",
+            )
+
+    def build(self, token_ids_shape, segment_ids_shape=None):
+        self.token_embedding.build(token_ids_shape)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings",
+            shape=(self.max_sequence_length, self.embedding_dim),
+            initializer=kernel_initializer(self.initializer_range),
+        )
+        if self.segment_embedding is not None:
+            self.segment_embedding.build(token_ids_shape)
+        table_shape = tuple(token_ids_shape) + (self.embedding_dim,)
+        self.layer_norm.build(table_shape)
+        if self.projection is not None:
+            self.projection.build(table_shape)
+        self.built = True
+
+    @property
+    def embeddings(self):
+        """The token embedding table `(vocabulary_size, embedding_dim)`, which
+        MLM heads tie their output projection to."""
+        return self.token_embedding.embeddings
+
+    def call(self, token_ids, segment_ids=None, training=None):
+        seq_len = token_ids.shape[1]
+        if seq_len is not None and seq_len > self.max_sequence_length:
+            raise ValueError(
+                f"Input sequence length {seq_len} is longer than the model's "
+                f"max_sequence_length={self.max_sequence_length} learned positions."
+            )
+        x = self.token_embedding(token_ids)  # (B, S, E)
+        positions = ops.slice(
+            self.position_embeddings,
+            (0, 0),
+            (ops.shape(token_ids)[1], self.embedding_dim),
+        )  # (S, E)
+        x = x + ops.cast(positions, x.dtype)[None, :, :]
+        if self.segment_embedding is not None:
+            if segment_ids is None:
+                raise ValueError(
+                    "segment_ids are required: this model has "
+                    f"num_segments={self.num_segments}."
+                )
+            x = x + self.segment_embedding(segment_ids)
+        x = self.layer_norm(x)
+        x = self.dropout_layer(x, training=training)
+        if self.projection is not None:
+            x = self.projection(x)  # (B, S, E) -> (B, S, H)
+        return x
+
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+        return tuple(token_ids_shape) + (self.hidden_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "hidden_dim": self.hidden_dim,
+                "max_sequence_length": self.max_sequence_length,
+                "num_segments": self.num_segments,
+                "dropout": self.dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "initializer_range": self.initializer_range,
+            }
+        )
+        return config

@@ -1,0 +1,452 @@
+"""The one BERT-family encoder; every variant is a configuration of it."""
+
+import inspect
+import json
+import logging
+import os
+from pathlib import Path
+
+import keras
+from keras import ops
+
+from bertzoo import presets as preset_lib
+from bertzoo.io_utils import atomic_path, atomic_write_text
+from bertzoo.layers import (
+    ACTIVATION_NAMES,
+    BertEmbeddings,
+    BertTransformerBlock,
+    kernel_initializer,
+)
+
+logger = logging.getLogger(__name__)
+
+# from_preset(..., **overrides) may change only these: they do not change the
+# architecture or the meaning of loaded weights.
+OVERRIDABLE_KEYS = ("attention_dropout", "dropout", "dtype", "name", "trainable")
+
+
+def group_of_layer(layer_index, num_layers, num_groups):
+    """ALBERT's layer -> parameter group map, exactly as the reference code
+    computes it: `int(layer_index / num_layers * num_groups)`."""
+    return int(layer_index / num_layers * num_groups)
+
+
+class _PresetsDescriptor:
+    """`BertBackbone.presets`: the built-in presets, name -> metadata."""
+
+    def __get__(self, obj, cls):
+        return preset_lib.list_presets()
+
+
+class _ScoresTap(keras.layers.Layer):
+    """Calls a transformer block with `return_attention_scores=True`.
+
+    Keras functional graphs assume every call of a layer returns the structure
+    of its first call; the backbone's blocks were first called without scores,
+    so the feature model calls them through this thin wrapper (same block
+    object, same weights) instead of directly.
+    """
+
+    def __init__(self, block, **kwargs):
+        super().__init__(name=f"{block.name}_scores", dtype=block.dtype_policy, **kwargs)
+        self.block = block
+
+    def call(self, inputs, padding_mask, training=None):
+        return self.block(
+            inputs, padding_mask, training=training, return_attention_scores=True
+        )
+
+
+def _encode(inputs, embeddings, blocks, pooler, num_layers, num_groups, features):
+    """Runs the encoder graph on (symbolic) inputs with the given layer
+    objects. Called by the constructor and by `feature_model()`, so both models
+    share the same layers and weights."""
+    padding_mask = inputs["padding_mask"]
+    x = embeddings(inputs["token_ids"], inputs.get("segment_ids"))
+    hidden_states = [x]
+    attention_scores = []
+    if features:
+        blocks = [_ScoresTap(block) for block in blocks]
+    for i in range(num_layers):
+        block = blocks[group_of_layer(i, num_layers, num_groups)]
+        if features:
+            x, scores = block(x, padding_mask)
+            attention_scores.append(scores)
+        else:
+            x = block(x, padding_mask)
+        hidden_states.append(x)
+    outputs = {"sequence_output": x}
+    if pooler is not None:
+        # tanh(Dense(sequence_output[:, 0])): the [CLS] vector.
+        outputs["pooled_output"] = pooler(x[:, 0, :])
+    if features:
+        outputs["hidden_states"] = hidden_states
+        outputs["attention_scores"] = attention_scores
+    return outputs
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def _check_rate(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
+
+
+@keras.saving.register_keras_serializable(package="bertzoo")
+class BertBackbone(keras.Model):
+    """The BERT-family encoder: embeddings, `num_layers` post-LN transformer
+    blocks and an optional pooler, as a functional `keras.Model`.
+
+    Variants are configurations, not classes:
+    - BERT: `embedding_dim` unset (= `hidden_dim`), `num_groups` unset
+      (= `num_layers`, no sharing).
+    - ALBERT: `embedding_dim < hidden_dim` (factorised embeddings with an E->H
+      projection) and `num_groups < num_layers` (cross-layer sharing: layer i
+      uses block `int(i / num_layers * num_groups)`; shared blocks are the same
+      layer objects and their weights are counted once).
+    - DistilBERT: `num_segments=0, use_pooler=False`.
+    - TinyBERT, BERT-large, ...: sizes.
+
+    Inputs: a dict with `token_ids`, `segment_ids` (absent when
+    `num_segments=0`) and `padding_mask` (1 for real tokens, 0 for padding),
+    each `(batch, seq)` int32. Outputs: a dict with `sequence_output`
+    `(batch, seq, hidden_dim)` and, with a pooler, `pooled_output`
+    `(batch, hidden_dim)`.
+
+    Per-layer hidden states and pre-softmax attention scores come from
+    `feature_model()`, a second functional model over the same layers.
+
+    Args:
+        vocabulary_size: number of token ids.
+        num_layers: number of transformer layers applied.
+        num_heads: attention heads per layer; must divide `hidden_dim`.
+        hidden_dim: model width H.
+        intermediate_dim: feed-forward width I.
+        embedding_dim: width E of the embedding tables; defaults to
+            `hidden_dim` (no projection).
+        num_groups: number of distinct parameter groups the layers are drawn
+            from; defaults to `num_layers` (no sharing).
+        num_segments: segment (token type) vocabulary; 0 for none.
+        use_pooler: add the tanh pooler on the first token.
+        activation: feed-forward activation, one of
+            `bertzoo.layers.ACTIVATION_NAMES`.
+        dropout: dropout on embeddings and residual branches.
+        attention_dropout: dropout on attention probabilities; defaults to
+            `dropout`. While it is active (training with a rate > 0) the
+            explicit attention path runs instead of the fused one.
+        max_sequence_length: number of learned positions.
+        layer_norm_epsilon: LayerNorm epsilon.
+        initializer_range: stddev of the truncated-normal initialiser.
+        dtype: a dtype policy name such as "float32" or "mixed_bfloat16".
+
+    Example:
+    >>> backbone = BertBackbone.from_preset("bert_tiny")
+    >>> ids = np.array([[101, 7592, 102, 0]], "int32")
+    >>> out = backbone({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+    ...                 "padding_mask": (ids != 0).astype("int32")})
+    >>> out["sequence_output"].shape, out["pooled_output"].shape
+    ((1, 4, 128), (1, 128))
+    """
+
+    presets = _PresetsDescriptor()
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        embedding_dim=None,
+        num_groups=None,
+        num_segments=2,
+        use_pooler=True,
+        activation="gelu_approximate",
+        dropout=0.1,
+        attention_dropout=None,
+        max_sequence_length=512,
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        dtype=None,
+        **kwargs,
+    ):
+        embedding_dim = hidden_dim if embedding_dim is None else embedding_dim
+        num_groups = num_layers if num_groups is None else num_groups
+        attention_dropout = dropout if attention_dropout is None else attention_dropout
+        for name, value, minimum in (
+            ("vocabulary_size", vocabulary_size, 1),
+            ("num_layers", num_layers, 1),
+            ("num_heads", num_heads, 1),
+            ("hidden_dim", hidden_dim, 1),
+            ("intermediate_dim", intermediate_dim, 1),
+            ("embedding_dim", embedding_dim, 1),
+            ("num_groups", num_groups, 1),
+            ("num_segments", num_segments, 0),
+            ("max_sequence_length", max_sequence_length, 1),
+        ):
+            _check_int(name, value, minimum)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                f"hidden_dim={hidden_dim} must be divisible by num_heads="
+                f"{num_heads} (each head gets hidden_dim / num_heads features)."
+            )
+        if num_groups > num_layers:
+            raise ValueError(
+                f"num_groups={num_groups} must not exceed num_layers={num_layers}."
+            )
+        if activation not in ACTIVATION_NAMES:
+            raise ValueError(
+                f"activation={activation!r} is not supported. Valid: "
+                f"{', '.join(ACTIVATION_NAMES)}."
+            )
+        _check_rate("dropout", dropout)
+        _check_rate("attention_dropout", attention_dropout)
+        if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
+            raise ValueError(f"layer_norm_epsilon must be > 0, got {layer_norm_epsilon!r}.")
+        if not isinstance(initializer_range, (int, float)) or initializer_range <= 0:
+            raise ValueError(f"initializer_range must be > 0, got {initializer_range!r}.")
+        if not isinstance(use_pooler, bool):
+            raise ValueError(f"use_pooler must be true or false, got {use_pooler!r}.")
+        if isinstance(dtype, dict):  # a serialized DTypePolicy from get_config
+            dtype = keras.dtype_policies.deserialize(dtype)
+
+        # === Layers ===
+        embeddings = BertEmbeddings(
+            vocabulary_size=vocabulary_size,
+            embedding_dim=embedding_dim,
+            hidden_dim=hidden_dim,
+            max_sequence_length=max_sequence_length,
+            num_segments=num_segments,
+            dropout=dropout,
+            layer_norm_epsilon=layer_norm_epsilon,
+            initializer_range=initializer_range,
+            dtype=dtype,
+            name="embeddings",
+        )
+        blocks = [
+            BertTransformerBlock(
+                num_heads=num_heads,
+                hidden_dim=hidden_dim,
+                intermediate_dim=intermediate_dim,
+                activation=activation,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                layer_norm_epsilon=layer_norm_epsilon,
+                initializer_range=initializer_range,
+                dtype=dtype,
+                name=f"transformer_layer_{g}",
+            )
+            for g in range(num_groups)
+        ]
+        pooler = None
+        if use_pooler:
+            pooler = keras.layers.Dense(
+                hidden_dim,
+                activation="tanh",
+                kernel_initializer=kernel_initializer(initializer_range),
+                dtype=dtype,
+                name="pooler_dense",
+            )
+
+        # === Functional graph ===
+        inputs = self._make_inputs(num_segments)
+        outputs = _encode(
+            inputs, embeddings, blocks, pooler, num_layers, num_groups, features=False
+        )
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.embedding_dim = embedding_dim
+        self.num_groups = num_groups
+        self.num_segments = num_segments
+        self.use_pooler = use_pooler
+        self.activation = activation
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.max_sequence_length = max_sequence_length
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        self.embeddings_layer = embeddings
+        self.transformer_layers = blocks
+        self.pooler_dense = pooler
+        # Tokenizer settings and metadata carried from the preset this model
+        # was loaded from; written back by save_to_preset.
+        self.preset_info = {}
+
+    @staticmethod
+    def _make_inputs(num_segments):
+        inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}
+        if num_segments > 0:
+            inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+        inputs["padding_mask"] = keras.Input((None,), dtype="int32", name="padding_mask")
+        return inputs
+
+    @property
+    def token_embedding(self):
+        """The `keras.layers.Embedding` holding the token table (tied by MLM
+        heads)."""
+        return self.embeddings_layer.token_embedding
+
+    def feature_model(self, name=None):
+        """A functional model over the same layers (same weights) whose
+        outputs add, to `sequence_output` and `pooled_output`:
+
+        - `hidden_states`: `num_layers + 1` tensors `(batch, seq, hidden_dim)`,
+          the embedding output (after the E->H projection) and each layer's
+          output;
+        - `attention_scores`: `num_layers` float32 tensors
+          `(batch, heads, seq, seq)`, the pre-softmax scores
+          `QK^T / sqrt(head_dim)` before the padding mask is applied.
+
+        It uses the explicit attention path, so it is slower than the backbone;
+        use it for distillation and feature extraction.
+
+        Example:
+        >>> features = backbone.feature_model()
+        >>> out = features(inputs)
+        >>> len(out["hidden_states"]) == backbone.num_layers + 1
+        True
+        """
+        inputs = self._make_inputs(self.num_segments)
+        outputs = _encode(
+            inputs,
+            self.embeddings_layer,
+            self.transformer_layers,
+            self.pooler_dense,
+            self.num_layers,
+            self.num_groups,
+            features=True,
+        )
+        return keras.Model(inputs, outputs, name=name or f"{self.name}_features")
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_dim": self.hidden_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "embedding_dim": self.embedding_dim,
+            "num_groups": self.num_groups,
+            "num_segments": self.num_segments,
+            "use_pooler": self.use_pooler,
+            "activation": self.activation,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "max_sequence_length": self.max_sequence_length,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer_range": self.initializer_range,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    # === Presets ===
+
+    @classmethod
+    def _architecture_keys(cls):
+        params = inspect.signature(cls.__init__).parameters
+        return tuple(k for k in params if k not in ("self", "kwargs", "dtype"))
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **overrides):
+        """Builds a backbone from a built-in preset name or a preset directory.
+
+        Args:
+            preset: a built-in name (see `BertBackbone.presets`) or a directory
+                written by `save_to_preset`.
+            load_weights: load the directory's weights. Built-in presets are
+                architectures and ship no weights: the model is initialised
+                with the reference initialiser (truncated normal, 0.02).
+            **overrides: non-architectural settings: one of
+                `OVERRIDABLE_KEYS` (dropout, attention_dropout, dtype, name,
+                trainable).
+
+        Example:
+        >>> backbone = BertBackbone.from_preset("bert_base")
+        >>> backbone.count_params()
+        109482240
+        """
+        for key in overrides:
+            if key not in OVERRIDABLE_KEYS:
+                kind = (
+                    "is architectural (it changes the weights)"
+                    if key in cls._architecture_keys()
+                    else "is not a backbone argument"
+                )
+                raise ValueError(
+                    f"from_preset() cannot override {key!r}: it {kind}. Keys that "
+                    f"can be overridden: {', '.join(OVERRIDABLE_KEYS)}. To change "
+                    "the architecture, build BertBackbone(**config) directly."
+                )
+        data, directory = preset_lib.resolve(preset, cls._architecture_keys())
+        config = {**data["backbone"], **overrides}
+        backbone = cls(**config)
+        backbone.preset_info = {
+            k: data[k] for k in ("description", "tokenizer", "metadata") if k in data
+        }
+        if not load_weights:
+            return backbone
+        if directory is None:
+            logger.info(
+                "Preset %r is an architecture preset and ships no weights; the "
+                "model is randomly initialised (truncated normal, stddev %s).",
+                preset,
+                backbone.initializer_range,
+            )
+            return backbone
+        weights = directory / preset_lib.WEIGHTS_FILE
+        if not weights.is_file():
+            raise preset_lib.PresetError(
+                f"{directory} has a {preset_lib.CONFIG_FILE} but no "
+                f"{preset_lib.WEIGHTS_FILE}. Pass load_weights=False to build the "
+                "architecture with random weights."
+            )
+        try:
+            backbone.load_weights(weights)
+        except Exception as e:
+            raise preset_lib.PresetError(
+                f"Cannot load weights from {weights} into the architecture of "
+                f"{directory / preset_lib.CONFIG_FILE}: {e}"
+            ) from e
+        return backbone
+
+    def save_to_preset(self, preset_dir):
+        """Writes `config.json` and `model.weights.h5` to `preset_dir`, each
+        atomically (weights first, so a present config always comes with
+        complete weights). `BertBackbone.from_preset(preset_dir)` rebuilds the
+        same model.
+        """
+        preset_dir = Path(preset_dir)
+        os.makedirs(preset_dir, exist_ok=True)
+        config = self.get_config()
+        backbone_config = {
+            k: config[k] for k in self._architecture_keys() if k in config
+        }
+        info = self.preset_info
+        metadata = {**info.get("metadata", {}), "params": int(self.count_params())}
+        document = {"name": preset_dir.name}
+        if "description" in info:
+            document["description"] = info["description"]
+        document["backbone"] = backbone_config
+        if "tokenizer" in info:
+            document["tokenizer"] = info["tokenizer"]
+        document["metadata"] = metadata
+        with atomic_path(preset_dir / preset_lib.WEIGHTS_FILE, suffix=".weights.h5") as tmp:
+            self.save_weights(tmp)
+        atomic_write_text(
+            preset_dir / preset_lib.CONFIG_FILE, json.dumps(document, indent=2) + "\n"
+        )
+        return preset_dir

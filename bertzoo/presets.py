@@ -1,0 +1,188 @@
+"""Presets: named architectures shipped as JSON, and preset directories.
+
+A preset is one JSON document:
+
+    {
+      "name": "bert_base",
+      "description": "...",
+      "backbone": {...BertBackbone constructor arguments...},
+      "tokenizer": {"kind": "wordpiece", "lowercase": true, "strip_accents": true},
+      "metadata": {"params": 109482240, "paper": "...", "source_checkpoint": "..."}
+    }
+
+Built-in presets live in the repository's top-level `presets/` folder, which
+is installed as the `bertzoo.presets_data` package. A preset *directory*
+(written by `save_to_preset`) holds the same document as `config.json` plus
+the weights as `model.weights.h5`.
+"""
+
+import difflib
+import functools
+import importlib.resources
+import json
+from pathlib import Path
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.weights.h5"
+
+# Allowed keys and their JSON types, per section.
+_TOP_LEVEL = {
+    "name": str,
+    "description": str,
+    "backbone": dict,
+    "tokenizer": dict,
+    "metadata": dict,
+}
+_TOKENIZER = {"kind": str, "lowercase": bool, "strip_accents": bool}
+_TOKENIZER_KINDS = ("wordpiece", "sentencepiece")
+_METADATA = {
+    "params": int,
+    "paper": str,
+    "source_checkpoint": str,
+    "checkpoint_url": str,
+    "license": str,
+}
+
+
+class PresetError(ValueError):
+    """A preset name, file or directory is invalid."""
+
+
+def _builtin_root():
+    """The folder holding the built-in preset JSON files."""
+    try:
+        root = importlib.resources.files("bertzoo.presets_data")
+        path = Path(str(root))
+        if path.is_dir() and any(path.glob("*.json")):
+            return path
+    except ModuleNotFoundError:
+        pass
+    # Running from a source checkout that was not installed.
+    return Path(__file__).resolve().parent.parent / "presets"
+
+
+@functools.lru_cache(maxsize=None)
+def builtin_presets():
+    """Maps each built-in preset name to its JSON file."""
+    root = _builtin_root()
+    files = {p.stem: p for p in sorted(root.glob("*.json"))}
+    if not files:
+        raise PresetError(
+            f"No built-in presets found in {root}. The installation is broken: "
+            "reinstall bertzoo."
+        )
+    return files
+
+
+def _check_types(section, spec, source, where):
+    for key, value in section.items():
+        if key not in spec:
+            raise PresetError(
+                f"{source}: unknown key {where}{key!r}. Valid keys: "
+                f"{', '.join(sorted(spec))}."
+            )
+        expected = spec[key]
+        if expected is int and isinstance(value, bool) or not isinstance(value, expected):
+            raise PresetError(
+                f"{source}: key {where}{key!r} must be a JSON "
+                f"{expected.__name__}, got {value!r}."
+            )
+
+
+def validate_preset(data, source, backbone_keys):
+    """Checks a preset document; errors name `source` and the offending key.
+
+    Args:
+        data: the parsed JSON document.
+        source: file path or name used in error messages.
+        backbone_keys: the backbone constructor arguments that are valid.
+    """
+    if not isinstance(data, dict):
+        raise PresetError(f"{source}: a preset must be a JSON object, got {type(data).__name__}.")
+    _check_types(data, _TOP_LEVEL, source, "")
+    if "backbone" not in data:
+        raise PresetError(f"{source}: missing the required key 'backbone'.")
+    for key in data["backbone"]:
+        if key not in backbone_keys:
+            close = difflib.get_close_matches(key, backbone_keys, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise PresetError(
+                f"{source}: unknown key 'backbone.{key}'.{hint} Valid keys: "
+                f"{', '.join(sorted(backbone_keys))}."
+            )
+    tokenizer = data.get("tokenizer", {})
+    _check_types(tokenizer, _TOKENIZER, source, "tokenizer.")
+    if "kind" in tokenizer and tokenizer["kind"] not in _TOKENIZER_KINDS:
+        raise PresetError(
+            f"{source}: tokenizer.kind must be one of {', '.join(_TOKENIZER_KINDS)}, "
+            f"got {tokenizer['kind']!r}."
+        )
+    _check_types(data.get("metadata", {}), _METADATA, source, "metadata.")
+    return data
+
+
+def read_preset_file(path, backbone_keys):
+    """Reads and validates one preset JSON file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PresetError(f"{path}: cannot read the preset file ({e}).") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PresetError(
+            f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}."
+        ) from e
+    return validate_preset(data, str(path), backbone_keys)
+
+
+def unknown_preset_error(name):
+    names = sorted(builtin_presets())
+    close = difflib.get_close_matches(str(name), names, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return PresetError(
+        f"Unknown preset {name!r}: not a built-in preset name and not a "
+        f"directory with a {CONFIG_FILE}.{hint} Built-in presets: {', '.join(names)}."
+    )
+
+
+def resolve(name_or_dir, backbone_keys):
+    """Finds a preset by built-in name or directory.
+
+    Returns `(document, directory)`, where `directory` is None for a built-in
+    preset (which ships no weights).
+    """
+    presets = builtin_presets()
+    if isinstance(name_or_dir, str) and name_or_dir in presets:
+        return read_preset_file(presets[name_or_dir], backbone_keys), None
+    path = Path(name_or_dir)
+    if path.is_dir():
+        config = path / CONFIG_FILE
+        if not config.is_file():
+            raise PresetError(
+                f"{path} is a directory but has no {CONFIG_FILE}; a preset "
+                f"directory holds {CONFIG_FILE} and {WEIGHTS_FILE} "
+                "(written by save_to_preset)."
+            )
+        try:
+            raw = json.loads(config.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise PresetError(f"{config}: invalid JSON ({e}).") from e
+        if isinstance(raw, dict) and "model_type" in raw and "backbone" not in raw:
+            raise PresetError(
+                f"{config} is a Hugging Face config (model_type="
+                f"{raw['model_type']!r}); this version of bertzoo reads only "
+                "directories written by save_to_preset."
+            )
+        return read_preset_file(config, backbone_keys), path
+    raise unknown_preset_error(name_or_dir)
+
+
+def list_presets():
+    """Built-in presets: name -> {"description", "params", ...} metadata."""
+    out = {}
+    for name, path in builtin_presets().items():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        out[name] = {"description": data.get("description", ""), **data.get("metadata", {})}
+    return out
