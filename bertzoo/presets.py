@@ -18,7 +18,6 @@ the weights as `model.weights.h5`.
 
 import difflib
 import functools
-import importlib.resources
 import json
 from pathlib import Path
 
@@ -50,15 +49,11 @@ class PresetError(ValueError):
 
 def _builtin_root():
     """The folder holding the built-in preset JSON files."""
-    try:
-        root = importlib.resources.files("bertzoo.presets_data")
-        path = Path(str(root))
-        if path.is_dir() and any(path.glob("*.json")):
-            return path
-    except ModuleNotFoundError:
-        pass
-    # Running from a source checkout that was not installed.
-    return Path(__file__).resolve().parent.parent / "presets"
+    package_dir = Path(__file__).resolve().parent
+    installed = package_dir / "presets_data"  # where the wheel puts presets/
+    if installed.is_dir():
+        return installed
+    return package_dir.parent / "presets"  # a source checkout (editable install)
 
 
 @functools.lru_cache(maxsize=None)
@@ -78,13 +73,13 @@ def _check_types(section, spec, source, where):
     for key, value in section.items():
         if key not in spec:
             raise PresetError(
-                f"{source}: unknown key {where}{key!r}. Valid keys: "
+                f"{source}: unknown key '{where}{key}'. Valid keys: "
                 f"{', '.join(sorted(spec))}."
             )
         expected = spec[key]
         if expected is int and isinstance(value, bool) or not isinstance(value, expected):
             raise PresetError(
-                f"{source}: key {where}{key!r} must be a JSON "
+                f"{source}: key '{where}{key}' must be a JSON "
                 f"{expected.__name__}, got {value!r}."
             )
 

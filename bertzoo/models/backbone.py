@@ -211,7 +211,7 @@ class BertBackbone(keras.Model):
         if not isinstance(use_pooler, bool):
             raise ValueError(f"use_pooler must be true or false, got {use_pooler!r}.")
         if isinstance(dtype, dict):  # a serialized DTypePolicy from get_config
-            dtype = keras.dtype_policies.deserialize(dtype)
+            dtype = keras.dtype_policies.get(dtype)
 
         # === Layers ===
         embeddings = BertEmbeddings(
@@ -256,7 +256,11 @@ class BertBackbone(keras.Model):
         outputs = _encode(
             inputs, embeddings, blocks, pooler, num_layers, num_groups, features=False
         )
-        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        # Functional models do not take a dtype; record the policy the layers
+        # were built with so get_config round-trips it.
+        if dtype is not None:
+            self.dtype_policy = keras.dtype_policies.get(dtype)
 
         # === Config ===
         self.vocabulary_size = vocabulary_size

@@ -1,0 +1,56 @@
+import keras
+import numpy as np
+import pytest
+
+import bertzoo
+
+# Tiny configs with pairwise-distinct sizes (batch 3, seq 7, layers 4, heads 2,
+# hidden 10, intermediate 26, vocab 61) so that no shape passes by coincidence.
+BATCH, SEQ = 3, 7
+TINY = dict(
+    vocabulary_size=61,
+    num_layers=4,
+    num_heads=2,
+    hidden_dim=10,
+    intermediate_dim=26,
+    max_sequence_length=32,
+    dropout=0.0,
+)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    keras.utils.set_random_seed(1234)
+    yield
+    keras.backend.clear_session()
+
+
+@pytest.fixture
+def fast_init(monkeypatch):
+    """Structure-only tests: skip drawing millions of truncated-normal values
+    (the initialiser itself is checked in test_backbone)."""
+    monkeypatch.setattr(
+        keras.initializers.TruncatedNormal,
+        "__call__",
+        lambda self, shape, dtype=None: keras.ops.zeros(shape, dtype),
+    )
+
+
+def make_inputs(batch=BATCH, seq=SEQ, vocab=61, num_segments=2, lengths=None, seed=0):
+    """Random token ids with padding: row i has lengths[i] real tokens."""
+    rng = np.random.default_rng(seed)
+    if lengths is None:
+        lengths = [seq - (i % 3) for i in range(batch)]
+    ids = rng.integers(1, vocab, size=(batch, seq)).astype("int32")
+    mask = (np.arange(seq)[None, :] < np.array(lengths)[:, None]).astype("int32")
+    ids = ids * mask
+    inputs = {"token_ids": ids, "padding_mask": mask}
+    if num_segments:
+        seg = np.zeros((batch, seq), "int32")
+        seg[:, seq // 2 :] = 1
+        inputs["segment_ids"] = seg * mask
+    return inputs
+
+
+def tiny_backbone(**overrides):
+    return bertzoo.BertBackbone(**{**TINY, **overrides})

@@ -1,0 +1,247 @@
+import json
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import bertzoo
+from bertzoo import BertBackbone
+from bertzoo.models.backbone import group_of_layer
+from tests.conftest import BATCH, SEQ, TINY, make_inputs, tiny_backbone
+
+REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released configs
+    "bert_tiny": 4_385_920,
+    "bert_mini": 11_170_560,
+    "bert_small": 28_763_648,
+    "bert_medium": 41_373_184,
+    "bert_base": 109_482_240,
+    "bert_large": 335_141_888,
+    "bert_base_cased": 108_310_272,
+    # Not in the reference table: bert_large with V=28996, by the table's formula.
+    "bert_large_cased": 335_141_888 - (30522 - 28996) * 1024,
+    "albert_base": 11_683_584,
+    "albert_large": 17_683_968,
+    "albert_xlarge": 58_724_864,
+    "albert_xxlarge": 222_595_584,
+    "distilbert_base": 66_362_880,
+    "tinybert_4l_312d": 14_350_248,
+    "tinybert_6l_768d": 66_955_008,
+}
+
+
+def _np(x):
+    return np.asarray(ops.convert_to_numpy(x), dtype="float32")
+
+
+def test_preset_list_is_the_issue_list():
+    assert sorted(BertBackbone.presets) == sorted(REFERENCE_PARAMS)
+
+
+@pytest.mark.slow
+def test_every_preset_exact_params_and_config_round_trip(fast_init):
+    for name, expected in REFERENCE_PARAMS.items():
+        backbone = BertBackbone.from_preset(name)
+        assert backbone.count_params() == expected, name
+        assert BertBackbone.presets[name]["params"] == expected, name
+        config = backbone.get_config()
+        clone = BertBackbone.from_config(json.loads(json.dumps(config)))
+        assert clone.get_config() == config, name
+        assert clone.count_params() == expected, name
+        del backbone, clone
+        keras.backend.clear_session()
+
+
+def test_outputs_and_shapes():
+    backbone = tiny_backbone()
+    out = backbone(make_inputs())
+    assert set(out) == {"sequence_output", "pooled_output"}
+    assert tuple(out["sequence_output"].shape) == (BATCH, SEQ, 10)
+    assert tuple(out["pooled_output"].shape) == (BATCH, 10)
+    # The pooler is tanh(Dense(first token)).
+    pooler = backbone.pooler_dense
+    expected = np.tanh(_np(out["sequence_output"])[:, 0] @ _np(pooler.kernel) + _np(pooler.bias))
+    np.testing.assert_allclose(_np(out["pooled_output"]), expected, atol=1e-5)
+
+
+def test_distilbert_shape_has_no_segments_and_no_pooler():
+    backbone = tiny_backbone(num_segments=0, use_pooler=False)
+    assert sorted(i.name for i in backbone.inputs) == ["padding_mask", "token_ids"]
+    out = backbone(make_inputs(num_segments=0))
+    assert set(out) == {"sequence_output"}
+    assert backbone.embeddings_layer.segment_embedding is None
+
+
+def test_feature_model_hidden_states_and_scores_share_weights():
+    backbone = tiny_backbone()
+    features = backbone.feature_model()
+    assert features.count_params() == backbone.count_params()
+    inputs = make_inputs()
+    out = features(inputs)
+    hidden, scores = out["hidden_states"], out["attention_scores"]
+    assert len(hidden) == TINY["num_layers"] + 1
+    assert len(scores) == TINY["num_layers"]
+    assert all(tuple(h.shape) == (BATCH, SEQ, 10) for h in hidden)
+    assert all(tuple(s.shape) == (BATCH, 2, SEQ, SEQ) for s in scores)
+    np.testing.assert_allclose(
+        _np(hidden[-1]), _np(backbone(inputs)["sequence_output"]), atol=1e-5
+    )
+    # Same variables, not copies: a change to the backbone shows in features.
+    kernel = backbone.pooler_dense.kernel
+    kernel.assign(kernel * 2.0)
+    np.testing.assert_allclose(
+        _np(features(inputs)["pooled_output"]), _np(backbone(inputs)["pooled_output"]), atol=1e-5
+    )
+
+
+def test_feature_scores_masked_softmax_are_the_probabilities_used():
+    backbone = tiny_backbone(num_layers=2)
+    inputs = make_inputs(lengths=[7, 5, 3])
+    out = backbone.feature_model()(inputs)
+    block = backbone.transformer_layers[1]
+    x = _np(out["hidden_states"][1])
+    mask = inputs["padding_mask"].astype(bool)
+    logits = np.where(mask[:, None, None, :], _np(out["attention_scores"][1]), -np.inf)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    attn = block.self_attention
+    v = (x @ _np(attn.value.kernel) + _np(attn.value.bias)).reshape(BATCH, SEQ, 2, 5)
+    context = np.einsum("bnts,bsnh->btnh", probs, v).reshape(BATCH, SEQ, 10)
+    expected = context @ _np(attn.attention_output.kernel) + _np(attn.attention_output.bias)
+    used = _np(attn(x, inputs["padding_mask"]))  # the fused path the backbone takes
+    np.testing.assert_allclose(used, expected, atol=1e-5)
+
+
+def test_real_token_outputs_do_not_change_with_more_padding():
+    backbone = tiny_backbone()
+    inputs = make_inputs(seq=SEQ, lengths=[7, 5, 3])
+    longer = {k: np.pad(v, ((0, 0), (0, 6))) for k, v in inputs.items()}
+    longer["token_ids"][:, SEQ:] = 0
+    short = backbone(inputs)
+    long = backbone(longer)
+    mask = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(
+        _np(long["sequence_output"])[:, :SEQ][mask], _np(short["sequence_output"])[mask], atol=1e-5
+    )
+    np.testing.assert_allclose(_np(long["pooled_output"]), _np(short["pooled_output"]), atol=1e-5)
+
+
+def test_albert_sharing_and_grouping():
+    albert = tiny_backbone(embedding_dim=6, num_groups=1)
+    deeper = tiny_backbone(embedding_dim=6, num_groups=1, num_layers=9)
+    assert albert.count_params() == deeper.count_params()
+    assert len(albert.transformer_layers) == 1
+    # With num_groups == num_layers the model is exactly plain BERT.
+    plain = tiny_backbone()
+    full = tiny_backbone(num_groups=TINY["num_layers"])
+    assert [tuple(w.shape) for w in plain.weights] == [tuple(w.shape) for w in full.weights]
+    assert [w.path for w in plain.weights] == [w.path for w in full.weights]
+    # The reference layer -> group map: int(i / L * G).
+    assert [group_of_layer(i, 6, 4) for i in range(6)] == [0, 0, 1, 2, 2, 3]
+    assert [group_of_layer(i, 12, 1) for i in range(12)] == [0] * 12
+    # The graph applies the groups in that order.
+    grouped = tiny_backbone(num_layers=6, num_groups=4)
+    inputs = make_inputs()
+    x = grouped.embeddings_layer(inputs["token_ids"], inputs["segment_ids"])
+    for i in range(6):
+        x = grouped.transformer_layers[group_of_layer(i, 6, 4)](x, inputs["padding_mask"])
+    np.testing.assert_allclose(_np(grouped(inputs)["sequence_output"]), _np(x), atol=1e-5)
+
+
+def test_factorised_embedding_params():
+    b = tiny_backbone(embedding_dim=6)
+    v, e, h, p = 61, 6, 10, 32
+    embeddings = v * e + p * e + 2 * e + 2 * e + (e * h + h)
+    layer = 4 * h * h + 2 * h * 26 + 9 * h + 26
+    assert b.count_params() == embeddings + 4 * layer + h * h + h
+
+
+def test_reference_initializer():
+    b = BertBackbone(vocabulary_size=4000, num_layers=1, num_heads=2, hidden_dim=64, intermediate_dim=96)
+    table = _np(b.token_embedding.embeddings)
+    # Truncated at 2 stddev: |w| <= 0.04 and std = 0.02 * 0.8796.
+    assert np.abs(table).max() <= 0.04 + 1e-7
+    assert abs(table.std() - 0.02 * 0.8796) < 0.0005
+    assert np.all(_np(b.transformer_layers[0].output_dense.bias) == 0)
+    assert np.all(_np(b.transformer_layers[0].output_layer_norm.gamma) == 1)
+
+
+def test_mixed_bfloat16_runs_and_tracks_float32():
+    inputs = make_inputs()
+    f32 = tiny_backbone()
+    bf16 = tiny_backbone(dtype="mixed_bfloat16")
+    bf16.set_weights(f32.get_weights())
+    out = bf16(inputs)
+    assert keras.backend.standardize_dtype(out["sequence_output"].dtype) == "bfloat16"
+    assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in bf16.weights)
+    np.testing.assert_allclose(
+        _np(out["sequence_output"]), _np(f32(inputs)["sequence_output"]), atol=0.1
+    )
+    scores = bf16.feature_model()(inputs)["attention_scores"][0]
+    assert keras.backend.standardize_dtype(scores.dtype) == "float32"
+
+
+def test_dropout_trains_stochastically():
+    b = tiny_backbone(dropout=0.3)
+    inputs = make_inputs()
+    a = _np(b(inputs, training=False)["sequence_output"])
+    np.testing.assert_allclose(a, _np(b(inputs, training=False)["sequence_output"]))
+    assert not np.allclose(a, _np(b(inputs, training=True)["sequence_output"]))
+
+
+def test_keras_file_round_trip(tmp_path):
+    b = tiny_backbone(embedding_dim=6, num_groups=2, activation="gelu")
+    inputs = make_inputs()
+    path = tmp_path / "model.keras"
+    b.save(path)
+    restored = keras.saving.load_model(path)
+    assert isinstance(restored, BertBackbone)
+    assert restored.get_config() == b.get_config()
+    np.testing.assert_array_equal(
+        _np(restored(inputs)["sequence_output"]), _np(b(inputs)["sequence_output"])
+    )
+
+
+def test_save_to_preset_round_trip(tmp_path):
+    b = BertBackbone.from_preset("bert_tiny", dropout=0.0)
+    inputs = make_inputs(vocab=30522)
+    b.save_to_preset(tmp_path / "mine")
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["config.json", "model.weights.h5"]
+    restored = BertBackbone.from_preset(str(tmp_path / "mine"))
+    for key in ("sequence_output", "pooled_output"):
+        np.testing.assert_array_equal(_np(restored(inputs)[key]), _np(b(inputs)[key]))
+    saved = json.loads((tmp_path / "mine" / "config.json").read_text())
+    assert saved["tokenizer"] == {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
+    assert saved["metadata"]["params"] == 4_385_920
+    # Architecture only.
+    fresh = BertBackbone.from_preset(tmp_path / "mine", load_weights=False)
+    assert not np.allclose(_np(fresh(inputs)["sequence_output"]), _np(b(inputs)["sequence_output"]))
+
+
+def test_save_to_preset_leaves_no_temporary_files_and_overwrites(tmp_path):
+    a = tiny_backbone()
+    a.save_to_preset(tmp_path)
+    b = tiny_backbone()
+    b.save_to_preset(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.weights.h5"]
+    restored = BertBackbone.from_preset(tmp_path)
+    inputs = make_inputs()
+    np.testing.assert_array_equal(
+        _np(restored(inputs)["sequence_output"]), _np(b(inputs)["sequence_output"])
+    )
+
+
+def test_from_preset_overrides():
+    b = BertBackbone.from_preset("bert_tiny", dropout=0.0, dtype="mixed_bfloat16", name="enc")
+    assert b.dropout == 0.0 and b.attention_dropout == 0.0 and b.name == "enc"
+    assert b.dtype_policy.name == "mixed_bfloat16"
+    assert b.preset_info["metadata"]["params"] == 4_385_920
+
+
+def test_dtype_policy_round_trips(tmp_path):
+    b = tiny_backbone(dtype="mixed_bfloat16")
+    clone = BertBackbone.from_config(json.loads(json.dumps(b.get_config())))
+    assert clone.dtype_policy.name == "mixed_bfloat16"
+    assert clone.transformer_layers[0].output_dense.dtype_policy.name == "mixed_bfloat16"
+    b.save(tmp_path / "m.keras")
+    assert keras.saving.load_model(tmp_path / "m.keras").dtype_policy.name == "mixed_bfloat16"

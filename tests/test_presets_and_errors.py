@@ -1,0 +1,150 @@
+import json
+import re
+
+import pytest
+
+import bertzoo
+from bertzoo import BertBackbone, PresetError
+from bertzoo import presets as preset_lib
+from tests.conftest import TINY
+
+ARCH_KEYS = BertBackbone._architecture_keys()
+
+
+def _formula_params(b):
+    # REFERENCE.md: per layer 4H^2 + 2HI + 9H + I; embeddings V*E + P*E + T*E + 2E
+    # (+ E*H + H when factorised); shared layers counted once; pooler H^2 + H.
+    v, layers, h, i = b["vocabulary_size"], b["num_layers"], b["hidden_dim"], b["intermediate_dim"]
+    e = b.get("embedding_dim", h)
+    g = b.get("num_groups", layers)
+    n = v * e + b["max_sequence_length"] * e + b["num_segments"] * e + 2 * e
+    n += (e * h + h) if e != h else 0
+    n += g * (4 * h * h + 2 * h * i + 9 * h + i)
+    n += (h * h + h) if b["use_pooler"] else 0
+    return n
+
+
+@pytest.mark.parametrize("name", sorted(preset_lib.builtin_presets()))
+def test_builtin_preset_files_are_valid_and_consistent(name):
+    path = preset_lib.builtin_presets()[name]
+    data = preset_lib.read_preset_file(path, ARCH_KEYS)
+    assert data["name"] == name == path.stem
+    assert data["description"]
+    assert data["metadata"]["params"] == _formula_params(data["backbone"])
+    assert data["metadata"]["paper"] and data["metadata"]["source_checkpoint"]
+    tok = data["tokenizer"]
+    assert tok["kind"] in ("wordpiece", "sentencepiece")
+    # Cased vocabularies keep case and accents; uncased ones strip both.
+    assert tok["lowercase"] == tok["strip_accents"] == ("cased" not in name)
+    act = data["backbone"]["activation"]
+    # Google BERT/ALBERT: tanh GELU; DistilBERT/TinyBERT (HF "gelu"): erf GELU.
+    assert act == ("gelu" if name.startswith(("distil", "tiny")) else "gelu_approximate")
+
+
+def test_unknown_preset_lists_valid_names_and_suggests():
+    with pytest.raises(PresetError) as e:
+        BertBackbone.from_preset("bert_bse")
+    msg = str(e.value)
+    assert "Did you mean 'bert_base'?" in msg
+    for name in BertBackbone.presets:
+        assert name in msg
+
+
+def test_bad_json_names_file_and_position(tmp_path):
+    (tmp_path / "config.json").write_text('{"backbone": {"num_layers": 2,}}')
+    with pytest.raises(PresetError, match=re.escape(str(tmp_path / "config.json")) + ".*line 1"):
+        BertBackbone.from_preset(tmp_path)
+
+
+def _write(tmp_path, doc):
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    return tmp_path
+
+
+def test_unknown_backbone_key_names_file_and_key(tmp_path):
+    doc = {"backbone": {**TINY, "hiden_dim": 3}}
+    with pytest.raises(PresetError) as e:
+        BertBackbone.from_preset(_write(tmp_path, doc), load_weights=False)
+    msg = str(e.value)
+    assert str(tmp_path / "config.json") in msg
+    assert "'backbone.hiden_dim'" in msg and "Did you mean 'hidden_dim'?" in msg
+
+
+@pytest.mark.parametrize(
+    "doc, pattern",
+    [
+        ({"backbone": TINY, "extra": 1}, "unknown key 'extra'"),
+        ({"backbone": TINY, "tokenizer": {"lowercase": "yes"}}, "'tokenizer.lowercase' must be a JSON bool"),
+        ({"backbone": TINY, "tokenizer": {"kind": "bpe"}}, "tokenizer.kind must be one of wordpiece, sentencepiece"),
+        ({"backbone": TINY, "metadata": {"params": 1.5}}, "'metadata.params' must be a JSON int"),
+        ({"backbone": TINY, "metadata": {"author": "x"}}, "unknown key 'metadata.author'"),
+        ({"tokenizer": {}}, "missing the required key 'backbone'"),
+        ([1, 2], "must be a JSON object"),
+    ],
+)
+def test_invalid_preset_documents(tmp_path, doc, pattern):
+    with pytest.raises(PresetError, match=re.escape(pattern)):
+        BertBackbone.from_preset(_write(tmp_path, doc), load_weights=False)
+
+
+def test_directory_without_config_or_weights(tmp_path):
+    with pytest.raises(PresetError, match="has no config.json"):
+        BertBackbone.from_preset(tmp_path)
+    _write(tmp_path, {"backbone": TINY})
+    with pytest.raises(PresetError, match="no model.weights.h5.*load_weights=False"):
+        BertBackbone.from_preset(tmp_path)
+    assert BertBackbone.from_preset(tmp_path, load_weights=False).num_layers == TINY["num_layers"]
+
+
+def test_weights_of_another_architecture_are_rejected(tmp_path):
+    BertBackbone(**TINY).save_to_preset(tmp_path)
+    doc = json.loads((tmp_path / "config.json").read_text())
+    doc["backbone"]["intermediate_dim"] = 27
+    _write(tmp_path, doc)
+    with pytest.raises(PresetError, match="Cannot load weights from .*model.weights.h5"):
+        BertBackbone.from_preset(tmp_path)
+
+
+def test_hf_directory_gets_a_clear_error(tmp_path):
+    _write(tmp_path, {"model_type": "bert", "hidden_size": 8})
+    with pytest.raises(PresetError, match="Hugging Face config \\(model_type='bert'\\)"):
+        BertBackbone.from_preset(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "key, pattern",
+    [
+        ("num_layers", "cannot override 'num_layers': it is architectural"),
+        ("hidden_size", "cannot override 'hidden_size': it is not a backbone argument"),
+    ],
+)
+def test_overrides_are_limited(key, pattern):
+    with pytest.raises(ValueError, match=pattern + ".*dropout, dtype, name, trainable"):
+        BertBackbone.from_preset("bert_tiny", **{key: 3})
+
+
+@pytest.mark.parametrize(
+    "overrides, pattern",
+    [
+        (dict(num_heads=3), "hidden_dim=10 must be divisible by num_heads=3"),
+        (dict(num_groups=5), "num_groups=5 must not exceed num_layers=4"),
+        (dict(num_groups=0), "num_groups must be an integer >= 1, got 0"),
+        (dict(num_layers=2.0), "num_layers must be an integer >= 1, got 2.0"),
+        (dict(vocabulary_size=0), "vocabulary_size must be an integer >= 1"),
+        (dict(num_segments=-1), "num_segments must be an integer >= 0"),
+        (dict(dropout=1.0), "dropout must be a number in [0, 1), got 1.0"),
+        (dict(attention_dropout=-0.1), "attention_dropout must be a number in [0, 1)"),
+        (dict(activation="gelu_new"), "activation='gelu_new' is not supported. Valid: gelu, gelu_approximate"),
+        (dict(layer_norm_epsilon=0), "layer_norm_epsilon must be > 0"),
+        (dict(use_pooler="yes"), "use_pooler must be true or false"),
+    ],
+)
+def test_invalid_shapes_are_rejected_at_construction(overrides, pattern):
+    with pytest.raises(ValueError, match=re.escape(pattern)):
+        BertBackbone(**{**TINY, **overrides})
+
+
+def test_public_api():
+    for name in ("BertBackbone", "PresetError", "list_presets", "layers", "__version__"):
+        assert hasattr(bertzoo, name)
+    assert bertzoo.list_presets()["bert_base"]["params"] == 109_482_240
