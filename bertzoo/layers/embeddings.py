@@ -118,7 +118,7 @@ class BertEmbeddings(keras.layers.Layer):
             )
         x = self.token_embedding(token_ids)  # (B, S, E)
         positions = ops.slice(
-            self.position_embeddings,
+            ops.convert_to_tensor(self.position_embeddings),
             (0, 0),
             (ops.shape(token_ids)[1], self.embedding_dim),
         )  # (S, E)

@@ -245,3 +245,22 @@ def test_dtype_policy_round_trips(tmp_path):
     assert clone.transformer_layers[0].output_dense.dtype_policy.name == "mixed_bfloat16"
     b.save(tmp_path / "m.keras")
     assert keras.saving.load_model(tmp_path / "m.keras").dtype_policy.name == "mixed_bfloat16"
+
+
+def test_every_weight_trains_with_fit():
+    backbone = tiny_backbone(embedding_dim=6, num_groups=2, dropout=0.1)
+    inputs = make_inputs()
+    head = keras.layers.Dense(1)
+    symbolic = backbone._make_inputs(backbone.num_segments)
+    model = keras.Model(symbolic, head(backbone(symbolic)["pooled_output"]))
+    model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
+    before = [_np(w).copy() for w in backbone.weights]
+    history = model.fit(inputs, np.ones((BATCH, 1), "float32"), epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    for w, old in zip(backbone.weights, before):
+        if w.path.endswith("self_attention/key/bias"):
+            # Adding b to every key adds q.b to all of a query's scores, which
+            # the softmax ignores: its gradient is zero up to rounding.
+            np.testing.assert_allclose(_np(w), old, atol=1e-9)
+            continue
+        assert not np.allclose(_np(w), old, atol=1e-6), f"{w.path} received no update"
