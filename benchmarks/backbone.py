@@ -55,6 +55,21 @@ def make_inputs(batch, seq, vocab, seed=0):
     }
 
 
+def matmul_gflops(dtype, n=2048, repeats=5):
+    """This machine's XLA matmul rate for `dtype`: the ceiling the models
+    below can approach, and what bounds any bfloat16 speed-up."""
+    a = tf.cast(tf.random.normal((n, n)), dtype)
+    b = tf.cast(tf.random.normal((n, n)), dtype)
+    matmul = tf.function(tf.linalg.matmul, jit_compile=True)
+    matmul(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
+
+
 def compiled_forward(model):
     @tf.function(jit_compile=True)
     def forward(inputs):
@@ -96,6 +111,7 @@ def main(argv=None):
             fn(inputs).numpy()
             times[name].append(time.perf_counter() - start)
 
+    probe = {dtype: matmul_gflops(dtype) for dtype in ("float32", "bfloat16")}
     base = statistics.median(times["keras_hub float32"])
     rows = []
     for name, ts in times.items():
@@ -116,6 +132,7 @@ def main(argv=None):
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
+        "matmul_gflops": probe,
         "rows": rows,
         "ratios": {
             "bertzoo_float32_vs_keras_hub_float32": base / statistics.median(times["bertzoo float32"]),
@@ -129,6 +146,8 @@ def main(argv=None):
     for row in rows:
         print(f"{row['model']:<28}{row['median_s']:>10.4f}{row['sequences_per_s']:>10.1f}"
               f"{row['speedup_vs_keras_hub_float32']:>19.2f}x")
+    print(f"XLA matmul 2048^3: float32 {probe['float32']:.0f} GFLOP/s, "
+          f"bfloat16 {probe['bfloat16']:.0f} GFLOP/s")
     for key, value in result["ratios"].items():
         print(f"{key}: {value:.3f}")
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)

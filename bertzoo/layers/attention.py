@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from bertzoo.layers.common import kernel_initializer
+from bertzoo.layers.common import constructor_config, kernel_initializer
 
 # Added to masked logits before the softmax. Finite (not -inf) so a row that is
 # entirely masked gives a uniform distribution instead of NaNs, and the same
@@ -127,13 +127,4 @@ class BertSelfAttention(keras.layers.Layer):
         return output
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "hidden_dim": self.hidden_dim,
-                "attention_dropout": self.attention_dropout,
-                "initializer_range": self.initializer_range,
-            }
-        )
-        return config
+        return {**super().get_config(), **constructor_config(self)}

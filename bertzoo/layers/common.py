@@ -1,4 +1,7 @@
-"""Small pieces shared by every bertzoo layer: initialisers and activations."""
+"""Small pieces shared by every bertzoo layer: initialisers, activations and
+config serialisation."""
+
+import inspect
 
 import keras
 
@@ -29,3 +32,17 @@ def get_activation(name):
 def kernel_initializer(stddev=0.02):
     """The reference BERT initialiser: truncated normal with stddev 0.02."""
     return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def constructor_args(cls):
+    """Names of `cls`'s own constructor arguments; `dtype` and `**kwargs` are
+    left to Keras."""
+    params = inspect.signature(cls.__init__).parameters
+    return tuple(k for k in params if k not in ("self", "kwargs", "dtype"))
+
+
+def constructor_config(obj):
+    """`obj`'s constructor arguments, read back from the attributes of the same
+    names (every bertzoo layer and model stores each argument that way), for
+    `get_config`."""
+    return {k: getattr(obj, k) for k in constructor_args(type(obj))}

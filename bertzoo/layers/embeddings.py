@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from bertzoo.layers.common import kernel_initializer
+from bertzoo.layers.common import constructor_config, kernel_initializer
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
@@ -140,17 +140,4 @@ class BertEmbeddings(keras.layers.Layer):
         return tuple(token_ids_shape) + (self.hidden_dim,)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "embedding_dim": self.embedding_dim,
-                "hidden_dim": self.hidden_dim,
-                "max_sequence_length": self.max_sequence_length,
-                "num_segments": self.num_segments,
-                "dropout": self.dropout,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "initializer_range": self.initializer_range,
-            }
-        )
-        return config
+        return {**super().get_config(), **constructor_config(self)}

@@ -3,7 +3,7 @@
 import keras
 
 from bertzoo.layers.attention import BertSelfAttention
-from bertzoo.layers.common import get_activation, kernel_initializer
+from bertzoo.layers.common import constructor_config, get_activation, kernel_initializer
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
@@ -114,17 +114,4 @@ class BertTransformerBlock(keras.layers.Layer):
         return x
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "activation": self.activation,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "initializer_range": self.initializer_range,
-            }
-        )
-        return config
+        return {**super().get_config(), **constructor_config(self)}

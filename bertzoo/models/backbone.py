@@ -1,6 +1,5 @@
 """The one BERT-family encoder; every variant is a configuration of it."""
 
-import inspect
 import json
 import logging
 import os
@@ -17,6 +16,7 @@ from bertzoo.layers import (
     BertTransformerBlock,
     kernel_initializer,
 )
+from bertzoo.layers.common import constructor_args, constructor_config
 
 logger = logging.getLogger(__name__)
 
@@ -336,21 +336,7 @@ class BertBackbone(keras.Model):
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "hidden_dim": self.hidden_dim,
-            "intermediate_dim": self.intermediate_dim,
-            "embedding_dim": self.embedding_dim,
-            "num_groups": self.num_groups,
-            "num_segments": self.num_segments,
-            "use_pooler": self.use_pooler,
-            "activation": self.activation,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "max_sequence_length": self.max_sequence_length,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "initializer_range": self.initializer_range,
+            **constructor_config(self),
         }
 
     @classmethod
@@ -361,8 +347,7 @@ class BertBackbone(keras.Model):
 
     @classmethod
     def _architecture_keys(cls):
-        params = inspect.signature(cls.__init__).parameters
-        return tuple(k for k in params if k not in ("self", "kwargs", "dtype"))
+        return constructor_args(cls)
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **overrides):
