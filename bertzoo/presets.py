@@ -145,32 +145,33 @@ def unknown_preset_error(name):
 def resolve(name_or_dir, backbone_keys):
     """Finds a preset by built-in name or directory.
 
-    Returns `(document, directory)`, where `directory` is None for a built-in
-    preset (which ships no weights).
+    Returns `(document, directory, kind)`: kind is "builtin" (directory None:
+    built-in presets ship no weights), "bertzoo" (written by save_to_preset)
+    or "hf" (a Hugging Face checkpoint directory, its config mapped to a
+    preset document).
     """
     presets = builtin_presets()
     if isinstance(name_or_dir, str) and name_or_dir in presets:
-        return read_preset_file(presets[name_or_dir], backbone_keys), None
+        return read_preset_file(presets[name_or_dir], backbone_keys), None, "builtin"
     path = Path(name_or_dir)
     if path.is_dir():
         config = path / CONFIG_FILE
         if not config.is_file():
             raise PresetError(
                 f"{path} is a directory but has no {CONFIG_FILE}; a preset "
-                f"directory holds {CONFIG_FILE} and {WEIGHTS_FILE} "
-                "(written by save_to_preset)."
+                f"directory holds {CONFIG_FILE} and {WEIGHTS_FILE} (written by "
+                "save_to_preset), a Hugging Face checkpoint directory config.json "
+                "and model.safetensors."
             )
         try:
             raw = json.loads(config.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise PresetError(f"{config}: invalid JSON ({e}).") from e
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raw = None  # read_preset_file reports the position
         if isinstance(raw, dict) and "model_type" in raw and "backbone" not in raw:
-            raise PresetError(
-                f"{config} is a Hugging Face config (model_type="
-                f"{raw['model_type']!r}); this version of bertzoo reads only "
-                "directories written by save_to_preset."
-            )
-        return read_preset_file(config, backbone_keys), path
+            from bertzoo.convert.hf import hf_to_preset
+
+            return validate_preset(hf_to_preset(path), str(config), backbone_keys), path, "hf"
+        return read_preset_file(config, backbone_keys), path, "bertzoo"
     raise unknown_preset_error(name_or_dir)
 
 

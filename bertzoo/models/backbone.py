@@ -284,6 +284,9 @@ class BertBackbone(keras.Model):
         # Tokenizer settings and metadata carried from the preset this model
         # was loaded from; written back by save_to_preset.
         self.preset_info = {}
+        # Task-head tensors (e.g. "cls.predictions.*") found beside the
+        # backbone in a Hugging Face checkpoint, for task models.
+        self.hf_head_weights = {}
 
     @staticmethod
     def _make_inputs(num_segments):
@@ -350,15 +353,19 @@ class BertBackbone(keras.Model):
         return constructor_args(cls)
 
     @classmethod
-    def from_preset(cls, preset, load_weights=True, **overrides):
+    def from_preset(cls, preset, load_weights=True, allow_partial=False, **overrides):
         """Builds a backbone from a built-in preset name or a preset directory.
 
         Args:
-            preset: a built-in name (see `BertBackbone.presets`) or a directory
-                written by `save_to_preset`.
+            preset: a built-in name (see `BertBackbone.presets`), a directory
+                written by `save_to_preset`, or a Hugging Face checkpoint
+                directory (`config.json` + `model.safetensors`, model_type
+                "bert").
             load_weights: load the directory's weights. Built-in presets are
                 architectures and ship no weights: the model is initialised
                 with the reference initialiser (truncated normal, 0.02).
+            allow_partial: for Hugging Face checkpoints, load the tensors that
+                match instead of failing on missing or unused ones.
             **overrides: non-architectural settings: one of
                 `OVERRIDABLE_KEYS` (dropout, attention_dropout, dtype, name,
                 trainable).
@@ -380,7 +387,7 @@ class BertBackbone(keras.Model):
                     f"can be overridden: {', '.join(OVERRIDABLE_KEYS)}. To change "
                     "the architecture, build BertBackbone(**config) directly."
                 )
-        data, directory = preset_lib.resolve(preset, cls._architecture_keys())
+        data, directory, kind = preset_lib.resolve(preset, cls._architecture_keys())
         config = {**data["backbone"], **overrides}
         backbone = cls(**config)
         backbone.preset_info = {
@@ -394,6 +401,13 @@ class BertBackbone(keras.Model):
                 "model is randomly initialised (truncated normal, stddev %s).",
                 preset,
                 backbone.initializer_range,
+            )
+            return backbone
+        if kind == "hf":
+            from bertzoo.convert.hf import load_hf_weights
+
+            backbone.hf_head_weights = load_hf_weights(
+                backbone, directory, allow_partial=allow_partial
             )
             return backbone
         weights = directory / preset_lib.WEIGHTS_FILE
