@@ -33,7 +33,7 @@ def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
         check=True,
     )
     code = (
-        "import bertzoo, json; from bertzoo import presets as p;"
+        "import bertzoo, bertzoo.convert, json; from bertzoo import presets as p;"
         "b = bertzoo.BertBackbone.from_preset('bert_base');"
         "print(json.dumps([bertzoo.__file__, str(p._builtin_root()), b.count_params()]))"
     )
