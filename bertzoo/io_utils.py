@@ -24,6 +24,13 @@ def atomic_path(path, suffix=""):
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        # Make the rename itself durable, so files written in order stay in
+        # that order after a crash.
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -101,14 +101,23 @@ def test_weights_of_another_architecture_are_rejected(tmp_path):
     doc = json.loads((tmp_path / "config.json").read_text())
     doc["backbone"]["intermediate_dim"] = 27
     _write(tmp_path, doc)
-    with pytest.raises(PresetError, match="Cannot load weights from .*model.weights.h5"):
+    with pytest.raises(PresetError, match="model.weights.h5 holds .* tensors that do not match"):
         BertBackbone.from_preset(tmp_path)
 
 
-def test_hf_directory_gets_a_clear_error(tmp_path):
+def test_incomplete_hf_config_names_file_and_key(tmp_path):
     _write(tmp_path, {"model_type": "bert", "hidden_size": 8})
-    with pytest.raises(PresetError, match="Hugging Face config \\(model_type='bert'\\)"):
+    with pytest.raises(PresetError, match="config.json: missing the required key 'vocab_size'"):
         BertBackbone.from_preset(tmp_path)
+
+
+def test_invalid_values_in_a_preset_name_the_file(tmp_path):
+    doc = {"backbone": {k: v for k, v in TINY.items() if k != "vocabulary_size"}}
+    with pytest.raises(PresetError, match=re.escape(str(tmp_path / "config.json")) + ": invalid backbone config.*vocabulary_size"):
+        BertBackbone.from_preset(_write(tmp_path, doc), load_weights=False)
+    doc = {"backbone": {**TINY, "num_layers": "2"}}
+    with pytest.raises(PresetError, match="config.json: invalid backbone config: num_layers must be an integer"):
+        BertBackbone.from_preset(_write(tmp_path, doc), load_weights=False)
 
 
 @pytest.mark.parametrize(
@@ -135,7 +144,8 @@ def test_overrides_are_limited(key, pattern):
         (dict(dropout=1.0), "dropout must be a number in [0, 1), got 1.0"),
         (dict(attention_dropout=-0.1), "attention_dropout must be a number in [0, 1)"),
         (dict(activation="gelu_new"), "activation='gelu_new' is not supported. Valid: gelu, gelu_approximate"),
-        (dict(layer_norm_epsilon=0), "layer_norm_epsilon must be > 0"),
+        (dict(layer_norm_epsilon=0), "layer_norm_epsilon must be a number > 0"),
+        (dict(initializer_range=True), "initializer_range must be a number > 0, got True"),
         (dict(use_pooler="yes"), "use_pooler must be true or false"),
     ],
 )

@@ -264,7 +264,7 @@ def save_hf(backbone, directory):
         "intermediate_size": backbone.intermediate_dim,
         "hidden_act": _ACTIVATIONS_TO_HF[backbone.activation],
         "hidden_dropout_prob": backbone.dropout,
-        "attention_probs_dropout_prob": backbone.attention_dropout,
+        "attention_probs_dropout_prob": backbone.transformer_layers[0].attention_dropout,
         "max_position_embeddings": backbone.max_sequence_length,
         "type_vocab_size": backbone.num_segments,
         "layer_norm_eps": backbone.layer_norm_epsilon,

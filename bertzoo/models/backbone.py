@@ -26,9 +26,35 @@ OVERRIDABLE_KEYS = ("attention_dropout", "dropout", "dtype", "name", "trainable"
 
 
 def group_of_layer(layer_index, num_layers, num_groups):
-    """ALBERT's layer -> parameter group map, exactly as the reference code
-    computes it: `int(layer_index / num_layers * num_groups)`."""
-    return int(layer_index / num_layers * num_groups)
+    """ALBERT's layer -> parameter group map, `floor(i / num_layers *
+    num_groups)` as in the reference code, in exact integer arithmetic (the
+    reference's float form maps e.g. layer 15 of 22 to group 14 when
+    num_groups == num_layers)."""
+    return layer_index * num_groups // num_layers
+
+
+def _check_weights_file(path, model):
+    """Keras matches weights by layer order, and silently drops extra ones:
+    compare the file's tensor shapes with the model's before loading."""
+    import h5py
+
+    shapes = []
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(
+                lambda name, obj: shapes.append(tuple(obj.shape))
+                if isinstance(obj, h5py.Dataset)
+                else None
+            )
+    except OSError as e:
+        raise preset_lib.PresetError(f"{path} is not a readable weights file: {e}") from e
+    expected = sorted(tuple(w.shape) for w in model.weights)
+    if sorted(shapes) != expected:
+        raise preset_lib.PresetError(
+            f"{path} holds {len(shapes)} tensors that do not match the "
+            f"{len(expected)} weights of the configured architecture (the "
+            "config and the weights come from different models)."
+        )
 
 
 class _PresetsDescriptor:
@@ -54,6 +80,13 @@ class _ScoresTap(keras.layers.Layer):
     def call(self, inputs, padding_mask, training=None):
         return self.block(
             inputs, padding_mask, training=training, return_attention_scores=True
+        )
+
+    def get_config(self):
+        raise NotImplementedError(
+            "Models built on BertBackbone.feature_model() are not saved as one "
+            "file: save the backbone (save_to_preset or .keras) and call "
+            "feature_model() again after loading."
         )
 
 
@@ -175,7 +208,9 @@ class BertBackbone(keras.Model):
     ):
         embedding_dim = hidden_dim if embedding_dim is None else embedding_dim
         num_groups = num_layers if num_groups is None else num_groups
-        attention_dropout = dropout if attention_dropout is None else attention_dropout
+        # None means "same as dropout"; kept as None in the config so that a
+        # dropout override also moves it.
+        effective_attention_dropout = dropout if attention_dropout is None else attention_dropout
         for name, value, minimum in (
             ("vocabulary_size", vocabulary_size, 1),
             ("num_layers", num_layers, 1),
@@ -203,11 +238,13 @@ class BertBackbone(keras.Model):
                 f"{', '.join(ACTIVATION_NAMES)}."
             )
         _check_rate("dropout", dropout)
-        _check_rate("attention_dropout", attention_dropout)
-        if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
-            raise ValueError(f"layer_norm_epsilon must be > 0, got {layer_norm_epsilon!r}.")
-        if not isinstance(initializer_range, (int, float)) or initializer_range <= 0:
-            raise ValueError(f"initializer_range must be > 0, got {initializer_range!r}.")
+        _check_rate("attention_dropout", effective_attention_dropout)
+        for name, value in (
+            ("layer_norm_epsilon", layer_norm_epsilon),
+            ("initializer_range", initializer_range),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a number > 0, got {value!r}.")
         if not isinstance(use_pooler, bool):
             raise ValueError(f"use_pooler must be true or false, got {use_pooler!r}.")
         if isinstance(dtype, dict):  # a serialized DTypePolicy from get_config
@@ -233,7 +270,7 @@ class BertBackbone(keras.Model):
                 intermediate_dim=intermediate_dim,
                 activation=activation,
                 dropout=dropout,
-                attention_dropout=attention_dropout,
+                attention_dropout=effective_attention_dropout,
                 layer_norm_epsilon=layer_norm_epsilon,
                 initializer_range=initializer_range,
                 dtype=dtype,
@@ -389,7 +426,11 @@ class BertBackbone(keras.Model):
                 )
         data, directory, kind = preset_lib.resolve(preset, cls._architecture_keys())
         config = {**data["backbone"], **overrides}
-        backbone = cls(**config)
+        try:
+            backbone = cls(**config)
+        except (TypeError, ValueError) as e:
+            source = preset if directory is None else directory / preset_lib.CONFIG_FILE
+            raise preset_lib.PresetError(f"{source}: invalid backbone config: {e}") from e
         backbone.preset_info = {
             k: data[k] for k in ("description", "tokenizer", "metadata") if k in data
         }
@@ -417,6 +458,7 @@ class BertBackbone(keras.Model):
                 f"{preset_lib.WEIGHTS_FILE}. Pass load_weights=False to build the "
                 "architecture with random weights."
             )
+        _check_weights_file(weights, backbone)
         try:
             backbone.load_weights(weights)
         except Exception as e:

@@ -233,7 +233,9 @@ def test_save_to_preset_leaves_no_temporary_files_and_overwrites(tmp_path):
 
 def test_from_preset_overrides():
     b = BertBackbone.from_preset("bert_tiny", dropout=0.0, dtype="mixed_bfloat16", name="enc")
-    assert b.dropout == 0.0 and b.attention_dropout == 0.0 and b.name == "enc"
+    assert b.dropout == 0.0 and b.name == "enc"
+    # attention_dropout unset means "same as dropout", so it follows the override.
+    assert b.attention_dropout is None and b.transformer_layers[0].attention_dropout == 0.0
     assert b.dtype_policy.name == "mixed_bfloat16"
     assert b.preset_info["metadata"]["params"] == 4_385_920
 
@@ -264,3 +266,40 @@ def test_every_weight_trains_with_fit():
             np.testing.assert_allclose(_np(w), old, atol=1e-9)
             continue
         assert not np.allclose(_np(w), old, atol=1e-6), f"{w.path} received no update"
+
+
+def test_grouping_is_exact_for_every_depth(fast_init):
+    # The float form int(i / L * G) skips a group at e.g. L = 22, G = 22.
+    for layers in range(1, 60):
+        for groups in {1, 2, 3, layers}:
+            if groups <= layers:
+                used = [group_of_layer(i, layers, groups) for i in range(layers)]
+                assert sorted(set(used)) == list(range(groups)), (layers, groups)
+                assert used == sorted(used)
+    plain = BertBackbone(vocabulary_size=11, num_layers=22, num_heads=1, hidden_dim=4, intermediate_dim=6)
+    per_layer = 4 * 16 + 2 * 4 * 6 + 9 * 4 + 6
+    assert plain.count_params() == 11 * 4 + 512 * 4 + 2 * 4 + 2 * 4 + 22 * per_layer + 4 * 4 + 4
+
+
+def test_saved_preset_dropout_override_moves_attention_dropout(tmp_path):
+    tiny_backbone(dropout=0.1).save_to_preset(tmp_path)
+    b = BertBackbone.from_preset(tmp_path, dropout=0.0)
+    assert b.transformer_layers[0].attention_dropout == 0.0
+    assert b.transformer_layers[0].dropout == 0.0
+
+
+@pytest.mark.parametrize("change", [dict(use_pooler=False), dict(num_groups=2)])
+def test_weights_with_extra_tensors_are_rejected(tmp_path, change):
+    tiny_backbone().save_to_preset(tmp_path)
+    doc = json.loads((tmp_path / "config.json").read_text())
+    doc["backbone"].update(change)
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(bertzoo.PresetError, match="do not match the .* weights of the configured architecture"):
+        BertBackbone.from_preset(tmp_path)
+
+
+def test_feature_model_says_how_to_save():
+    backbone = tiny_backbone(num_layers=1)
+    features = backbone.feature_model()
+    with pytest.raises(NotImplementedError, match="save the backbone"):
+        features.get_config()
