@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bertzoo.convert.safetensors_io import read_safetensors, tensor_names, write_safetensors
+from bertzoo.io_utils import atomic_write_text
 from bertzoo.presets import PresetError
-from bertzoo.convert.safetensors_io import read_safetensors, tensor_names
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +40,6 @@ class CheckpointError(PresetError):
     """A checkpoint directory cannot be loaded as asked."""
 
 
-def is_hf_config(document):
-    return isinstance(document, dict) and "model_type" in document and "backbone" not in document
-
-
 def _read_json(path):
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
@@ -55,7 +52,7 @@ def _has_pooler(directory):
     path = Path(directory) / "model.safetensors"
     if not path.is_file():
         return True
-    return any(n in ("pooler.dense.weight", "bert.pooler.dense.weight") for n in tensor_names(path))
+    return "pooler.dense.weight" in _normalise_names(dict.fromkeys(tensor_names(path)))
 
 
 def hf_to_preset(directory):
@@ -241,9 +238,6 @@ _ACTIVATIONS_TO_HF = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "r
 def save_hf(backbone, directory):
     """Writes `backbone` as a Hugging Face BERT checkpoint directory
     (`config.json` + `model.safetensors`, each atomically)."""
-    from bertzoo.convert.safetensors_io import write_safetensors
-    from bertzoo.io_utils import atomic_write_text
-
     if backbone.embedding_dim != backbone.hidden_dim or backbone.num_groups != backbone.num_layers:
         raise CheckpointError(
             "Only BERT-shaped backbones (embedding_dim == hidden_dim, no layer "

@@ -32,44 +32,48 @@ class SafetensorsError(PresetError):
     """A safetensors file is missing, truncated or malformed."""
 
 
-def tensor_names(path):
-    """The tensor names in `path`, reading only the header."""
+def _read_header(f, path, file_size):
+    """Reads the length-prefixed JSON header from the open file `f`, leaving
+    `f` at the start of the data."""
+    head = f.read(8)
+    if len(head) < 8:
+        raise SafetensorsError(f"{path} is not a safetensors file: only {file_size} bytes.")
+    (header_len,) = struct.unpack("<Q", head)
+    if header_len > file_size - 8:
+        raise SafetensorsError(
+            f"{path} is truncated or not a safetensors file: the header claims "
+            f"{header_len} bytes but the file has {file_size}."
+        )
+    try:
+        header = json.loads(f.read(header_len))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SafetensorsError(f"{path} has a corrupt safetensors header: {e}") from e
+    return header
+
+
+def _open(path, read_body):
+    """`(path, header, data bytes or b"")` of a safetensors file."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise SafetensorsError(f"{path} is not a safetensors file: too short.")
-            (header_len,) = struct.unpack("<Q", head)
-            header = json.loads(f.read(min(header_len, 100_000_000)))
+            header = _read_header(f, path, path.stat().st_size)
+            body = f.read() if read_body else b""
     except OSError as e:
         raise SafetensorsError(f"Cannot read {path}: {e}") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SafetensorsError(f"{path} has a corrupt safetensors header: {e}") from e
+    return path, header, body
+
+
+def tensor_names(path):
+    """The tensor names in `path`, reading only the header."""
+    _, header, _ = _open(path, read_body=False)
     return [k for k in header if k != "__metadata__"]
 
 
 def read_safetensors(path):
     """Returns `{name: np.ndarray}` for every tensor in `path`; bfloat16 tensors
     are widened to float32 exactly."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SafetensorsError(f"Cannot read {path}: {e}") from e
-    if len(data) < 8:
-        raise SafetensorsError(f"{path} is not a safetensors file: only {len(data)} bytes.")
-    (header_len,) = struct.unpack("<Q", data[:8])
-    if header_len > len(data) - 8:
-        raise SafetensorsError(
-            f"{path} is truncated or not a safetensors file: the header claims "
-            f"{header_len} bytes but the file has {len(data)}."
-        )
-    try:
-        header = json.loads(data[8 : 8 + header_len])
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SafetensorsError(f"{path} has a corrupt safetensors header: {e}") from e
-    body = memoryview(data)[8 + header_len :]
+    path, header, data = _open(path, read_body=True)
+    body = memoryview(data)
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
