@@ -3,6 +3,7 @@
 from bertzoo.layers.attention import BertSelfAttention
 from bertzoo.layers.common import ACTIVATION_NAMES, get_activation, kernel_initializer
 from bertzoo.layers.embeddings import BertEmbeddings
+from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
 from bertzoo.layers.transformer import BertTransformerBlock
 
 __all__ = [
@@ -10,6 +11,8 @@ __all__ = [
     "BertEmbeddings",
     "BertSelfAttention",
     "BertTransformerBlock",
+    "POOLING_MODES",
+    "TokenPooling",
     "get_activation",
     "kernel_initializer",
 ]

@@ -1,3 +1,4 @@
 from bertzoo.models.backbone import BertBackbone, group_of_layer
+from bertzoo.models.embedder import TextEmbedder
 
-__all__ = ["BertBackbone", "group_of_layer"]
+__all__ = ["BertBackbone", "TextEmbedder", "group_of_layer"]

