@@ -2,6 +2,16 @@
 in TensorFlow ops, and vocabulary training."""
 
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError, from_preset
+from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
+from bertzoo.tokenizers.train import train_sentencepiece, train_wordpiece
 from bertzoo.tokenizers.wordpiece import BertTokenizer
 
-__all__ = ["BertTokenizer", "Tokenizer", "TokenizerError", "from_preset"]
+__all__ = [
+    "BertTokenizer",
+    "SentencePieceTokenizer",
+    "Tokenizer",
+    "TokenizerError",
+    "from_preset",
+    "train_sentencepiece",
+    "train_wordpiece",
+]

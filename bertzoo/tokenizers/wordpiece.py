@@ -13,124 +13,14 @@ versions disagree; WordPiece is tensorflow-text's greedy longest-match
 applied first.
 """
 
-import functools
-import json
-import unicodedata
 from pathlib import Path
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bertzoo.io_utils import atomic_write_text
-from bertzoo.tokenizers import basic
+from bertzoo.tokenizers import basic, unicode
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError
-
-TABLES_FILE = Path(__file__).with_name("unicode_tables.json")
-_ALL_CODEPOINTS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-
-
-def _char_class(predicate):
-    """An RE2 character class matching exactly the code points for which
-    `predicate(chr(cp))` holds."""
-    ranges, start, prev = [], None, None
-    for cp in _ALL_CODEPOINTS:
-        if predicate(chr(cp)):
-            if start is None:
-                start = prev = cp
-            elif cp == prev + 1:
-                prev = cp
-            else:
-                ranges.append((start, prev))
-                start = prev = cp
-    if start is not None:
-        ranges.append((start, prev))
-    parts = [
-        f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in ranges
-    ]
-    return "[" + "".join(parts) + "]"
-
-
-def _compute_patterns(control_chars):
-    drop = _char_class(
-        lambda c: c == "\x00" or c == "\ufffd" or basic.is_control(c, control_chars)
-    )
-    # Whitespace as the reference cleans it, plus what str.split() also splits
-    # on (U+2028, U+2029) once cleaning is done.
-    space = _char_class(
-        lambda c: basic.is_whitespace(c)
-        or (c.isspace() and not basic.is_control(c, control_chars))
-    )
-    return {
-        "drop": drop,
-        "space": space,
-        "cjk": _char_class(basic.is_cjk),
-        "punct": _char_class(basic.is_punctuation),
-        "mark": _char_class(lambda c: unicodedata.category(c) == "Mn"),
-    }
-
-
-def _compute_lowercase_fixes():
-    """Code points where ICU's lowercasing and Python's `str.lower` (the
-    reference) disagree, one to one: {code point: Python's lowercase}."""
-    chars = [chr(c) for c in _ALL_CODEPOINTS if c != 0]
-    lowered = tf.strings.lower(tf.constant([c.encode() for c in chars]), encoding="utf-8")
-    fixes = {}
-    for char, icu in zip(chars, lowered.numpy()):
-        py = char.lower()
-        if icu.decode("utf-8") != py:
-            if len(py) != 1:
-                raise AssertionError(f"no one-to-one fix for U+{ord(char):04X}")
-            fixes[ord(char)] = ord(py)
-    return fixes
-
-
-def _tf_minor():
-    return ".".join(tf.__version__.split(".")[:2])
-
-
-def compute_unicode_tables():
-    """The character classes (from this Python's unicodedata) and lowercase
-    corrections (this TensorFlow's ICU vs Python) the tokenizer uses."""
-    return {
-        "unidata_version": unicodedata.unidata_version,
-        "tensorflow": _tf_minor(),
-        "patterns": {mode: _compute_patterns(mode) for mode in basic.CONTROL_CATEGORIES},
-        "lowercase_fixes": {str(k): v for k, v in _compute_lowercase_fixes().items()},
-    }
-
-
-def write_unicode_tables(path=TABLES_FILE):
-    """Regenerates the shipped tables (run after a Python/TensorFlow upgrade)."""
-    atomic_write_text(path, json.dumps(compute_unicode_tables(), sort_keys=True) + "\n")
-
-
-@functools.cache
-def _shipped_tables():
-    try:
-        return json.loads(TABLES_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-@functools.cache
-def _patterns(control_chars):
-    """Computing the classes takes seconds; the package ships them for its
-    Python's Unicode version and recomputes them for any other."""
-    shipped = _shipped_tables()
-    if shipped.get("unidata_version") == unicodedata.unidata_version:
-        return shipped["patterns"][control_chars]
-    return _compute_patterns(control_chars)
-
-
-@functools.cache
-def _lowercase_fixes():
-    shipped = _shipped_tables()
-    if (
-        shipped.get("unidata_version") == unicodedata.unidata_version
-        and shipped.get("tensorflow") == _tf_minor()
-    ):
-        return {int(k): v for k, v in shipped["lowercase_fixes"].items()}
-    return _compute_lowercase_fixes()
 
 
 def read_vocabulary(vocabulary):
@@ -207,7 +97,7 @@ class BertTokenizer(Tokenizer):
         self.lowercase = bool(lowercase)
         self.strip_accents = basic.resolve_strip_accents(lowercase, strip_accents)
         self.control_chars = control_chars
-        self._patterns = _patterns(control_chars)
+        self._patterns = unicode.wordpiece_patterns(control_chars)
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=self.vocabulary,
             suffix_indicator="##",
@@ -216,16 +106,6 @@ class BertTokenizer(Tokenizer):
             no_pretokenization=True,
             support_detokenization=False,
         )
-        self._fix_table = None
-        if self.lowercase:
-            fixes = _lowercase_fixes()
-            if fixes:
-                self._fix_table = tf.lookup.StaticHashTable(
-                    tf.lookup.KeyValueTensorInitializer(
-                        tf.constant(list(fixes), tf.int32), tf.constant(list(fixes.values()), tf.int32)
-                    ),
-                    default_value=-1,
-                )
 
     def get_config(self):
         return {
@@ -234,15 +114,6 @@ class BertTokenizer(Tokenizer):
             "control_chars": self.control_chars,
             **{f"{r}_token": getattr(self, f"{r}_token") for r in ("cls", "sep", "pad", "unk", "mask")},
         }
-
-    def _lower(self, text):
-        text = tf.strings.lower(text, encoding="utf-8")
-        if self._fix_table is None:
-            return text
-        chars = tf.strings.unicode_decode(text, "UTF-8")
-        fixed = self._fix_table.lookup(chars.flat_values)
-        flat = tf.where(fixed >= 0, fixed, chars.flat_values)
-        return tf.strings.unicode_encode(chars.with_flat_values(flat), "UTF-8")
 
     def words(self, strings):
         """The reference BasicTokenizer in graph ops: a 1-D string batch ->
@@ -256,7 +127,7 @@ class BertTokenizer(Tokenizer):
         text = tf.strings.regex_replace(text, p["space"], " ")
         text = tf.strings.regex_replace(text, f"({p['cjk']})", r" \1 ")
         if self.lowercase:
-            text = self._lower(text)
+            text = unicode.python_lower(text)
         if self.strip_accents:
             text = tf_text.normalize_utf8(text, "NFD")
             text = tf.strings.regex_replace(text, p["mark"], "")

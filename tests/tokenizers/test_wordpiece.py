@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from bertzoo.tokenizers import BertTokenizer, TokenizerError
-from bertzoo.tokenizers import basic, wordpiece
+from bertzoo.tokenizers import basic, unicode
 from tests.conftest import FIXTURES
 
 MODES = {
@@ -165,7 +165,7 @@ def test_vocabulary_errors(tmp_path):
 def test_shipped_unicode_tables_are_current():
     """The package ships the character classes it would otherwise compute at
     start-up; they must equal what this Python and TensorFlow compute."""
-    shipped = json.loads(wordpiece.TABLES_FILE.read_text(encoding="utf-8"))
+    shipped = json.loads(unicode.TABLES_FILE.read_text(encoding="utf-8"))
     if shipped["unidata_version"] != unicodedata.unidata_version:
         pytest.skip("tables are for another Unicode version (recomputed at run time)")
-    assert shipped == wordpiece.compute_unicode_tables()
+    assert shipped == unicode.compute_tables()

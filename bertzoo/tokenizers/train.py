@@ -1,0 +1,321 @@
+"""Training vocabularies from text files: WordPiece (`vocab.txt`, for
+`BertTokenizer`) and SentencePiece (`spiece.model`, for
+`SentencePieceTokenizer`).
+
+Both trainers see the text exactly as the matching tokenizer will: WordPiece
+counts the words of `basic.BasicTokenizer` (the tokenizer's specification),
+SentencePiece trains on the output of the tokenizer's own preprocessing ops.
+So a vocabulary trained with `lowercase=False, strip_accents=False` keeps
+Hangul syllables whole, while the uncased defaults (which strip accents
+through NFD) make WordPiece see Korean as jamo.
+
+Input files are read as UTF-8, one sentence or paragraph per line; bytes that
+are not UTF-8 are replaced by U+FFFD (with a warning saying how many lines).
+"""
+
+import collections
+import io
+import logging
+from pathlib import Path
+
+import sentencepiece as spm
+import tensorflow as tf
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+from bertzoo import io_utils
+from bertzoo.tokenizers import basic
+from bertzoo.tokenizers.base import TokenizerError
+from bertzoo.tokenizers.sentencepiece import AlbertPreprocessor, model_pieces
+
+logger = logging.getLogger(__name__)
+
+BERT_RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# ALBERT's spm_train flags (google-research/albert README): <pad>=0, <unk>=1,
+# [CLS]=2, [SEP]=3, [MASK]=4 as control symbols (never produced from text),
+# then these user-defined symbols (always their own piece).
+ALBERT_CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
+ALBERT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
+JOINER = "##"
+
+
+def _as_paths(files):
+    if isinstance(files, str | Path):
+        files = [files]
+    paths = [Path(f) for f in files]
+    if not paths:
+        raise TokenizerError("No training files given.")
+    return paths
+
+
+def read_lines(files):
+    """Yields the lines (without line ends) of UTF-8 text files, streaming;
+    fails on a missing file (before reading any) or one with no text."""
+    paths = _as_paths(files)
+    for path in paths:
+        if not path.is_file():
+            raise TokenizerError(f"Training file {path} does not exist (or is not a file).")
+    for path in paths:
+        bad = 0
+        has_text = False
+        with open(path, "rb") as f:
+            for raw in f:
+                raw = raw.rstrip(b"\r\n")
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    line = raw.decode("utf-8", errors="replace")
+                    bad += 1
+                has_text = has_text or bool(line.strip())
+                yield line
+        if not has_text:
+            raise TokenizerError(f"Training file {path} is empty.")
+        if bad:
+            logger.warning(
+                "%s: %d line(s) are not valid UTF-8; their undecodable bytes were "
+                "replaced by U+FFFD.",
+                path,
+                bad,
+            )
+
+
+def _check_vocab_size(vocab_size):
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise TokenizerError(f"vocab_size must be a positive integer, got {vocab_size!r}.")
+
+
+def count_words(files, lowercase=True, strip_accents=None, control_chars="hf"):
+    """Word counts of the files, words as `BasicTokenizer` produces them."""
+    tokenizer = basic.BasicTokenizer(lowercase, strip_accents, control_chars)
+    counts = collections.Counter()
+    for line in read_lines(files):
+        counts.update(tokenizer.tokenize(line))
+    return counts
+
+
+def train_wordpiece(
+    files,
+    vocab_size,
+    lowercase=True,
+    strip_accents=None,
+    output=None,
+    reserved_tokens=BERT_RESERVED_TOKENS,
+    min_frequency=2,
+    control_chars="hf",
+    max_token_length=50,
+    num_iterations=4,
+):
+    """Learns a WordPiece vocabulary (BERT's `vocab.txt`) from text files.
+
+    Words are counted with `BasicTokenizer(lowercase, strip_accents)`, so the
+    vocabulary is learnt on exactly what `BertTokenizer` with the same
+    settings will look up; the pieces are then learnt with tensorflow-text's
+    WordPiece learner (a binary search on the frequency threshold that gives
+    at most `vocab_size` tokens).
+
+    The vocabulary is: the reserved tokens (the first one, [PAD], gets id 0,
+    which the backbone treats as padding), every character of the corpus
+    both as a word start and as a "##" continuation (so nothing in the
+    training text becomes [UNK]), then the learnt pieces by frequency. It
+    has at most `vocab_size` tokens (fewer when the corpus has no more
+    pieces at `min_frequency`).
+
+    Args:
+        files: a text file or a list of them (UTF-8, one text per line).
+        vocab_size: the maximum vocabulary size.
+        lowercase, strip_accents, control_chars: the `BertTokenizer`
+            settings the vocabulary is for (strip_accents None follows
+            lowercase, which decomposes Hangul into jamo: pass False for
+            Korean).
+        output: if given, `vocab.txt` is written there (atomically).
+        reserved_tokens: the special tokens, in id order; the first is the
+            padding token.
+        min_frequency: pieces seen fewer times are not learnt (single
+            characters are always in).
+        max_token_length: longer words are left out of the piece counts.
+        num_iterations: the learner's refinement passes.
+
+    Returns:
+        The vocabulary, a list of tokens (index = id).
+    """
+    _check_vocab_size(vocab_size)
+    reserved = [str(t) for t in reserved_tokens]
+    if not reserved or len(set(reserved)) != len(reserved) or "" in reserved:
+        raise TokenizerError(
+            f"reserved_tokens must be distinct non-empty tokens, padding first; got {reserved}."
+        )
+    counts = count_words(files, lowercase, strip_accents, control_chars)
+    if not counts:
+        raise TokenizerError("The training files hold no words.")
+    alphabet = sorted({char for word in counts for char in word})
+    required = reserved + [c for c in alphabet if c not in reserved]
+    required += [JOINER + c for c in alphabet if JOINER + c not in reserved]
+    if vocab_size < len(required):
+        raise TokenizerError(
+            f"vocab_size={vocab_size} is too small: the {len(reserved)} reserved tokens "
+            f"and the corpus's {len(alphabet)} characters (each as a word start and as a "
+            f"'{JOINER}' continuation) need at least {len(required)}."
+        )
+    learnt = learner.learn(
+        list(counts.items()),
+        vocab_size,
+        reserved,
+        lower_thresh=max(1, int(min_frequency)),
+        num_iterations=num_iterations,
+        max_input_tokens=-1,
+        max_token_length=max_token_length,
+        max_unique_chars=len(alphabet),
+        include_joiner_token=True,
+        joiner=JOINER,
+    )
+    vocabulary = list(required)
+    seen = set(vocabulary)
+    for token in learnt:
+        if len(vocabulary) >= vocab_size:
+            break
+        if token not in seen:
+            seen.add(token)
+            vocabulary.append(token)
+    if len(vocabulary) < vocab_size:
+        logger.info(
+            "WordPiece vocabulary has %d tokens (asked for at most %d): the corpus has "
+            "no more pieces seen at least %d times.",
+            len(vocabulary),
+            vocab_size,
+            min_frequency,
+        )
+    if output is not None:
+        io_utils.atomic_write_text(output, "".join(t + "\n" for t in vocabulary))
+    return vocabulary
+
+
+def _model_path(output):
+    """A directory (existing, or a path not ending in .model) gets
+    spiece.model inside it; anything else is the model file's path."""
+    path = Path(output)
+    if path.is_dir() or path.suffix != ".model":
+        return path / "spiece.model"
+    return path
+
+
+def _preprocessed_lines(files, preprocessor, batch_size=4096):
+    """The files' lines through the tokenizer's preprocessing ops."""
+    batch = []
+
+    def flush():
+        out = preprocessor(tf.constant(batch, dtype=tf.string)).numpy()
+        batch.clear()
+        return [s.decode("utf-8") for s in out]
+
+    for line in read_lines(files):
+        batch.append(line.encode("utf-8"))
+        if len(batch) == batch_size:
+            yield from flush()
+    if batch:
+        yield from flush()
+
+
+def train_sentencepiece(
+    files,
+    vocab_size,
+    output,
+    lowercase=True,
+    strip_accents=True,
+    model_type="unigram",
+    character_coverage=1.0,
+    control_symbols=ALBERT_CONTROL_SYMBOLS,
+    user_defined_symbols=ALBERT_USER_DEFINED_SYMBOLS,
+    pad_piece="<pad>",
+    unk_piece="<unk>",
+    seed=0,
+    num_threads=1,
+    max_sentence_length=4192,
+    **trainer_options,
+):
+    """Trains an ALBERT-compatible SentencePiece model (`spiece.model`).
+
+    The model has ALBERT's layout: <pad>=0, <unk>=1, then the control
+    symbols ([CLS]=2, [SEP]=3, [MASK]=4), then the user-defined symbols, then
+    the learnt pieces; `vocab_size` pieces in all. The corpus goes through
+    the same preprocessing ops as `SentencePieceTokenizer(lowercase=...,
+    strip_accents=...)` applies before encoding, then through the trainer
+    (which, like the encoder, also applies the model's nmt_nfkc normaliser).
+
+    Training is deterministic for a given corpus, settings and sentencepiece
+    version: every line is used in file order (no sampling or shuffling), the
+    random seed is fixed, and one thread by default (more threads are faster
+    but may change the result's scores in the last digits).
+
+    Args:
+        files: a text file or a list of them (UTF-8, one text per line).
+        vocab_size: the exact number of pieces (sentencepiece fails when the
+            corpus cannot fill it; the error says so).
+        output: the model file (ending in .model) or a directory to write
+            spiece.model into; written atomically.
+        lowercase, strip_accents: the `SentencePieceTokenizer` settings the
+            model is for.
+        model_type: "unigram" (ALBERT), "bpe", "char" or "word".
+        character_coverage: the share of the corpus's characters the
+            vocabulary must cover; 1.0 keeps every character (ALBERT used
+            0.99995 on its far larger corpus).
+        control_symbols, user_defined_symbols, pad_piece, unk_piece: the
+            special pieces (ALBERT's by default).
+        seed: sentencepiece's random seed.
+        num_threads: trainer threads.
+        max_sentence_length: longer lines (in bytes, after preprocessing)
+            are skipped by sentencepiece; a warning counts them.
+        **trainer_options: any other `spm_train` flag.
+
+    Returns:
+        The path of the written model.
+    """
+    _check_vocab_size(vocab_size)
+    path = _model_path(output)
+    preprocessor = AlbertPreprocessor(lowercase, strip_accents)
+    sentences = [s for s in _preprocessed_lines(files, preprocessor) if s]
+    if not sentences:
+        raise TokenizerError("The training files hold no text.")
+    too_long = sum(len(s.encode("utf-8")) > max_sentence_length for s in sentences)
+    if too_long:
+        logger.warning(
+            "%d line(s) are longer than max_sentence_length=%d bytes; sentencepiece "
+            "skips them.",
+            too_long,
+            max_sentence_length,
+        )
+    options = dict(
+        model_type=model_type,
+        vocab_size=vocab_size,
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        pad_piece=pad_piece,
+        unk_piece=unk_piece,
+        control_symbols=list(control_symbols),
+        user_defined_symbols=list(user_defined_symbols),
+        character_coverage=character_coverage,
+        num_threads=num_threads,
+        input_sentence_size=0,
+        shuffle_input_sentence=False,
+        max_sentence_length=max_sentence_length,
+        minloglevel=2,
+    )
+    options.update(trainer_options)
+    spm.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=model, **options
+        )
+    except RuntimeError as e:
+        raise TokenizerError(f"SentencePiece training failed: {e}") from None
+    proto = model.getvalue()
+    pieces = model_pieces(proto)
+    expected = [pad_piece, unk_piece, *control_symbols]
+    if pieces[: len(expected)] != expected:  # would break ALBERT's ids
+        raise TokenizerError(
+            f"The trained model starts with {pieces[: len(expected)]}, not {expected}."
+        )
+    with io_utils.atomic_path(path) as tmp:
+        Path(tmp).write_bytes(proto)
+    return path

@@ -1,0 +1,169 @@
+"""Character classes and lowercasing shared by the tokenizers, in forms that
+TensorFlow string ops use.
+
+The reference tokenizers are Python code over Python's `unicodedata`, so the
+classes here are computed from exactly that: each predicate is evaluated on
+every code point and compiled into an RE2 character class. Lowercasing uses
+ICU (`tf.strings.lower`, which like `str.lower` handles final sigma and
+dotted capital I), corrected one to one on the few code points where ICU's
+and Python's Unicode versions disagree.
+
+Computing the tables takes seconds, so the package ships them
+(`unicode_tables.json`) for its Python's Unicode version and TensorFlow
+release, and recomputes them for any other.
+"""
+
+import functools
+import json
+import unicodedata
+from pathlib import Path
+
+import tensorflow as tf
+
+from bertzoo.io_utils import atomic_write_text
+from bertzoo.tokenizers import basic
+
+TABLES_FILE = Path(__file__).with_name("unicode_tables.json")
+_ALL_CODEPOINTS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+
+
+def char_class(predicate):
+    """An RE2 character class matching exactly the code points for which
+    `predicate(chr(cp))` holds."""
+    ranges, start, prev = [], None, None
+    for cp in _ALL_CODEPOINTS:
+        if predicate(chr(cp)):
+            if start is None:
+                start = prev = cp
+            elif cp == prev + 1:
+                prev = cp
+            else:
+                ranges.append((start, prev))
+                start = prev = cp
+    if start is not None:
+        ranges.append((start, prev))
+    parts = [
+        f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in ranges
+    ]
+    return "[" + "".join(parts) + "]"
+
+
+def _compute_wordpiece_patterns(control_chars):
+    drop = char_class(
+        lambda c: c == "\x00" or c == "\ufffd" or basic.is_control(c, control_chars)
+    )
+    # Whitespace as the reference cleans it, plus what str.split() also splits
+    # on (U+2028, U+2029) once cleaning is done.
+    space = char_class(
+        lambda c: basic.is_whitespace(c)
+        or (c.isspace() and not basic.is_control(c, control_chars))
+    )
+    return {
+        "drop": drop,
+        "space": space,
+        "cjk": char_class(basic.is_cjk),
+        "punct": char_class(basic.is_punctuation),
+        "mark": char_class(lambda c: unicodedata.category(c) == "Mn"),
+    }
+
+
+def _compute_albert_patterns():
+    return {
+        "space": char_class(str.isspace),
+        "combining": char_class(lambda c: unicodedata.combining(c) != 0),
+        "digit": char_class(str.isdigit),
+    }
+
+
+def _compute_lowercase_fixes():
+    """Code points where ICU's lowercasing and Python's `str.lower` (the
+    reference) disagree, one to one: {code point: Python's lowercase}."""
+    chars = [chr(c) for c in _ALL_CODEPOINTS if c != 0]
+    lowered = tf.strings.lower(tf.constant([c.encode() for c in chars]), encoding="utf-8")
+    fixes = {}
+    for char, icu in zip(chars, lowered.numpy()):
+        py = char.lower()
+        if icu.decode("utf-8") != py:
+            if len(py) != 1:
+                raise AssertionError(f"no one-to-one fix for U+{ord(char):04X}")
+            fixes[ord(char)] = ord(py)
+    return fixes
+
+
+def _tf_minor():
+    return ".".join(tf.__version__.split(".")[:2])
+
+
+def compute_tables():
+    """The character classes (from this Python's unicodedata) and lowercase
+    corrections (this TensorFlow's ICU vs Python) the tokenizer uses."""
+    return {
+        "unidata_version": unicodedata.unidata_version,
+        "tensorflow": _tf_minor(),
+        "patterns": {mode: _compute_wordpiece_patterns(mode) for mode in basic.CONTROL_CATEGORIES},
+        "albert_patterns": _compute_albert_patterns(),
+        "lowercase_fixes": {str(k): v for k, v in _compute_lowercase_fixes().items()},
+    }
+
+
+def write_tables(path=TABLES_FILE):
+    """Regenerates the shipped tables (run after a Python/TensorFlow upgrade)."""
+    atomic_write_text(path, json.dumps(compute_tables(), sort_keys=True) + "\n")
+
+
+@functools.cache
+def _shipped_tables():
+    try:
+        return json.loads(TABLES_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+@functools.cache
+def wordpiece_patterns(control_chars):
+    """RE2 classes for the BERT BasicTokenizer steps: drop, space, cjk,
+    punct, mark (nonspacing marks)."""
+    shipped = _shipped_tables()
+    if shipped.get("unidata_version") == unicodedata.unidata_version:
+        return shipped["patterns"][control_chars]
+    return _compute_wordpiece_patterns(control_chars)
+
+
+@functools.cache
+def albert_patterns():
+    """RE2 classes for the ALBERT preprocessing: `str.isspace`,
+    `unicodedata.combining(c) != 0` and `str.isdigit`."""
+    shipped = _shipped_tables()
+    if shipped.get("unidata_version") == unicodedata.unidata_version:
+        return shipped["albert_patterns"]
+    return _compute_albert_patterns()
+
+
+@functools.cache
+def lowercase_fixes():
+    shipped = _shipped_tables()
+    if (
+        shipped.get("unidata_version") == unicodedata.unidata_version
+        and shipped.get("tensorflow") == _tf_minor()
+    ):
+        return {int(k): v for k, v in shipped["lowercase_fixes"].items()}
+    return _compute_lowercase_fixes()
+
+
+
+
+def python_lower(text):
+    """`str.lower` on a tf.string tensor, in graph ops. The corrections are
+    constants (sorted code points + searchsorted), not a lookup table, so a
+    graph that uses them needs no resource tracked to be exported."""
+    text = tf.strings.lower(text, encoding="utf-8")
+    fixes = sorted(lowercase_fixes().items())
+    if not fixes:
+        return text
+    keys = tf.constant([k for k, _ in fixes], tf.int32)
+    values = tf.constant([v for _, v in fixes], tf.int32)
+    chars = tf.strings.unicode_decode(text, "UTF-8")
+    flat = chars.flat_values
+    at = tf.minimum(tf.searchsorted(keys, flat), len(fixes) - 1)
+    flat = tf.where(tf.equal(tf.gather(keys, at), flat), tf.gather(values, at), flat)
+    return tf.strings.unicode_encode(chars.with_flat_values(flat), "UTF-8")

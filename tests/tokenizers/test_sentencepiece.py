@@ -1,0 +1,226 @@
+"""SentencePieceTokenizer against the reference ALBERT tokenizer.
+
+The fixture (tests/fixtures/sentencepiece/, written by
+tests/fixtures/make_sentencepiece_reference.py) holds a small ALBERT-style
+model and the reference tokenizer's ids for 43 texts in three settings; the
+ids must be identical, eagerly, in tf.function and in tf.data.
+"""
+
+import json
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bertzoo.tokenizers.base import TokenizerError
+from bertzoo.tokenizers.sentencepiece import AlbertPreprocessor, SentencePieceTokenizer
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sentencepiece"
+MODEL = FIXTURES / "spiece.model"
+REFERENCE = json.loads((FIXTURES / "reference_ids.json").read_text(encoding="utf-8"))
+CONFIGS = sorted(REFERENCE["configs"])
+
+
+def settings(config):
+    options = REFERENCE["configs"][config]["options"]
+    return dict(lowercase=options["do_lower_case"], strip_accents=not options["keep_accents"])
+
+
+def rows(config):
+    return REFERENCE["configs"][config]["rows"]
+
+
+def as_lists(ids):
+    """Backend-independent: TF ragged/dense tensors or numpy (JAX) -> lists."""
+    if isinstance(ids, tf.RaggedTensor):
+        return ids.to_list()
+    if isinstance(ids, tf.Tensor):
+        return ids.numpy().tolist()
+    if isinstance(ids, list):
+        return [np.asarray(row).tolist() for row in ids]
+    return np.asarray(ids).tolist()
+
+
+@pytest.fixture(scope="module")
+def tokenizers():
+    return {config: SentencePieceTokenizer(MODEL, **settings(config)) for config in CONFIGS}
+
+
+def test_fixture_exercises_the_digit_comma_rule():
+    for config in CONFIGS:
+        taken = {branch for row in rows(config) for branch in row["digit_comma_rule"]}
+        assert taken == {"keep", "drop", "strip"}, config
+    assert len(rows(CONFIGS[0])) == 43
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_ids_match_reference_eager(tokenizers, config):
+    tokenizer = tokenizers[config]
+    texts = [row["text"] for row in rows(config)]
+    got = as_lists(tokenizer(texts))
+    for row, ids in zip(rows(config), got, strict=True):
+        assert ids == row["ids"], row["text"]
+    pieces = tokenizer.pieces(tf.constant(texts)).to_list()
+    for row, p in zip(rows(config), pieces, strict=True):
+        assert [x.decode("utf-8") for x in p] == row["pieces"], row["text"]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_scalar_input(tokenizers, config):
+    tokenizer = tokenizers[config]
+    for row in rows(config)[:12]:
+        ids = tokenizer(row["text"])
+        assert as_lists(ids) == row["ids"], row["text"]
+
+
+def test_output_dtype_and_shapes(tokenizers):
+    tokenizer = tokenizers["uncased"]
+    batch = tokenizer(["1,000 and 9, 10", ""])
+    scalar = tokenizer("1,000 and 9, 10")
+    if isinstance(batch, tf.RaggedTensor):  # TensorFlow backend
+        assert batch.dtype == tf.int32 and batch.shape.rank == 2
+        assert scalar.dtype == tf.int32 and scalar.shape.rank == 1
+    else:  # JAX/torch: numpy
+        assert [row.dtype for row in batch] == [np.int32, np.int32]
+        assert scalar.dtype == np.int32 and scalar.ndim == 1
+    assert as_lists(batch)[1] == []
+
+
+@pytest.mark.parametrize("config", ["uncased", "cased"])
+def test_ids_match_reference_in_graphs(tokenizers, config):
+    tokenizer = tokenizers[config]
+    texts = [row["text"] for row in rows(config)]
+    expected = [row["ids"] for row in rows(config)]
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def encode(strings):
+        return tokenizer(strings)
+
+    assert encode(tf.constant(texts)).to_list() == expected
+
+    # Element-wise (scalar strings) and batched (1-D) inside tf.data.
+    single = tf.data.Dataset.from_tensor_slices(texts).map(tokenizer)
+    assert [t.numpy().tolist() for t in single] == expected
+    batched = tf.data.Dataset.from_tensor_slices(texts).batch(5).map(tokenizer)
+    assert [ids for batch in batched for ids in batch.to_list()] == expected
+
+
+def test_preprocessing_matches_python_on_every_code_point():
+    """Steps 1-4 (whitespace, quotes, NFKD + combining, lower) against the
+    reference's Python on all of Unicode, each character between two "a"s.
+    The only differences allowed are characters this Python's unicodedata
+    does not know (assigned in a later Unicode version, which ICU's NFKD
+    decomposes)."""
+
+    def reference(text):
+        text = " ".join(text.strip().split()).replace("``", '"').replace("''", '"')
+        text = unicodedata.normalize("NFKD", text)
+        return "".join(c for c in text if not unicodedata.combining(c)).lower()
+
+    code_points = [c for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]
+    chunks = [code_points[i : i + 64] for i in range(0, len(code_points), 64)]
+    texts = ["a" + "a".join(chr(c) for c in chunk) + "a" for chunk in chunks]
+    got = AlbertPreprocessor(True, True)(tf.constant([t.encode("utf-8") for t in texts]))
+    differing = []
+    for chunk, text, out in zip(chunks, texts, got.numpy(), strict=True):
+        if out.decode("utf-8") != reference(text):
+            one = AlbertPreprocessor(True, True)(
+                tf.constant([("a" + chr(c) + "a").encode("utf-8") for c in chunk])
+            ).numpy()
+            differing += [
+                c for c, o in zip(chunk, one) if o.decode("utf-8") != reference("a" + chr(c) + "a")
+            ]
+    assert all(unicodedata.category(chr(c)) == "Cn" for c in differing), [
+        hex(c) for c in differing if unicodedata.category(chr(c)) != "Cn"
+    ]
+
+
+def test_preprocessing_examples():
+    pre = AlbertPreprocessor(lowercase=True, strip_accents=True)
+    got = pre(tf.constant(["  Crème\t\tBRÛLÉE  ", "``x'' ''y``", "ΟΔΟΣ İ", "a\u2028\u00a0b", ""]))
+    assert [s.decode() for s in got.numpy()] == ["creme brulee", '"x" "y"', "οδος i", "a b", ""]
+    keep = AlbertPreprocessor(lowercase=False, strip_accents=False)
+    assert keep(tf.constant(["  Crème  "])).numpy()[0].decode() == "Crème"
+
+
+def test_vocabulary_and_special_tokens(tokenizers):
+    tokenizer = tokenizers["uncased"]
+    assert tokenizer.vocabulary_size == REFERENCE["vocabulary_size"] == 800
+    assert tokenizer.vocabulary[:5] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    assert (tokenizer.pad_token_id, tokenizer.unk_token_id) == (0, 1)
+    assert (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id) == (2, 3, 4)
+    assert tokenizer.token_to_id("\u2581") == 13
+    assert tokenizer.detokenize(tokenizer("hello")) == ["\u2581", "he", "ll", "o"]
+    assert tokenizer.get_config()["strip_accents"] is True
+
+
+def test_proto_bytes_and_save_to_preset(tmp_path, tokenizers):
+    proto = MODEL.read_bytes()
+    from_bytes = SentencePieceTokenizer(proto)
+    assert from_bytes.vocabulary == tokenizers["uncased"].vocabulary
+    path = from_bytes.save_to_preset(tmp_path / "preset")
+    assert path == tmp_path / "preset" / "spiece.model"
+    assert path.read_bytes() == proto
+    assert [p.name for p in path.parent.iterdir()] == ["spiece.model"]  # no temp file left
+    again = SentencePieceTokenizer(path)
+    texts = [row["text"] for row in rows("uncased")]
+    assert as_lists(again(texts)) == [row["ids"] for row in rows("uncased")]
+
+
+def test_errors(tmp_path):
+    with pytest.raises(TokenizerError, match="does not exist"):
+        SentencePieceTokenizer(tmp_path / "missing.model")
+    with pytest.raises(TokenizerError, match="is a directory"):
+        SentencePieceTokenizer(tmp_path)
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(b"this is not a model")
+    with pytest.raises(TokenizerError, match="not a valid SentencePiece model"):
+        SentencePieceTokenizer(bad)
+    with pytest.raises(TokenizerError, match="lacks the special token"):
+        SentencePieceTokenizer(MODEL, cls_token="<s>")
+    with pytest.raises(TypeError, match="take strings"):
+        SentencePieceTokenizer(MODEL)([1, 2])
+
+
+def test_survives_clear_session():
+    """tensorflow-text's SentencePiece model resource belongs to an op kernel;
+    keras.backend.clear_session() clears the kernel cache, which must not
+    break a tokenizer made (or a function traced) before it."""
+    import keras
+
+    tokenizer = SentencePieceTokenizer(MODEL)
+    encode = tf.function(lambda s: tokenizer(s), input_signature=[tf.TensorSpec([None], tf.string)])
+    expected = next(r["ids"] for r in rows("uncased") if r["text"] == "1,000 and 9, 10")
+    assert encode(tf.constant(["1,000 and 9, 10"])).to_list() == [expected]
+    keras.backend.clear_session()
+    assert as_lists(tokenizer("1,000 and 9, 10")) == expected
+    assert encode(tf.constant(["1,000 and 9, 10"])).to_list() == [expected]
+
+
+def test_from_preset_builds_it():
+    from bertzoo.tokenizers.base import from_preset
+
+    tokenizer = from_preset("albert_base", vocabulary=MODEL, check_model=False)
+    assert isinstance(tokenizer, SentencePieceTokenizer)
+    assert (tokenizer.lowercase, tokenizer.strip_accents) == (True, True)
+    with pytest.raises(TokenizerError, match="800 tokens but the model's embedding table has 30000"):
+        from_preset("albert_base", vocabulary=MODEL)
+
+
+def test_exported_saved_model(tmp_path, tokenizers):
+    """The ops (the model bytes included) live in the exported graph: the
+    reloaded function needs neither this object nor the model file."""
+    tokenizer = tokenizers["uncased"]
+    module = tf.Module()
+    module.encode = tf.function(
+        lambda s: tokenizer(s).to_tensor(), input_signature=[tf.TensorSpec([None], tf.string)]
+    )
+    tf.saved_model.save(module, str(tmp_path / "exported"))
+    reloaded = tf.saved_model.load(str(tmp_path / "exported"))
+    texts = [row["text"] for row in rows("uncased")]
+    dense = reloaded.encode(tf.constant(texts)).numpy()
+    for row, ids in zip(rows("uncased"), dense, strict=True):
+        n = len(row["ids"])
+        assert ids[:n].tolist() == row["ids"] and not ids[n:].any(), row["text"]
