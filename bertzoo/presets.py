@@ -13,7 +13,9 @@ A preset is one JSON document:
 Built-in presets live in the repository's top-level `presets/` folder, which
 is installed as the `bertzoo.presets_data` package. A preset *directory*
 (written by `save_to_preset`) holds the same document as `config.json` plus
-the weights as `model.weights.h5`.
+the weights as `model.weights.h5`, the task-head tensors of a converted
+checkpoint as `heads.safetensors` (Hugging Face names) and the vocabulary
+(`vocab.txt` or `spiece.model`).
 """
 
 import difflib
@@ -23,6 +25,9 @@ from pathlib import Path
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
+# Task-head tensors (MLM, NSP/SOP, classifier) kept with a backbone, in
+# Hugging Face names and layouts, for the task models.
+HEADS_FILE = "heads.safetensors"
 
 # Allowed keys and their JSON types, per section.
 _TOP_LEVEL = {

@@ -1,27 +1,41 @@
-"""Hugging Face format (config.json + model.safetensors + vocab.txt) -> bertzoo.
+"""Hugging Face format <-> bertzoo, for `model_type` "bert", "albert" and
+"distilbert".
 
-Supported here: `model_type` "bert" (BertModel and the BertFor* models, whose
-tensors carry a "bert." prefix). Loading is strict: every backbone variable
-must be filled and every tensor must be used, except task-head tensors
-("cls.", "classifier.", "qa_outputs."), which are reported and left for task
-models, and buffers such as `embeddings.position_ids`.
+A checkpoint directory holds `config.json`, `model.safetensors` (or, only when
+asked for with `allow_pickle=True`, `pytorch_model.bin`) and optionally
+`tokenizer_config.json` with `vocab.txt` or `spiece.model`.
+
+Each model type is described once, as data, by a `_Spec` (config keys, tensor
+names, head prefixes, architecture names); reading the config, mapping
+tensors to variables, loading and exporting are one piece of code for all
+three.
+
+Loading is strict: every backbone variable must be filled and every tensor
+used, except buffers (`embeddings.position_ids`, ...) and task-head tensors
+(e.g. "cls.", "predictions.", "vocab_projector."), which are returned (and
+kept as `backbone.hf_head_weights`) for task models and written back by
+`save_hf`.
 """
 
+import collections
+import dataclasses
 import json
 import logging
+import pickle
+import pickletools
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from bertzoo.convert.common import CheckpointError, assign_tensors
 from bertzoo.convert.safetensors_io import read_safetensors, tensor_names, write_safetensors
 from bertzoo.io_utils import atomic_write_text
-from bertzoo.presets import PresetError
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_MODEL_TYPES = ("bert",)
-HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")
-_BUFFERS = ("embeddings.position_ids",)
+SAFETENSORS_FILE = "model.safetensors"
+PICKLE_FILE = "pytorch_model.bin"
 
 # HF hidden_act -> bertzoo activation.
 _ACTIVATIONS = {
@@ -34,10 +48,236 @@ _ACTIVATIONS = {
     "swish": "silu",
     "tanh": "tanh",
 }
+_ACTIVATIONS_TO_HF = {
+    "gelu": "gelu",
+    "gelu_approximate": "gelu_new",
+    "relu": "relu",
+    "silu": "silu",
+    "tanh": "tanh",
+}
+
+# The transformer block's sub-layers, in the order of `_Spec.block_tensors`.
+_BLOCK_ROLES = (
+    "self_attention.query",
+    "self_attention.key",
+    "self_attention.value",
+    "self_attention.attention_output",
+    "attention_layer_norm",
+    "intermediate_dense",
+    "output_dense",
+    "output_layer_norm",
+)
+_REQUIRED = object()  # a config key without a default
 
 
-class CheckpointError(PresetError):
-    """A checkpoint directory cannot be loaded as asked."""
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """How one HF model type names its config keys and tensors.
+
+    Tensor names are given without `prefix`, the base-model prefix that the
+    `*For*` task models put before every backbone tensor.
+    """
+
+    model_type: str
+    prefix: str
+    # (bertzoo backbone key, HF config key, HF default or _REQUIRED)
+    config_keys: tuple
+    activation_key: str
+    activation_default: str
+    # Backbone settings this model type fixes (HF has no key for them).
+    fixed: dict
+    # Name of block `g` ("{}" is g): for ALBERT a parameter group, else a layer.
+    block: str
+    block_tensors: tuple  # HF names of _BLOCK_ROLES inside a block
+    pooler: str | None
+    projection: str | None  # ALBERT's embedding -> hidden Dense
+    heads: tuple  # prefixes of task-head tensors
+    buffers: tuple  # non-trainable tensors that may be present and are ignored
+    # (head prefix, pooler present? (None: either), architecture); first match wins.
+    architectures: tuple
+    base_architecture: str
+    tokenizer_kind: str
+    tokenizer_class: str
+    # Keys transformers writes that bertzoo does not model, at HF's defaults.
+    hf_extra: dict
+
+
+_BERT_SIZES = (
+    ("vocabulary_size", "vocab_size", _REQUIRED),
+    ("num_layers", "num_hidden_layers", _REQUIRED),
+    ("num_heads", "num_attention_heads", _REQUIRED),
+    ("hidden_dim", "hidden_size", _REQUIRED),
+    ("intermediate_dim", "intermediate_size", _REQUIRED),
+    ("num_segments", "type_vocab_size", 2),
+    ("max_sequence_length", "max_position_embeddings", 512),
+    ("layer_norm_epsilon", "layer_norm_eps", 1e-12),
+    ("initializer_range", "initializer_range", 0.02),
+)
+
+
+def _architectures(name):
+    """The task models shared by BERT and ALBERT; sequence classifiers use the
+    pooler, token classifiers are built without one."""
+    return (
+        ("qa_outputs.", None, f"{name}ForQuestionAnswering"),
+        ("classifier.", True, f"{name}ForSequenceClassification"),
+        ("classifier.", False, f"{name}ForTokenClassification"),
+    )
+
+
+_SPECS = {
+    "bert": _Spec(
+        model_type="bert",
+        prefix="bert.",
+        config_keys=_BERT_SIZES
+        + (
+            ("dropout", "hidden_dropout_prob", 0.1),
+            ("attention_dropout", "attention_probs_dropout_prob", 0.1),
+        ),
+        activation_key="hidden_act",
+        activation_default="gelu",
+        fixed={},
+        block="encoder.layer.{}",
+        block_tensors=(
+            "attention.self.query",
+            "attention.self.key",
+            "attention.self.value",
+            "attention.output.dense",
+            "attention.output.LayerNorm",
+            "intermediate.dense",
+            "output.dense",
+            "output.LayerNorm",
+        ),
+        pooler="pooler.dense",
+        projection=None,
+        heads=("cls.", "classifier.", "qa_outputs."),
+        buffers=("embeddings.position_ids", "embeddings.token_type_ids"),
+        architectures=(
+            ("cls.seq_relationship.", None, "BertForPreTraining"),
+            ("cls.predictions.", None, "BertForMaskedLM"),
+        )
+        + _architectures("Bert"),
+        base_architecture="BertModel",
+        tokenizer_kind="wordpiece",
+        tokenizer_class="BertTokenizer",
+        hf_extra={
+            "add_cross_attention": False,
+            "bos_token_id": None,
+            "classifier_dropout": None,
+            "eos_token_id": None,
+            "is_decoder": False,
+            "pad_token_id": 0,
+            "tie_word_embeddings": True,
+            "use_cache": True,
+        },
+    ),
+    "albert": _Spec(
+        model_type="albert",
+        prefix="albert.",
+        config_keys=_BERT_SIZES
+        + (
+            ("embedding_dim", "embedding_size", 128),
+            ("num_groups", "num_hidden_groups", 1),
+            ("dropout", "hidden_dropout_prob", 0.0),
+            ("attention_dropout", "attention_probs_dropout_prob", 0.0),
+        ),
+        activation_key="hidden_act",
+        activation_default="gelu_new",
+        fixed={},
+        block="encoder.albert_layer_groups.{}.albert_layers.0",
+        block_tensors=(
+            "attention.query",
+            "attention.key",
+            "attention.value",
+            "attention.dense",
+            "attention.LayerNorm",
+            "ffn",
+            "ffn_output",
+            "full_layer_layer_norm",
+        ),
+        pooler="pooler",
+        projection="encoder.embedding_hidden_mapping_in",
+        heads=("predictions.", "sop_classifier.", "classifier.", "qa_outputs."),
+        buffers=("embeddings.position_ids", "embeddings.token_type_ids"),
+        architectures=(
+            ("sop_classifier.", None, "AlbertForPreTraining"),
+            ("predictions.", None, "AlbertForMaskedLM"),
+        )
+        + _architectures("Albert"),
+        base_architecture="AlbertModel",
+        tokenizer_kind="sentencepiece",
+        tokenizer_class="AlbertTokenizer",
+        hf_extra={
+            "bos_token_id": 2,
+            "classifier_dropout_prob": 0.1,
+            "eos_token_id": 3,
+            "inner_group_num": 1,
+            "pad_token_id": 0,
+            "tie_word_embeddings": True,
+        },
+    ),
+    "distilbert": _Spec(
+        model_type="distilbert",
+        prefix="distilbert.",
+        config_keys=(
+            ("vocabulary_size", "vocab_size", _REQUIRED),
+            ("num_layers", "n_layers", _REQUIRED),
+            ("num_heads", "n_heads", _REQUIRED),
+            ("hidden_dim", "dim", _REQUIRED),
+            ("intermediate_dim", "hidden_dim", _REQUIRED),
+            ("max_sequence_length", "max_position_embeddings", 512),
+            ("initializer_range", "initializer_range", 0.02),
+            ("dropout", "dropout", 0.1),
+            ("attention_dropout", "attention_dropout", 0.1),
+        ),
+        activation_key="activation",
+        activation_default="gelu",
+        # transformers hard-codes eps=1e-12 in every DistilBERT LayerNorm.
+        fixed={"num_segments": 0, "use_pooler": False, "layer_norm_epsilon": 1e-12},
+        block="transformer.layer.{}",
+        block_tensors=(
+            "attention.q_lin",
+            "attention.k_lin",
+            "attention.v_lin",
+            "attention.out_lin",
+            "sa_layer_norm",
+            "ffn.lin1",
+            "ffn.lin2",
+            "output_layer_norm",
+        ),
+        pooler=None,
+        projection=None,
+        heads=(
+            "vocab_transform.",
+            "vocab_layer_norm.",
+            "vocab_projector.",
+            "pre_classifier.",
+            "classifier.",
+            "qa_outputs.",
+        ),
+        buffers=("embeddings.position_ids",),
+        architectures=(
+            ("vocab_projector.", None, "DistilBertForMaskedLM"),
+            ("pre_classifier.", None, "DistilBertForSequenceClassification"),
+            ("qa_outputs.", None, "DistilBertForQuestionAnswering"),
+            ("classifier.", None, "DistilBertForTokenClassification"),
+        ),
+        base_architecture="DistilBertModel",
+        tokenizer_kind="wordpiece",
+        tokenizer_class="DistilBertTokenizer",
+        hf_extra={
+            "bos_token_id": None,
+            "eos_token_id": None,
+            "pad_token_id": 0,
+            "qa_dropout": 0.1,
+            "seq_classif_dropout": 0.2,
+            # bertzoo's table is an ordinary (trainable) one; see hf_to_preset.
+            "sinusoidal_pos_embds": False,
+            "tie_word_embeddings": True,
+        },
+    ),
+}
+SUPPORTED_MODEL_TYPES = tuple(_SPECS)
 
 
 def _read_json(path):
@@ -47,30 +287,84 @@ def _read_json(path):
         raise CheckpointError(f"Cannot read {path}: {e}") from e
 
 
-def _has_pooler(directory):
-    """BertModel checkpoints carry a pooler; BertForMaskedLM ones do not."""
-    path = Path(directory) / "model.safetensors"
-    if not path.is_file():
-        return True
-    return "pooler.dense.weight" in _normalise_names(dict.fromkeys(tensor_names(path)))
-
-
-def hf_to_preset(directory):
-    """Maps an HF checkpoint directory's `config.json` (and
-    `tokenizer_config.json`) to a bertzoo preset document."""
-    directory = Path(directory)
-    config_path = directory / "config.json"
+def _read_config(directory):
+    """`(config dict, spec)` of an HF checkpoint directory."""
+    config_path = Path(directory) / "config.json"
     hf = _read_json(config_path)
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"{config_path} must hold a JSON object.")
     model_type = hf.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if model_type not in _SPECS:
         raise CheckpointError(
             f"{config_path}: model_type {model_type!r} is not supported. Supported: "
             f"{', '.join(SUPPORTED_MODEL_TYPES)}."
         )
-    act = hf.get("hidden_act", "gelu")
+    return hf, _SPECS[model_type]
+
+
+def _hf_group_map(num_layers, num_groups):
+    """transformers' ALBERT layer -> group map, in its float form."""
+    return [int(i / (num_layers / num_groups)) for i in range(num_layers)]
+
+
+def _check_group_map(num_layers, num_groups, source):
+    """bertzoo maps layer i to group `i * G // L` exactly; transformers
+    computes `int(i / (L / G))` in floats, which for a few (L, G) pairs (e.g.
+    L=18, G=14, layer 9) rounds down to the previous group. Such checkpoints
+    would compute something else in bertzoo, so they are refused."""
+    from bertzoo.models.backbone import group_of_layer
+
+    ours = [group_of_layer(i, num_layers, num_groups) for i in range(num_layers)]
+    theirs = _hf_group_map(num_layers, num_groups)
+    if ours != theirs:
+        i = next(i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b)
+        raise CheckpointError(
+            f"{source}: with num_hidden_layers={num_layers} and num_hidden_groups="
+            f"{num_groups}, transformers applies group {theirs[i]} at layer {i} (float "
+            f"rounding of i / (L / G)) but bertzoo group {ours[i]}; this combination "
+            "is not supported."
+        )
+
+
+# === Config ===
+
+
+def _tokenizer_section(directory, spec):
+    """The preset's tokenizer settings, from `tokenizer_config.json` if present.
+
+    WordPiece (BERT, DistilBERT): `do_lower_case` (default true) and
+    `strip_accents` (null follows `do_lower_case`, as in transformers).
+    SentencePiece (ALBERT): `do_lower_case` (default true) and `keep_accents`
+    (default false).
+    """
+    tok_path = Path(directory) / "tokenizer_config.json"
+    tok = _read_json(tok_path) if tok_path.is_file() else {}
+    lowercase = bool(tok.get("do_lower_case", True))
+    if spec.tokenizer_kind == "sentencepiece":
+        strip = not bool(tok.get("keep_accents", False))
+    else:
+        strip = tok.get("strip_accents")
+        strip = lowercase if strip is None else bool(strip)
+    return {"kind": spec.tokenizer_kind, "lowercase": lowercase, "strip_accents": strip}
+
+
+def hf_to_preset(directory):
+    """Maps an HF checkpoint directory's `config.json` (and
+    `tokenizer_config.json`) to a bertzoo preset document.
+
+    DistilBERT's `sinusoidal_pos_embds: true` is accepted: transformers fills
+    `embeddings.position_embeddings.weight` with sinusoids at initialisation,
+    saves it like any weight and reads it back from the checkpoint, so loading
+    the stored table reproduces the model exactly. (bertzoo trains the table
+    when fine-tuning; older transformers versions froze it.)
+    """
+    directory = Path(directory)
+    config_path = directory / "config.json"
+    hf, spec = _read_config(directory)
+    act = hf.get(spec.activation_key, spec.activation_default)
     if act not in _ACTIVATIONS:
         raise CheckpointError(
-            f"{config_path}: hidden_act {act!r} is not supported. Supported: "
+            f"{config_path}: {spec.activation_key} {act!r} is not supported. Supported: "
             f"{', '.join(sorted(_ACTIVATIONS))}."
         )
     position_type = hf.get("position_embedding_type", "absolute")
@@ -79,193 +373,496 @@ def hf_to_preset(directory):
             f"{config_path}: position_embedding_type {position_type!r} is not supported "
             "(only learned absolute positions)."
         )
-    try:
-        backbone = {
-            "vocabulary_size": hf["vocab_size"],
-            "num_layers": hf["num_hidden_layers"],
-            "num_heads": hf["num_attention_heads"],
-            "hidden_dim": hf["hidden_size"],
-            "intermediate_dim": hf["intermediate_size"],
-            "num_segments": hf.get("type_vocab_size", 2),
-            "use_pooler": _has_pooler(directory),
-            "activation": _ACTIVATIONS[act],
-            "dropout": hf.get("hidden_dropout_prob", 0.1),
-            "attention_dropout": hf.get("attention_probs_dropout_prob", 0.1),
-            "max_sequence_length": hf.get("max_position_embeddings", 512),
-            "layer_norm_epsilon": hf.get("layer_norm_eps", 1e-12),
-            "initializer_range": hf.get("initializer_range", 0.02),
-        }
-    except KeyError as e:
-        raise CheckpointError(f"{config_path}: missing the required key {e.args[0]!r}.") from e
-    tokenizer = {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
-    tok_path = directory / "tokenizer_config.json"
-    if tok_path.is_file():
-        tok = _read_json(tok_path)
-        lowercase = bool(tok.get("do_lower_case", True))
-        strip = tok.get("strip_accents")
-        # HF: strip_accents=None means "follow do_lower_case".
-        tokenizer = {
-            "kind": "wordpiece",
-            "lowercase": lowercase,
-            "strip_accents": lowercase if strip is None else bool(strip),
-        }
+    if hf.get("inner_group_num", 1) != 1:
+        raise CheckpointError(
+            f"{config_path}: inner_group_num {hf['inner_group_num']!r} is not supported: "
+            "bertzoo's ALBERT has one transformer layer per parameter group "
+            "(inner_group_num 1, as in every released ALBERT)."
+        )
+    if hf.get("sinusoidal_pos_embds"):
+        logger.info(
+            "%s: sinusoidal_pos_embds is set; the stored position table is loaded "
+            "as an ordinary (trainable) table.",
+            config_path,
+        )
+    backbone = {}
+    for key, hf_key, default in spec.config_keys:
+        if hf_key in hf:
+            backbone[key] = hf[hf_key]
+        elif default is _REQUIRED:
+            raise CheckpointError(f"{config_path}: missing the required key {hf_key!r}.")
+        else:
+            backbone[key] = default
+    backbone["activation"] = _ACTIVATIONS[act]
+    backbone["use_pooler"] = spec.pooler is not None and _has_pooler(directory, spec)
+    backbone.update(spec.fixed)
+    if spec.model_type == "albert":
+        layers, groups = backbone["num_layers"], backbone["num_groups"]
+        if isinstance(layers, int) and isinstance(groups, int) and 0 < groups <= layers:
+            _check_group_map(layers, groups, config_path)
     return {
         "name": directory.name,
         "description": f"Converted from the Hugging Face checkpoint in {directory}.",
         "backbone": backbone,
-        "tokenizer": tokenizer,
+        "tokenizer": _tokenizer_section(directory, spec),
         "metadata": {"source_checkpoint": str(hf.get("_name_or_path") or directory)},
     }
 
 
-def _bert_variable_map(backbone):
-    """HF tensor name -> (keras variable, transposed?) for a BERT backbone."""
+def _has_pooler(directory, spec):
+    """BertModel / AlbertModel checkpoints carry a pooler; the masked-LM and
+    token-classification models do not. Decided from the tensor names alone
+    (a safetensors header, or the strings in a pickle's opcode stream, which
+    are listed without executing anything)."""
+    directory = Path(directory)
+    name = f"{spec.pooler}.weight"
+    if (directory / SAFETENSORS_FILE).is_file():
+        names = set(tensor_names(directory / SAFETENSORS_FILE))
+    elif (directory / PICKLE_FILE).is_file():
+        names = _pickle_strings(directory / PICKLE_FILE)
+    else:
+        return True
+    return name in names or spec.prefix + name in names
+
+
+# === Tensor names ===
+
+
+def _variable_map(backbone, spec):
+    """HF tensor name (without the base-model prefix) -> (keras variable,
+    transposed?) for `backbone` in `spec`'s naming."""
+    out = {}
+
+    def add(name, layer):
+        if hasattr(layer, "gamma"):  # LayerNormalization
+            out[f"{name}.weight"] = (layer.gamma, False)
+            out[f"{name}.bias"] = (layer.beta, False)
+        else:  # Dense: torch Linear stores (out, in), Keras (in, out)
+            out[f"{name}.weight"] = (layer.kernel, True)
+            out[f"{name}.bias"] = (layer.bias, False)
+
     emb = backbone.embeddings_layer
-    out = {
-        "embeddings.word_embeddings.weight": (emb.token_embedding.embeddings, False),
-        "embeddings.position_embeddings.weight": (emb.position_embeddings, False),
-        "embeddings.LayerNorm.weight": (emb.layer_norm.gamma, False),
-        "embeddings.LayerNorm.bias": (emb.layer_norm.beta, False),
-    }
+    out["embeddings.word_embeddings.weight"] = (emb.token_embedding.embeddings, False)
+    out["embeddings.position_embeddings.weight"] = (emb.position_embeddings, False)
     if emb.segment_embedding is not None:
         out["embeddings.token_type_embeddings.weight"] = (emb.segment_embedding.embeddings, False)
-
-    def dense(prefix, layer):
-        # torch Linear stores (out, in); Keras Dense (in, out).
-        out[f"{prefix}.weight"] = (layer.kernel, True)
-        out[f"{prefix}.bias"] = (layer.bias, False)
-
-    def norm(prefix, layer):
-        out[f"{prefix}.weight"] = (layer.gamma, False)
-        out[f"{prefix}.bias"] = (layer.beta, False)
-
-    for i, block in enumerate(backbone.transformer_layers):
-        p = f"encoder.layer.{i}"
-        attn = block.self_attention
-        dense(f"{p}.attention.self.query", attn.query)
-        dense(f"{p}.attention.self.key", attn.key)
-        dense(f"{p}.attention.self.value", attn.value)
-        dense(f"{p}.attention.output.dense", attn.attention_output)
-        norm(f"{p}.attention.output.LayerNorm", block.attention_layer_norm)
-        dense(f"{p}.intermediate.dense", block.intermediate_dense)
-        dense(f"{p}.output.dense", block.output_dense)
-        norm(f"{p}.output.LayerNorm", block.output_layer_norm)
+    add("embeddings.LayerNorm", emb.layer_norm)
+    if emb.projection is not None:
+        add(spec.projection, emb.projection)
+    for g, block in enumerate(backbone.transformer_layers):
+        for role, name in zip(_BLOCK_ROLES, spec.block_tensors):
+            layer = block
+            for attr in role.split("."):
+                layer = getattr(layer, attr)
+            add(f"{spec.block.format(g)}.{name}", layer)
     if backbone.pooler_dense is not None:
-        dense("pooler.dense", backbone.pooler_dense)
+        add(spec.pooler, backbone.pooler_dense)
     return out
 
 
-def _normalise_names(tensors):
-    """Drops the "bert." prefix of BertFor* models and renames the
+def _normal_name(name, spec):
+    """Drops the base-model prefix of the `*For*` models and renames the
     LayerNorm gamma/beta of old checkpoints."""
-    out = {}
-    for name, value in tensors.items():
-        if name.startswith("bert."):
-            name = name[len("bert.") :]
-        name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-            "LayerNorm.beta", "LayerNorm.bias"
-        )
-        out[name] = value
-    return out
+    if name.startswith(spec.prefix):
+        name = name[len(spec.prefix) :]
+    return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+        "LayerNorm.beta", "LayerNorm.bias"
+    )
 
 
-def read_hf_weights(directory):
-    """The checkpoint's tensors as numpy arrays, names normalised."""
+def _checkpoint_file(directory, allow_pickle):
     directory = Path(directory)
-    path = directory / "model.safetensors"
-    if not path.is_file():
-        if (directory / "pytorch_model.bin").is_file():
+    path = directory / SAFETENSORS_FILE
+    if path.is_file():
+        return path
+    path = directory / PICKLE_FILE
+    if path.is_file():
+        if not allow_pickle:
             raise CheckpointError(
-                f"{directory} has only pytorch_model.bin, a pickle that can run "
-                "arbitrary code when read; bertzoo reads model.safetensors. Convert "
-                "it with a tool you trust (e.g. transformers' save_pretrained with "
-                "safe_serialization=True)."
+                f"{directory} has only {PICKLE_FILE}, a pickle that can run arbitrary "
+                f"code when read; bertzoo reads {SAFETENSORS_FILE}. Convert it with a "
+                "tool you trust (e.g. transformers' save_pretrained with "
+                "safe_serialization=True), or pass allow_pickle=True (e.g. "
+                "BertBackbone.from_preset(directory, allow_pickle=True)) to read it "
+                "with bertzoo's restricted reader, which rebuilds tensors only and "
+                "refuses anything else."
             )
-        raise CheckpointError(f"{directory} has no model.safetensors.")
-    return _normalise_names(read_safetensors(path))
+        return path
+    raise CheckpointError(f"{directory} has no {SAFETENSORS_FILE}.")
 
 
-def load_hf_weights(backbone, directory, allow_partial=False):
+def read_hf_weights(directory, allow_pickle=False):
+    """The checkpoint's tensors as numpy arrays, names normalised (base-model
+    prefix removed)."""
+    _, spec = _read_config(directory)
+    tensors = _read_tensors(_checkpoint_file(directory, allow_pickle))
+    return {_normal_name(k, spec): v for k, v in tensors.items()}
+
+
+def _read_tensors(path):
+    return read_safetensors(path) if path.name == SAFETENSORS_FILE else read_torch_pickle(path)
+
+
+def load_hf_weights(backbone, directory, allow_partial=False, allow_pickle=False):
     """Fills `backbone` from an HF checkpoint directory.
 
     All values are checked (names and shapes) before any variable is
     assigned, so a failed load leaves the backbone untouched.
 
+    Args:
+        backbone: a `BertBackbone` built from the directory's config
+            (`BertBackbone.from_preset(directory)` does both steps).
+        directory: the checkpoint directory.
+        allow_partial: load what matches; missing or unused tensors are
+            logged instead of raised.
+        allow_pickle: read `pytorch_model.bin` when there is no
+            `model.safetensors`, with a restricted unpickler that rebuilds
+            tensors without torch and refuses every other object.
+
     Returns the task-head tensors that the backbone does not use
-    (`{name: array}`), for task models.
+    (`{name: array}`, HF names), for task models and for `save_hf`.
     """
-    tensors = read_hf_weights(directory)
-    mapping = _bert_variable_map(backbone)
-    heads = {k: v for k, v in tensors.items() if k.startswith(HEAD_PREFIXES)}
-    missing = sorted(set(mapping) - set(tensors))
-    unused = sorted(
-        k for k in tensors if k not in mapping and k not in heads and k not in _BUFFERS
+    _, spec = _read_config(directory)
+    path = _checkpoint_file(directory, allow_pickle)
+    raw = _read_tensors(path)
+    # Match on normalised names, but report the names as they are in the file.
+    file_name = {}
+    for name in raw:
+        key = _normal_name(name, spec)
+        if key in file_name:
+            raise CheckpointError(f"{path} holds both {file_name[key]!r} and {name!r}.")
+        file_name[key] = name
+    prefix = spec.prefix if any(k.startswith(spec.prefix) for k in raw) else ""
+    heads = {k: raw[n] for k, n in file_name.items() if k.startswith(spec.heads)}
+    mapping = {
+        file_name.get(k, prefix + k): v for k, v in _variable_map(backbone, spec).items()
+    }
+    assign_tensors(
+        mapping,
+        {n: raw[n] for k, n in file_name.items() if k not in heads},
+        path,
+        allow_partial=allow_partial,
+        ignored=[file_name.get(b, b) for b in spec.buffers],
     )
-    source = Path(directory) / "model.safetensors"
-    if (missing or unused) and not allow_partial:
-        parts = []
-        if missing:
-            parts.append(f"missing tensors: {', '.join(missing)}")
-        if unused:
-            parts.append(f"unused tensors: {', '.join(unused)}")
-        raise CheckpointError(
-            f"{source} does not match the backbone ({'; '.join(parts)}). Pass "
-            "allow_partial=True to load what matches and keep the rest randomly "
-            "initialised."
-        )
-    assignments = []
-    for name, (variable, transpose) in mapping.items():
-        if name not in tensors:
-            continue
-        value = tensors[name].T if transpose else tensors[name]
-        if tuple(value.shape) != tuple(variable.shape):
-            raise CheckpointError(
-                f"{source}: tensor {name!r} has shape {tuple(tensors[name].shape)}, "
-                f"which does not fit {variable.path} of shape {tuple(variable.shape)}"
-                f"{' (after transposing)' if transpose else ''}."
-            )
-        assignments.append((variable, value))
-    for variable, value in assignments:
-        variable.assign(np.asarray(value, dtype="float32"))
-    if missing:
-        logger.warning("Left randomly initialised (not in %s): %s", source, ", ".join(missing))
     return heads
 
 
-_ACTIVATIONS_TO_HF = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu", "silu": "silu", "tanh": "tanh"}
+# === Export ===
 
 
-def save_hf(backbone, directory):
-    """Writes `backbone` as a Hugging Face BERT checkpoint directory
-    (`config.json` + `model.safetensors`, each atomically)."""
-    if backbone.embedding_dim != backbone.hidden_dim or backbone.num_groups != backbone.num_layers:
+def _spec_for_backbone(backbone):
+    """The HF model type that can hold `backbone`: DistilBERT without segments
+    and pooler, ALBERT with factorised embeddings or layer sharing, else BERT."""
+    factorised = backbone.embedding_dim != backbone.hidden_dim
+    shared = backbone.num_groups != backbone.num_layers
+    if backbone.num_segments == 0 and not backbone.use_pooler:
+        spec = _SPECS["distilbert"]
+        problems = [
+            f"{k}={getattr(backbone, k)!r} (DistilBERT needs {v!r})"
+            for k, v in spec.fixed.items()
+            if getattr(backbone, k) != v
+        ]
+        if factorised:
+            problems.append("embedding_dim != hidden_dim")
+        if shared:
+            problems.append("num_groups != num_layers")
+    else:
+        spec = _SPECS["albert" if factorised or shared else "bert"]
+        problems = []
+        if backbone.num_segments == 0:
+            problems.append(f"num_segments=0 with a pooler ({spec.model_type} needs segments)")
+    if problems:
         raise CheckpointError(
-            "Only BERT-shaped backbones (embedding_dim == hidden_dim, no layer "
-            "sharing) can be written as model_type 'bert'."
+            f"This backbone cannot be written as Hugging Face model_type "
+            f"{spec.model_type!r}: {'; '.join(problems)}."
         )
-    directory = Path(directory)
-    tensors = {}
-    for name, (variable, transpose) in _bert_variable_map(backbone).items():
-        value = np.asarray(variable.numpy(), dtype="float32")
-        tensors[name] = np.ascontiguousarray(value.T if transpose else value)
-    config = {
-        "architectures": ["BertModel"],
-        "model_type": "bert",
-        "vocab_size": backbone.vocabulary_size,
-        "hidden_size": backbone.hidden_dim,
-        "num_hidden_layers": backbone.num_layers,
-        "num_attention_heads": backbone.num_heads,
-        "intermediate_size": backbone.intermediate_dim,
-        "hidden_act": _ACTIVATIONS_TO_HF[backbone.activation],
-        "hidden_dropout_prob": backbone.dropout,
-        "attention_probs_dropout_prob": backbone.transformer_layers[0].attention_dropout,
-        "max_position_embeddings": backbone.max_sequence_length,
-        "type_vocab_size": backbone.num_segments,
-        "layer_norm_eps": backbone.layer_norm_epsilon,
-        "initializer_range": backbone.initializer_range,
-        "position_embedding_type": "absolute",
-        "pad_token_id": 0,
+    if spec.model_type == "albert":
+        _check_group_map(backbone.num_layers, backbone.num_groups, "save_hf")
+    return spec
+
+
+def _architecture(spec, heads, has_pooler):
+    for prefix, pooler, name in spec.architectures:
+        if any(k.startswith(prefix) for k in heads) and pooler in (None, has_pooler):
+            return name
+    return spec.base_architecture
+
+
+def _hf_config(backbone, spec, architecture):
+    values = {
+        **backbone.get_config(),
+        # None means "same as dropout": write the rate actually used.
+        "attention_dropout": backbone.transformer_layers[0].attention_dropout,
     }
-    write_safetensors(directory / "model.safetensors", tensors, metadata={"format": "pt"})
-    atomic_write_text(directory / "config.json", json.dumps(config, indent=2) + "\n")
+    config = {
+        "architectures": [architecture],
+        "model_type": spec.model_type,
+        "dtype": "float32",
+        spec.activation_key: _ACTIVATIONS_TO_HF[backbone.activation],
+        **spec.hf_extra,
+    }
+    for key, hf_key, _ in spec.config_keys:
+        config[hf_key] = values[key]
+    return config
+
+
+def _tokenizer_config(tokenizer, spec):
+    config = {"do_lower_case": bool(tokenizer.lowercase)}
+    if spec.tokenizer_kind == "sentencepiece":
+        config["keep_accents"] = not tokenizer.strip_accents
+    else:
+        config["strip_accents"] = bool(tokenizer.strip_accents)
+    for role in ("cls", "sep", "pad", "unk", "mask"):
+        token = getattr(tokenizer, f"{role}_token", None)
+        if isinstance(token, str):
+            config[f"{role}_token"] = token
+    config["tokenizer_class"] = spec.tokenizer_class
+    return config
+
+
+def save_hf(backbone, directory, tokenizer=None):
+    """Writes `backbone` as a Hugging Face checkpoint directory that
+    transformers loads with `AutoModel` (or the `*For*` class named in
+    `architectures`).
+
+    The model type follows from the backbone: `num_segments=0` without a
+    pooler is DistilBERT; `embedding_dim != hidden_dim` or layer sharing is
+    ALBERT; otherwise BERT. The task-head tensors in `backbone.hf_head_weights`
+    (e.g. from a converted BertForPreTraining) are written too, with the
+    backbone tensors under the base-model prefix as transformers expects.
+
+    Writes `model.safetensors`, then (with `tokenizer`) its vocabulary file
+    and `tokenizer_config.json`, and `config.json` last, each atomically.
+
+    Args:
+        backbone: a `BertBackbone`.
+        directory: where to write (created if needed).
+        tokenizer: optional bertzoo tokenizer (WordPiece for BERT/DistilBERT,
+            SentencePiece for ALBERT) with `lowercase` and `strip_accents`
+            attributes and `save_to_preset(directory)`.
+    """
+    directory = Path(directory)
+    spec = _spec_for_backbone(backbone)
+    heads = dict(getattr(backbone, "hf_head_weights", None) or {})
+    foreign = sorted(k for k in heads if not k.startswith(spec.heads))
+    if foreign:
+        raise CheckpointError(
+            f"backbone.hf_head_weights holds tensors that are not {spec.model_type} "
+            f"task heads ({', '.join(foreign)}); expected names starting with "
+            f"{', '.join(spec.heads)}."
+        )
+    if tokenizer is not None:
+        expected_file = "spiece.model" if spec.tokenizer_kind == "sentencepiece" else "vocab.txt"
+        vocab_file = getattr(tokenizer, "vocabulary_file", expected_file)
+        if vocab_file != expected_file:
+            raise CheckpointError(
+                f"model_type {spec.model_type!r} needs a {spec.tokenizer_kind} tokenizer "
+                f"({expected_file}), got {type(tokenizer).__name__} ({vocab_file})."
+            )
+        size = getattr(tokenizer, "vocabulary_size", backbone.vocabulary_size)
+        if size != backbone.vocabulary_size:
+            raise CheckpointError(
+                f"The tokenizer has {size} tokens but the backbone's embedding table "
+                f"{backbone.vocabulary_size} rows."
+            )
+    prefix = spec.prefix if heads else ""
+    tensors = {}
+    for name, (variable, transpose) in _variable_map(backbone, spec).items():
+        value = np.asarray(variable.numpy(), dtype="float32")
+        tensors[prefix + name] = np.ascontiguousarray(value.T if transpose else value)
+    tensors.update(heads)
+    config = _hf_config(backbone, spec, _architecture(spec, heads, backbone.use_pooler))
+    write_safetensors(directory / SAFETENSORS_FILE, tensors, metadata={"format": "pt"})
+    if tokenizer is not None:
+        tokenizer.save_to_preset(directory)
+        atomic_write_text(
+            directory / "tokenizer_config.json",
+            json.dumps(_tokenizer_config(tokenizer, spec), indent=2, sort_keys=True) + "\n",
+        )
+    atomic_write_text(
+        directory / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
+    )
     return directory
+
+
+# === pytorch_model.bin without torch ===
+#
+# torch.save writes a zip: <root>/data.pkl, a pickle of the state dict in
+# which each tensor is `torch._utils._rebuild_tensor_v2(storage, offset, size,
+# stride, requires_grad, hooks)` and each storage a persistent id
+# `("storage", torch.<Type>Storage, key, device, numel)` whose bytes are
+# <root>/data/<key>. The unpickler below resolves exactly those globals (to
+# numpy stand-ins) and refuses every other one, so reading runs no code from
+# the file.
+
+_STORAGE_DTYPES = {
+    "FloatStorage": "f4",
+    "DoubleStorage": "f8",
+    "HalfStorage": "f2",
+    "BFloat16Storage": "bf16",
+    "LongStorage": "i8",
+    "IntStorage": "i4",
+    "ShortStorage": "i2",
+    "CharStorage": "i1",
+    "ByteStorage": "u1",
+    "BoolStorage": "?",
+}
+_ALLOWED_GLOBALS = (
+    "collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.<Type>Storage"
+)
+
+
+class _StorageType:
+    """Stands for a `torch.<Type>Storage` class inside the pickle."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+class _TorchUnpickler(pickle.Unpickler):
+    def __init__(self, file, archive, root, source):
+        super().__init__(file)
+        self._archive, self._root, self._source = archive, root, source
+        self._storages = {}
+        order = "<"
+        if f"{root}/byteorder" in archive.namelist():
+            order = {"little": "<", "big": ">"}.get(
+                archive.read(f"{root}/byteorder").decode("ascii", "replace").strip(), "?"
+            )
+            if order == "?":
+                raise CheckpointError(f"{source}: unknown byte order.")
+        self._order = order
+
+    def find_class(self, module, name):
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return self._rebuild_tensor
+        if module == "torch" and name in _STORAGE_DTYPES:
+            return _StorageType(name)
+        raise CheckpointError(
+            f"{self._source}: refused to load: the pickle references the global "
+            f"{module}.{name}, which is not needed to rebuild tensors (allowed: "
+            f"{_ALLOWED_GLOBALS}). The file is not a plain state dict, or it is "
+            "malicious."
+        )
+
+    def persistent_load(self, pid):
+        if not (
+            isinstance(pid, tuple)
+            and len(pid) == 5
+            and pid[0] == "storage"
+            and isinstance(pid[1], _StorageType)
+            and isinstance(pid[2], str)
+            and _is_int(pid[4])
+            and pid[4] >= 0
+        ):
+            raise CheckpointError(f"{self._source}: unexpected persistent id {pid!r}.")
+        _, storage_type, key, _, numel = pid
+        if key not in self._storages:
+            kind = _STORAGE_DTYPES[storage_type.name]
+            dtype = np.dtype(f"{self._order}u2" if kind == "bf16" else f"{self._order}{kind}")
+            member = f"{self._root}/data/{key}"
+            try:
+                raw = self._archive.read(member)
+            except KeyError:
+                raise CheckpointError(f"{self._source}: missing storage {member}.") from None
+            if len(raw) != numel * dtype.itemsize:
+                raise CheckpointError(
+                    f"{self._source}: storage {member} has {len(raw)} bytes, expected "
+                    f"{numel} x {dtype.itemsize}."
+                )
+            array = np.frombuffer(raw, dtype=dtype)
+            if kind == "bf16":  # bfloat16 is the top half of a float32
+                array = (array.astype(np.uint32) << 16).view(np.float32)
+            self._storages[key] = array.astype(array.dtype.newbyteorder("="))
+        return self._storages[key]
+
+    def _rebuild_tensor(self, storage, offset, size, stride, *unused):
+        ok = (
+            isinstance(storage, np.ndarray)
+            and _is_int(offset)
+            and isinstance(size, tuple)
+            and isinstance(stride, tuple)
+            and len(size) == len(stride)
+            and all(_is_int(n) and n >= 0 for n in size)
+            and all(_is_int(s) and s >= 0 for s in stride)
+            and offset >= 0
+        )
+        if ok and all(size):
+            # The last element read must lie inside the storage.
+            ok = offset + sum((n - 1) * s for n, s in zip(size, stride)) < storage.size
+        if not ok:
+            raise CheckpointError(
+                f"{self._source}: invalid tensor (offset {offset!r}, size {size!r}, "
+                f"stride {stride!r}) for a storage of {getattr(storage, 'size', '?')} "
+                "elements."
+            )
+        if not all(size):
+            return np.zeros(size, storage.dtype)
+        view = np.lib.stride_tricks.as_strided(
+            storage[offset:],
+            shape=size,
+            strides=tuple(s * storage.itemsize for s in stride),
+            writeable=False,
+        )
+        return np.array(view)
+
+
+def _torch_archive(path):
+    """`(ZipFile, root)` of a torch.save zip file."""
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(
+            f"{path} is not a zip-format torch checkpoint (the legacy format of "
+            "torch < 1.6 is not supported): re-save it with a current torch or "
+            "convert it to safetensors."
+        )
+    archive = zipfile.ZipFile(path)
+    roots = [n[: -len("/data.pkl")] for n in archive.namelist() if n.endswith("/data.pkl")]
+    roots = [r for r in roots if "/" not in r]
+    if len(roots) != 1:
+        archive.close()
+        raise CheckpointError(f"{path}: expected one <root>/data.pkl in the archive.")
+    return archive, roots[0]
+
+
+def _pickle_strings(path):
+    """The string constants of a torch.save pickle (its tensor names among
+    them), read by decoding opcodes only: nothing is constructed or run."""
+    try:
+        archive, root = _torch_archive(path)
+        with archive:
+            data = archive.read(f"{root}/data.pkl")
+        return {arg for _, arg, _ in pickletools.genops(data) if isinstance(arg, str)}
+    except (CheckpointError, ValueError, zipfile.BadZipFile, OSError):
+        return set()
+
+
+def read_torch_pickle(path):
+    """Reads a `torch.save` state dict (`pytorch_model.bin`) as
+    `{name: np.ndarray}` without torch, with a restricted unpickler: only the
+    globals that rebuild tensors are resolved, any other one raises a
+    `CheckpointError` naming it, before anything it names is called.
+    bfloat16 tensors are widened to float32 exactly."""
+    path = Path(path)
+    try:
+        archive, root = _torch_archive(path)
+        with archive:
+            with archive.open(f"{root}/data.pkl") as f:
+                state = _TorchUnpickler(f, archive, root, path).load()
+    except CheckpointError:
+        raise
+    except Exception as e:  # malformed pickles raise all sorts of errors
+        raise CheckpointError(f"{path}: cannot read the torch checkpoint: {e!r}") from e
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} does not hold a state dict (got {type(state).__name__}).")
+    bad = sorted(
+        str(k) for k, v in state.items() if not isinstance(k, str) or not isinstance(v, np.ndarray)
+    )
+    if bad:
+        raise CheckpointError(f"{path}: entries that are not named tensors: {', '.join(bad)}.")
+    return dict(state)

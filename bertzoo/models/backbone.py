@@ -390,19 +390,24 @@ class BertBackbone(keras.Model):
         return constructor_args(cls)
 
     @classmethod
-    def from_preset(cls, preset, load_weights=True, allow_partial=False, **overrides):
+    def from_preset(
+        cls, preset, load_weights=True, allow_partial=False, allow_pickle=False, **overrides
+    ):
         """Builds a backbone from a built-in preset name or a preset directory.
 
         Args:
             preset: a built-in name (see `BertBackbone.presets`), a directory
                 written by `save_to_preset`, or a Hugging Face checkpoint
                 directory (`config.json` + `model.safetensors`, model_type
-                "bert").
+                "bert", "albert" or "distilbert").
             load_weights: load the directory's weights. Built-in presets are
                 architectures and ship no weights: the model is initialised
                 with the reference initialiser (truncated normal, 0.02).
             allow_partial: for Hugging Face checkpoints, load the tensors that
                 match instead of failing on missing or unused ones.
+            allow_pickle: for Hugging Face checkpoints that have only
+                `pytorch_model.bin` (a pickle), read it with bertzoo's
+                restricted unpickler (tensors only, no torch needed).
             **overrides: non-architectural settings: one of
                 `OVERRIDABLE_KEYS` (dropout, attention_dropout, dtype, name,
                 trainable).
@@ -448,7 +453,7 @@ class BertBackbone(keras.Model):
             from bertzoo.convert.hf import load_hf_weights
 
             backbone.hf_head_weights = load_hf_weights(
-                backbone, directory, allow_partial=allow_partial
+                backbone, directory, allow_partial=allow_partial, allow_pickle=allow_pickle
             )
             return backbone
         weights = directory / preset_lib.WEIGHTS_FILE
@@ -466,11 +471,17 @@ class BertBackbone(keras.Model):
                 f"Cannot load weights from {weights} into the architecture of "
                 f"{directory / preset_lib.CONFIG_FILE}: {e}"
             ) from e
+        heads = directory / preset_lib.HEADS_FILE
+        if heads.is_file():
+            from bertzoo.convert.safetensors_io import read_safetensors
+
+            backbone.hf_head_weights = read_safetensors(heads)
         return backbone
 
     def save_to_preset(self, preset_dir):
-        """Writes `config.json` and `model.weights.h5` to `preset_dir`, each
-        atomically (weights first, so a present config always comes with
+        """Writes `config.json` and `model.weights.h5` (and the task-head
+        tensors of a converted checkpoint as `heads.safetensors`) to
+        `preset_dir`, each atomically (weights first, so a present config always comes with
         complete weights). `BertBackbone.from_preset(preset_dir)` rebuilds the
         same model.
         """
@@ -491,6 +502,13 @@ class BertBackbone(keras.Model):
         document["metadata"] = metadata
         with atomic_path(preset_dir / preset_lib.WEIGHTS_FILE, suffix=".weights.h5") as tmp:
             self.save_weights(tmp)
+        heads = preset_dir / preset_lib.HEADS_FILE
+        if self.hf_head_weights:
+            from bertzoo.convert.safetensors_io import write_safetensors
+
+            write_safetensors(heads, self.hf_head_weights)
+        elif heads.exists():
+            os.remove(heads)  # from an earlier save: not this model's heads
         atomic_write_text(
             preset_dir / preset_lib.CONFIG_FILE, json.dumps(document, indent=2) + "\n"
         )

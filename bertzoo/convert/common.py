@@ -1,0 +1,64 @@
+"""Checked assignment of named checkpoint tensors to Keras variables, shared
+by every checkpoint format bertzoo reads."""
+
+import logging
+
+import numpy as np
+
+from bertzoo.presets import PresetError
+
+logger = logging.getLogger(__name__)
+
+
+class CheckpointError(PresetError):
+    """A checkpoint cannot be loaded as asked."""
+
+
+def assign_tensors(mapping, tensors, source, allow_partial=False, ignored=()):
+    """Fills Keras variables from named arrays.
+
+    Args:
+        mapping: checkpoint tensor name -> (keras variable, transpose?).
+        tensors: checkpoint tensor name -> numpy array, with every name that
+            is not a backbone tensor (task heads, buffers, optimizer slots)
+            already removed or listed in `ignored`.
+        source: what to name in errors (a file or directory).
+        allow_partial: load what matches; otherwise missing or unused
+            tensors are an error that lists them.
+        ignored: names that may be present without being used.
+
+    Every name and shape is checked before any variable is assigned, so a
+    failed load leaves the model untouched.
+    """
+    missing = sorted(set(mapping) - set(tensors))
+    unused = sorted(k for k in tensors if k not in mapping and k not in ignored)
+    if (missing or unused) and not allow_partial:
+        parts = []
+        if missing:
+            parts.append(f"missing tensors: {', '.join(missing)}")
+        if unused:
+            parts.append(f"unused tensors: {', '.join(unused)}")
+        raise CheckpointError(
+            f"{source} does not match the backbone ({'; '.join(parts)}). Pass "
+            "allow_partial=True to load what matches and keep the rest randomly "
+            "initialised."
+        )
+    assignments = []
+    for name, (variable, transpose) in mapping.items():
+        if name not in tensors:
+            continue
+        value = np.asarray(tensors[name])
+        value = value.T if transpose else value
+        if tuple(value.shape) != tuple(variable.shape):
+            raise CheckpointError(
+                f"{source}: tensor {name!r} has shape {tuple(np.shape(tensors[name]))}, "
+                f"which does not fit {variable.path} of shape {tuple(variable.shape)}"
+                f"{' (after transposing)' if transpose else ''}."
+            )
+        assignments.append((variable, value))
+    for variable, value in assignments:
+        variable.assign(np.asarray(value, dtype="float32"))
+    if missing:
+        logger.warning("Left randomly initialised (not in %s): %s", source, ", ".join(missing))
+    if unused:
+        logger.warning("Not used (from %s): %s", source, ", ".join(unused))
