@@ -1,6 +1,7 @@
-"""Command line: `python -m bertzoo presets | demo`."""
+"""Command line: `python -m bertzoo presets | demo | convert-google`."""
 
 import argparse
+import sys
 import time
 
 
@@ -69,9 +70,90 @@ def main(argv=None):
     d.add_argument("--preset", default="bert_base", help="built-in name or preset directory")
     d.add_argument("--batch", type=int, default=2)
     d.add_argument("--seq", type=int, default=16)
+    _add_convert_google(sub)
     args = parser.parse_args(argv)
     if args.command == "presets":
         print(presets_table())
+    elif args.command == "convert-google":
+        return convert_google(args)
     else:
         demo(args.preset, args.batch, args.seq)
+    return 0
+
+
+def _add_convert_google(sub):
+    c = sub.add_parser(
+        "convert-google",
+        help="convert a Google TF1 BERT/ALBERT checkpoint into a preset directory",
+        description=(
+            "Converts an original google-research/bert or google-research/albert "
+            "checkpoint (<prefix>.index + <prefix>.data-*, bert_config.json or "
+            "albert_config.json, vocab.txt or a SentencePiece *.model) into a bertzoo "
+            "preset directory that BertBackbone.from_preset(OUTPUT) loads. BERT or "
+            "ALBERT is detected from the variable names; optimizer slots and "
+            "global_step are dropped, the pre-training heads are kept in "
+            "heads.safetensors."
+        ),
+    )
+    c.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="the checkpoint directory (or a checkpoint prefix); with --download, "
+        "the cache directory the archive is downloaded and extracted into",
+    )
+    c.add_argument("output", metavar="OUTPUT", help="the preset directory to write")
+    case = c.add_mutually_exclusive_group()
+    case.add_argument(
+        "--lowercase", dest="lowercase", action="store_const", const=True, default=None,
+        help="the model is uncased (default: from the directory name; ALBERT: lowercase)",
+    )
+    case.add_argument(
+        "--cased", dest="lowercase", action="store_const", const=False,
+        help="the model is cased",
+    )
+    c.add_argument("--model-type", choices=("bert", "albert"), default=None,
+                   help="default: detected from the variable names")
+    c.add_argument(
+        "--allow-partial", action="store_true",
+        help="convert what matches instead of failing on missing or unused tensors "
+        "(e.g. a fine-tuned checkpoint's classifier)",
+    )
+    c.add_argument(
+        "--download", metavar="NAME", default=None,
+        help="first download the official archive of a built-in preset (e.g. "
+        "bert_base, albert_base) or an https:// URL into SOURCE",
+    )
+    c.add_argument(
+        "--sha256", default=None,
+        help="with --download: the archive's expected SHA-256 (Google publishes "
+        "none; the computed one is printed)",
+    )
+
+
+def convert_google(args):
+    """`convert-google`: returns the exit status."""
+    from bertzoo.convert.common import CheckpointError
+    from bertzoo.convert.google import convert_google_checkpoint, download_google_checkpoint
+
+    try:
+        if args.download:
+            if args.model_type or args.allow_partial:
+                raise CheckpointError(
+                    "--model-type and --allow-partial do not apply to --download."
+                )
+            out = download_google_checkpoint(
+                args.download, args.source, output_dir=args.output, sha256=args.sha256,
+                lowercase=args.lowercase,
+            )
+        else:
+            if args.sha256:
+                raise CheckpointError("--sha256 applies to --download only.")
+            out = convert_google_checkpoint(
+                args.source, args.output, model_type=args.model_type,
+                lowercase=args.lowercase, allow_partial=args.allow_partial,
+            )
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"Wrote the preset directory {out}")
     return 0
