@@ -27,6 +27,7 @@ def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in preset_lib.builtin_presets():
         assert f"bertzoo/presets_data/{name}.json" in names
+    assert "bertzoo/tokenizers/unicode_tables.json" in names
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
@@ -34,7 +35,9 @@ def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
     )
     code = (
         "import bertzoo, bertzoo.convert, json; from bertzoo import presets as p;"
+        "from bertzoo.tokenizers import unicode as u;"
         "b = bertzoo.BertBackbone.from_preset('bert_base');"
+        "assert u._shipped_tables(), 'unicode tables not shipped';"
         "print(json.dumps([bertzoo.__file__, str(p._builtin_root()), b.count_params()]))"
     )
     env = {**os.environ, "PYTHONPATH": str(target), "TF_CPP_MIN_LOG_LEVEL": "3"}
