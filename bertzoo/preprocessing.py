@@ -108,14 +108,40 @@ class BertPreprocessor(keras.layers.Layer):
             raise ValueError(
                 f"BertPreprocessor packs one or two segments, got a tuple of {len(segments)}."
             )
-        return [to_string_tensor(s) for s in segments]
+        segments = [to_string_tensor(s) for s in segments]
+        for s in segments:
+            # A (batch, 1) column (e.g. keras.Input(shape=(1,), dtype="string"))
+            # is a batch; anything wider would be silently flattened.
+            rank = s.shape.rank
+            if rank is not None and (rank > 2 or rank == 2 and s.shape[1] not in (None, 1)):
+                raise ValueError(
+                    f"BertPreprocessor takes a string or a 1-D batch of strings per "
+                    f"segment (or a (batch, 1) column), got shape {s.shape}. For "
+                    "sentence pairs pass a tuple (texts_a, texts_b), not a list of pairs."
+                )
+        return segments
 
     def pack(self, x):
         segments = self._segments(x)
         scalar = segments[0].shape.rank == 0
         if any(s.shape.rank != segments[0].shape.rank for s in segments):
             raise ValueError("Both segments must have the same shape (one string each, or batches).")
-        ids = [self.tokenizer._tokenize_ids(tf.reshape(s, [-1])) for s in segments]
+        flat = [tf.reshape(s, [-1]) for s in segments]
+        if len(flat) == 2:
+            n_a, n_b = flat[0].shape[0], flat[1].shape[0]
+            if n_a is not None and n_b is not None and n_a != n_b:
+                raise ValueError(
+                    f"The two segments of a pair must hold the same number of texts, "
+                    f"got {n_a} and {n_b}."
+                )
+            check = tf.debugging.assert_equal(
+                tf.size(flat[0]),
+                tf.size(flat[1]),
+                message="The two segments of a pair must hold the same number of texts",
+            )
+            with tf.control_dependencies([check]):
+                flat = [tf.identity(f) for f in flat]
+        ids = [self.tokenizer._tokenize_ids(f) for f in flat]
         tok = self.tokenizer
         rows = ids[0].row_lengths()
         # A (batch, 1) ragged column for the special tokens.

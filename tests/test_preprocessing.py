@@ -118,3 +118,33 @@ def test_inside_a_keras_model_and_exported(tmp_path, minilm_dir):
     model.export(str(tmp_path / "export"), verbose=False)
     reloaded = tf.saved_model.load(str(tmp_path / "export"))
     np.testing.assert_allclose(reloaded.serve(texts).numpy(), expected, atol=1e-6)
+
+
+def test_edge_inputs(small_preprocessor):
+    """Empty strings and batches, a batch of one, long texts, scalar pairs,
+    numpy object arrays and bytes; shapes that would be silently flattened
+    or mismatched pairs are clear errors."""
+    pre = small_preprocessor
+    assert _np(pre("")["token_ids"]).tolist() == [2, 3, 0, 0, 0, 0, 0, 0]
+    assert _np(pre([])["token_ids"]).shape == (0, 8)
+    assert _np(pre(([], []))["segment_ids"]).shape == (0, 8)
+    assert _np(pre(["a b"])["token_ids"]).tolist() == [[2, 5, 6, 3, 0, 0, 0, 0]]
+    assert _np(pre(["a " * 5000])["token_ids"]).tolist() == [[2] + [5] * 6 + [3]]
+    pair = pre(("a b", b"c d"))
+    assert _np(pair["token_ids"]).tolist() == [2, 5, 6, 3, 7, 8, 3, 0]
+    assert _np(pair["segment_ids"]).tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
+    objects = pre(np.array(["a", b"b c"], dtype=object))
+    assert _np(objects["token_ids"])[:, :4].tolist() == [[2, 5, 3, 0], [2, 6, 7, 3]]
+    column = pre(tf.constant([["a"], ["b c"]]))  # (batch, 1), as keras.Input(shape=(1,))
+    assert _np(column["token_ids"])[:, :4].tolist() == [[2, 5, 3, 0], [2, 6, 7, 3]]
+    with pytest.raises(ValueError, match="not a list of pairs"):
+        pre([("a", "b")])  # shape (1, 2): not two texts
+    with pytest.raises(ValueError, match="same number of texts, got 2 and 1"):
+        pre((["a", "b"], ["c"]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same number of texts"):
+        spec = tf.TensorSpec([None], tf.string)
+        tf.function(lambda a, b: pre.pack((a, b)), input_signature=[spec, spec])(
+            tf.constant(["a", "b"]), tf.constant(["c"])
+        )
+    with pytest.raises(ValueError, match="1-D batch of strings, got shape"):
+        pre.tokenizer([["a", "b"], ["c", "d"]])

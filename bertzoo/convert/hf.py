@@ -329,23 +329,38 @@ def _check_group_map(num_layers, num_groups, source):
 # === Config ===
 
 
+# transformers tokenizer classes (without "Fast") -> bertzoo tokenizer kind.
+_TOKENIZER_CLASS_KINDS = {
+    "BertTokenizer": "wordpiece",
+    "DistilBertTokenizer": "wordpiece",
+    "AlbertTokenizer": "sentencepiece",
+}
+
+
 def _tokenizer_section(directory, spec):
     """The preset's tokenizer settings, from `tokenizer_config.json` if present.
 
     WordPiece (BERT, DistilBERT): `do_lower_case` (default true) and
     `strip_accents` (null follows `do_lower_case`, as in transformers).
     SentencePiece (ALBERT): `do_lower_case` (default true) and `keep_accents`
-    (default false).
+    (default false). A `tokenizer_class` naming a WordPiece or SentencePiece
+    tokenizer overrides the model type's usual kind (e.g. Korean ALBERT
+    checkpoints that ship a `vocab.txt` and `BertTokenizer`).
     """
     tok_path = Path(directory) / "tokenizer_config.json"
     tok = _read_json(tok_path) if tok_path.is_file() else {}
+    if not isinstance(tok, dict):
+        raise CheckpointError(f"{tok_path} must hold a JSON object.")
     lowercase = bool(tok.get("do_lower_case", True))
-    if spec.tokenizer_kind == "sentencepiece":
+    kind = _TOKENIZER_CLASS_KINDS.get(
+        str(tok.get("tokenizer_class") or "").removesuffix("Fast"), spec.tokenizer_kind
+    )
+    if kind == "sentencepiece":
         strip = not bool(tok.get("keep_accents", False))
     else:
         strip = tok.get("strip_accents")
         strip = lowercase if strip is None else bool(strip)
-    return {"kind": spec.tokenizer_kind, "lowercase": lowercase, "strip_accents": strip}
+    return {"kind": kind, "lowercase": lowercase, "strip_accents": strip}
 
 
 def hf_to_preset(directory):

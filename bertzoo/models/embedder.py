@@ -70,6 +70,17 @@ def _is_text(x):
     return False
 
 
+def _is_empty_text(x):
+    """An empty batch of texts: [], an empty array, or a tuple of those."""
+    if isinstance(x, tuple):
+        return len(x) > 0 and all(_is_empty_text(s) for s in x)
+    if isinstance(x, tf.Tensor):
+        return x.dtype == tf.string and x.shape.rank == 1 and x.shape[0] == 0
+    if isinstance(x, list | np.ndarray):
+        return np.asarray(x, dtype=object).size == 0
+    return False
+
+
 class TextEmbedder(keras.Model):
     """A backbone plus pooling: token ids -> one vector per text, and with a
     preprocessor attached, strings -> vectors via `predict` / `embed`.
@@ -129,6 +140,13 @@ class TextEmbedder(keras.Model):
             )
         if isinstance(x, tuple):
             slices = tuple(to_string_tensor(s) for s in x)
+            sizes = [s.shape[0] if s.shape.rank else None for s in slices]
+            if len(slices) > 2 or None in sizes or len(set(sizes)) > 1:
+                raise ValueError(
+                    "Pairs are a tuple (texts_a, texts_b) of two equally long batches of "
+                    f"strings; got {len(slices)} segment(s) of shapes "
+                    f"{', '.join(str(s.shape) for s in slices)}."
+                )
             ds = tf.data.Dataset.from_tensor_slices(slices).batch(batch_size)
             return ds.map(lambda *segments: self.preprocessor(tuple(segments)))
         ds = tf.data.Dataset.from_tensor_slices(to_string_tensor(x)).batch(batch_size)
@@ -137,9 +155,14 @@ class TextEmbedder(keras.Model):
     def predict(self, x, batch_size=32, verbose="auto", **kwargs):
         """Strings (a list, a tuple of two lists for pairs, or a string
         tensor) or preprocessed inputs -> embeddings, `(n, hidden_dim)`."""
+        if self.preprocessor is not None and _is_empty_text(x):
+            return np.zeros((0, self.outputs[0].shape[-1]), "float32")
         if _is_text(x):
             if isinstance(x, str | bytes):
                 return self.predict([x], batch_size, verbose, **kwargs)[0]
+            if isinstance(x, tuple) and all(isinstance(s, str | bytes) for s in x):
+                # One pair (or a 1-tuple) of single strings.
+                return self.predict(tuple([s] for s in x), batch_size, verbose, **kwargs)[0]
             return super().predict(self._text_dataset(x, batch_size), verbose=verbose, **kwargs)
         return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
 

@@ -119,6 +119,10 @@ class Tokenizer(tf.Module):
     def tokenize(self, inputs):
         """Strings -> int32 token ids (see the module docstring for shapes)."""
         strings = to_string_tensor(inputs)
+        if strings.shape.rank is not None and strings.shape.rank > 1:
+            raise ValueError(
+                f"Tokenizers take a string or a 1-D batch of strings, got shape {strings.shape}."
+            )
         scalar = strings.shape.rank == 0
         ids = self._tokenize_ids(tf.reshape(strings, [-1]) if scalar else strings)
         if scalar:

@@ -70,3 +70,70 @@ def test_sentence_transformers_settings_errors(tmp_path):
     )
     with pytest.raises(bertzoo.PresetError, match="pooling_mode_mean_sqrt_len_tokens.*not supported"):
         sentence_transformers_settings(tmp_path)
+
+
+def test_edge_inputs():
+    from tests.conftest import tiny_backbone
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d"]
+    pre = bertzoo.BertPreprocessor(bertzoo.BertTokenizer(vocab), sequence_length=8)
+    embedder = bertzoo.TextEmbedder(tiny_backbone(vocabulary_size=len(vocab)), pre)
+    assert embedder.embed([]).shape == (0, 10)
+    assert embedder.embed((np.array([], dtype=object), [])).shape == (0, 10)
+    pair = embedder.embed(("a b", "c"))  # one pair of plain strings
+    direct = embedder(pre((["a b"], ["c"])))
+    np.testing.assert_allclose(pair, ops.convert_to_numpy(direct)[0], atol=1e-6)
+    assert embedder.embed(np.array(["", b"a b"], dtype=object)).shape == (2, 10)
+    with pytest.raises(ValueError, match="two equally long batches"):
+        embedder.embed((["a", "b"], ["c"]))
+
+
+def _tiny(vocabulary_size, **overrides):
+    config = dict(num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=12, max_sequence_length=24)
+    return bertzoo.BertBackbone(vocabulary_size=vocabulary_size, **{**config, **overrides})
+
+
+def test_albert_and_distilbert_hf_directories_end_to_end(tmp_path):
+    """save_hf with a tokenizer, then the tokenizer, preprocessor and embedder
+    from that HF directory: ALBERT with its spiece.model, DistilBERT (no
+    segment ids) with a vocab.txt, and an ALBERT that ships a BertTokenizer."""
+    from bertzoo.convert import save_hf
+    from bertzoo.tokenizers import SentencePieceTokenizer, from_preset
+
+    spiece = SentencePieceTokenizer(FIXTURES / "sentencepiece" / "spiece.model", lowercase=False)
+    albert = _tiny(spiece.vocabulary_size, embedding_dim=4, num_groups=1)
+    save_hf(albert, tmp_path / "albert", tokenizer=spiece)
+    assert json.loads((tmp_path / "albert" / "config.json").read_text())["model_type"] == "albert"
+    tokenizer = SentencePieceTokenizer.from_preset(tmp_path / "albert")
+    assert tokenizer.lowercase is False
+    texts = ["Hello world", "Café 9,000", ""]
+    pre = bertzoo.BertPreprocessor.from_preset(tmp_path / "albert", sequence_length=12)
+    out = pre(texts)
+    assert sorted(out) == ["padding_mask", "segment_ids", "token_ids"]
+    np.testing.assert_array_equal(np.asarray(out["token_ids"])[2, :2], [spiece.cls_token_id, spiece.sep_token_id])
+    embedder = bertzoo.TextEmbedder.from_preset(tmp_path / "albert", pooling="cls", normalize=False)
+    direct = ops.convert_to_numpy(embedder.backbone(embedder.preprocessor(texts))["sequence_output"])[:, 0]
+    np.testing.assert_allclose(embedder.embed(texts), direct, atol=1e-5)
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefgh", "##s", "!"]
+    distil = _tiny(len(vocab), num_segments=0, use_pooler=False)
+    save_hf(distil, tmp_path / "distil", tokenizer=bertzoo.BertTokenizer(vocab))
+    assert json.loads((tmp_path / "distil" / "config.json").read_text())["model_type"] == "distilbert"
+    pre = bertzoo.BertPreprocessor.from_preset(tmp_path / "distil", sequence_length=8)
+    out = pre((["a bs"], ["c!"]))
+    assert sorted(out) == ["padding_mask", "token_ids"]
+    assert np.asarray(out["token_ids"]).tolist() == [[2, 5, 6, 13, 3, 7, 14, 3]]
+    embedder = bertzoo.TextEmbedder.from_preset(tmp_path / "distil")
+    assert embedder.embed((["a b", "c"], ["d", "e f"])).shape == (2, 8)
+
+    # An ALBERT checkpoint whose tokenizer_config names a WordPiece tokenizer.
+    korean = tmp_path / "albert_wordpiece"
+    save_hf(_tiny(len(vocab), embedding_dim=4, num_groups=1), korean)
+    bertzoo.BertTokenizer(vocab).save_to_preset(korean)
+    (korean / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "BertTokenizerFast", "do_lower_case": False})
+    )
+    tokenizer = from_preset(korean)
+    assert isinstance(tokenizer, bertzoo.BertTokenizer)
+    assert (tokenizer.lowercase, tokenizer.strip_accents) == (False, False)
+    assert bertzoo.TextEmbedder.from_preset(korean).embed(["a b"]).shape == (1, 8)
