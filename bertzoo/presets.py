@@ -37,7 +37,17 @@ _TOP_LEVEL = {
     "tokenizer": dict,
     "metadata": dict,
 }
-_TOKENIZER = {"kind": str, "lowercase": bool, "strip_accents": bool}
+_TOKENIZER = {
+    "kind": str,
+    "lowercase": bool,
+    "strip_accents": bool,
+    # Special tokens, only where they differ from the kind's defaults.
+    "cls_token": str,
+    "sep_token": str,
+    "pad_token": str,
+    "unk_token": str,
+    "mask_token": str,
+}
 _TOKENIZER_KINDS = ("wordpiece", "sentencepiece")
 _METADATA = {
     "params": int,

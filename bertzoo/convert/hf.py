@@ -337,6 +337,12 @@ _TOKENIZER_CLASS_KINDS = {
 }
 
 
+_SPECIAL_TOKEN_DEFAULTS = {
+    "wordpiece": {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"},
+    "sentencepiece": {"cls": "[CLS]", "sep": "[SEP]", "pad": "<pad>", "unk": "<unk>", "mask": "[MASK]"},
+}
+
+
 def _tokenizer_section(directory, spec):
     """The preset's tokenizer settings, from `tokenizer_config.json` if present.
 
@@ -360,7 +366,15 @@ def _tokenizer_section(directory, spec):
     else:
         strip = tok.get("strip_accents")
         strip = lowercase if strip is None else bool(strip)
-    return {"kind": kind, "lowercase": lowercase, "strip_accents": strip}
+    section = {"kind": kind, "lowercase": lowercase, "strip_accents": strip}
+    defaults = _SPECIAL_TOKEN_DEFAULTS[kind]
+    for role, default in defaults.items():
+        token = tok.get(f"{role}_token")
+        if isinstance(token, dict):  # transformers' AddedToken form
+            token = token.get("content")
+        if isinstance(token, str) and token != default:
+            section[f"{role}_token"] = token
+    return section
 
 
 def hf_to_preset(directory):

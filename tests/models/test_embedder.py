@@ -137,3 +137,22 @@ def test_albert_and_distilbert_hf_directories_end_to_end(tmp_path):
     assert isinstance(tokenizer, bertzoo.BertTokenizer)
     assert (tokenizer.lowercase, tokenizer.strip_accents) == (False, False)
     assert bertzoo.TextEmbedder.from_preset(korean).embed(["a b"]).shape == (1, 8)
+
+
+def test_custom_special_tokens_survive_an_hf_round_trip(tmp_path):
+    """A vocabulary with non-default special tokens: save_hf records them in
+    tokenizer_config.json and every from_preset reads them back."""
+    from bertzoo.convert import save_hf
+
+    vocab = ["<pad>", "<unk>", "<s>", "</s>", "<mask>", "hello", "world"]
+    tokenizer = bertzoo.BertTokenizer(
+        vocab, cls_token="<s>", sep_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>"
+    )
+    save_hf(_tiny(len(vocab)), tmp_path, tokenizer=tokenizer)
+    loaded = bertzoo.BertTokenizer.from_preset(tmp_path)
+    assert (loaded.cls_token, loaded.sep_token, loaded.mask_token) == ("<s>", "</s>", "<mask>")
+    pre = bertzoo.BertPreprocessor.from_preset(tmp_path, sequence_length=6)
+    assert np.asarray(pre("hello world")["token_ids"]).tolist() == [2, 5, 6, 3, 0, 0]
+    backbone = bertzoo.BertBackbone.from_preset(tmp_path)
+    assert backbone.preset_info["tokenizer"]["mask_token"] == "<mask>"
+    assert "cls_token" not in bertzoo.BertBackbone.from_preset("bert_base", load_weights=False).preset_info["tokenizer"]
