@@ -635,9 +635,14 @@ def _hf_config(backbone, spec, architecture):
     return config
 
 
+def _tokenizer_kind(tokenizer):
+    return "sentencepiece" if tokenizer.vocabulary_file == "spiece.model" else "wordpiece"
+
+
 def _tokenizer_config(tokenizer, spec):
+    kind = _tokenizer_kind(tokenizer)
     config = {"do_lower_case": bool(tokenizer.lowercase)}
-    if spec.tokenizer_kind == "sentencepiece":
+    if kind == "sentencepiece":
         config["keep_accents"] = not tokenizer.strip_accents
     else:
         config["strip_accents"] = bool(tokenizer.strip_accents)
@@ -645,7 +650,13 @@ def _tokenizer_config(tokenizer, spec):
         token = getattr(tokenizer, f"{role}_token", None)
         if isinstance(token, str):
             config[f"{role}_token"] = token
-    config["tokenizer_class"] = spec.tokenizer_class
+    # The model type's own tokenizer class, or the one of the vocabulary
+    # kind (e.g. an ALBERT with a WordPiece vocabulary, as Korean ALBERTs ship).
+    config["tokenizer_class"] = (
+        spec.tokenizer_class
+        if kind == spec.tokenizer_kind
+        else {"wordpiece": "BertTokenizer", "sentencepiece": "AlbertTokenizer"}[kind]
+    )
     return config
 
 
@@ -666,8 +677,8 @@ def save_hf(backbone, directory, tokenizer=None):
     Args:
         backbone: a `BertBackbone`.
         directory: where to write (created if needed).
-        tokenizer: optional bertzoo tokenizer (WordPiece for BERT/DistilBERT,
-            SentencePiece for ALBERT) with `lowercase` and `strip_accents`
+        tokenizer: optional bertzoo tokenizer (usually WordPiece for
+            BERT/DistilBERT, SentencePiece for ALBERT; either works) with `lowercase` and `strip_accents`
             attributes and `save_to_preset(directory)`.
     """
     directory = Path(directory)
@@ -681,12 +692,10 @@ def save_hf(backbone, directory, tokenizer=None):
             f"{', '.join(spec.heads)}."
         )
     if tokenizer is not None:
-        expected_file = "spiece.model" if spec.tokenizer_kind == "sentencepiece" else "vocab.txt"
-        vocab_file = getattr(tokenizer, "vocabulary_file", expected_file)
-        if vocab_file != expected_file:
+        if getattr(tokenizer, "vocabulary_file", None) not in ("vocab.txt", "spiece.model"):
             raise CheckpointError(
-                f"model_type {spec.model_type!r} needs a {spec.tokenizer_kind} tokenizer "
-                f"({expected_file}), got {type(tokenizer).__name__} ({vocab_file})."
+                "tokenizer must be a bertzoo BertTokenizer or SentencePieceTokenizer, "
+                f"got {type(tokenizer).__name__}."
             )
         size = getattr(tokenizer, "vocabulary_size", backbone.vocabulary_size)
         if size != backbone.vocabulary_size:

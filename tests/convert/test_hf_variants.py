@@ -412,7 +412,7 @@ def test_save_hf_with_bert_tokenizer(tmp_path):
 @pytest.mark.parametrize(
     "name, tokenizer, pattern",
     [
-        ("albert_mlm", _StandInTokenizer("vocab.txt", True, True), "needs a sentencepiece tokenizer"),
+        ("albert_mlm", _StandInTokenizer("merges.txt", True, True), "must be a bertzoo BertTokenizer or SentencePieceTokenizer"),
         ("distilbert", _StandInTokenizer("vocab.txt", True, True, size=98), "98 tokens"),
     ],
 )

@@ -126,13 +126,23 @@ def test_albert_and_distilbert_hf_directories_end_to_end(tmp_path):
     embedder = bertzoo.TextEmbedder.from_preset(tmp_path / "distil")
     assert embedder.embed((["a b", "c"], ["d", "e f"])).shape == (2, 8)
 
-    # An ALBERT checkpoint whose tokenizer_config names a WordPiece tokenizer.
+    # An ALBERT checkpoint whose tokenizer_config names a WordPiece tokenizer,
+    # written by transformers' tooling and by save_hf.
     korean = tmp_path / "albert_wordpiece"
     save_hf(_tiny(len(vocab), embedding_dim=4, num_groups=1), korean)
     bertzoo.BertTokenizer(vocab).save_to_preset(korean)
     (korean / "tokenizer_config.json").write_text(
         json.dumps({"tokenizer_class": "BertTokenizerFast", "do_lower_case": False})
     )
+    exported = tmp_path / "albert_wordpiece_export"
+    save_hf(
+        _tiny(len(vocab), embedding_dim=4, num_groups=1),
+        exported,
+        tokenizer=bertzoo.BertTokenizer(vocab, lowercase=False),
+    )
+    config = json.loads((exported / "tokenizer_config.json").read_text())
+    assert (config["tokenizer_class"], config["do_lower_case"]) == ("BertTokenizer", False)
+    assert isinstance(from_preset(exported), bertzoo.BertTokenizer)
     tokenizer = from_preset(korean)
     assert isinstance(tokenizer, bertzoo.BertTokenizer)
     assert (tokenizer.lowercase, tokenizer.strip_accents) == (False, False)
