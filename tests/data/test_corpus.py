@@ -1,0 +1,71 @@
+import logging
+
+import numpy as np
+import pytest
+
+from bertzoo import data
+from bertzoo.tokenizers import BertTokenizer, train_wordpiece
+
+KOREAN = "tests/fixtures/korean_corpus.txt"
+
+
+def test_sentences_and_documents_layouts(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("a b.\nc d.\n\n\nOne sentence doc.\n\ne f.\n  \ng h.\ni j.\n", encoding="utf-8")
+    docs = data.read_corpus(path)
+    # Whitespace-only lines separate documents too; one-sentence documents are kept.
+    assert docs == [["a b.", "c d."], ["One sentence doc."], ["e f."], ["g h.", "i j."]]
+    assert data.read_corpus(path, layout="documents") == [
+        ["a b."], ["c d."], ["One sentence doc."], ["e f."], ["g h."], ["i j."]
+    ]
+
+
+def test_documents_do_not_span_files(tmp_path):
+    (tmp_path / "a.txt").write_text("one.\ntwo.", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("three.\n", encoding="utf-8")
+    assert data.read_corpus(str(tmp_path / "*.txt")) == [["one.", "two."], ["three."]]
+
+
+def test_non_utf8_lines_replaced_and_counted(tmp_path, caplog):
+    path = tmp_path / "bad.txt"
+    path.write_bytes("좋아요.\n".encode() + b"bad \xff\xfe here.\n" + b"ok.\n\nalso \xc3 bad.\n")
+    with caplog.at_level(logging.WARNING, logger="bertzoo.data"):
+        docs = data.read_corpus(path)
+    assert docs == [["좋아요.", "bad \ufffd\ufffd here.", "ok."], ["also \ufffd bad."]]
+    records = [r for r in caplog.records if r.name == "bertzoo.data"]
+    assert len(records) == 1  # one log line for the whole corpus
+    assert "2 line(s)" in records[0].getMessage() and "bad.txt" in records[0].getMessage()
+
+
+def test_empty_corpus_names_the_files(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n\n", encoding="utf-8")
+    with pytest.raises(data.CorpusError, match="empty.*empty.txt"):
+        data.read_corpus(empty)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        data.read_corpus([tmp_path / "nope.txt"])
+    with pytest.raises(FileNotFoundError, match=r"\*.none"):
+        data.read_corpus(str(tmp_path / "*.none"))
+
+
+def test_tokenize_documents_drops_empty_sentences_and_documents(numbered_tokenizer):
+    docs = [["w1 w2", "   ", "w3"], ["\u200b"], ["w4"]]
+    out = data.tokenize_documents(docs, numbered_tokenizer)
+    assert [[s.tolist() for s in d] for d in out] == [[[6, 7], [8]], [[9]]]
+    assert all(s.dtype == np.int32 for d in out for s in d)
+    with pytest.raises(data.CorpusError, match="empty"):
+        data.tokenize_documents([["   "]], numbered_tokenizer)
+
+
+def test_korean_corpus_tokenizes(tmp_path):
+    vocab = train_wordpiece([KOREAN], 1200, lowercase=False, strip_accents=False, output=tmp_path / "vocab.txt")
+    tokenizer = BertTokenizer(tmp_path / "vocab.txt", lowercase=False, strip_accents=False)
+    docs = data.read_corpus(KOREAN, layout="documents")
+    ids = data.tokenize_documents(docs, tokenizer, batch_size=64)  # several batches
+    assert len(ids) == len(docs)
+    flat = np.concatenate([s for d in ids for s in d])
+    assert tokenizer.unk_token_id not in set(flat.tolist())  # the vocabulary covers its corpus
+    assert flat.max() < len(vocab)
