@@ -3,6 +3,7 @@
 from bertzoo.layers.attention import BertSelfAttention
 from bertzoo.layers.common import ACTIVATION_NAMES, get_activation, kernel_initializer
 from bertzoo.layers.embeddings import BertEmbeddings
+from bertzoo.layers.heads import MaskedLMHead, gather_positions
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
 from bertzoo.layers.transformer import BertTransformerBlock
 
@@ -11,8 +12,10 @@ __all__ = [
     "BertEmbeddings",
     "BertSelfAttention",
     "BertTransformerBlock",
+    "MaskedLMHead",
     "POOLING_MODES",
     "TokenPooling",
+    "gather_positions",
     "get_activation",
     "kernel_initializer",
 ]

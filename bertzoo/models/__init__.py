@@ -1,4 +1,5 @@
 from bertzoo.models.backbone import BertBackbone, group_of_layer
 from bertzoo.models.embedder import TextEmbedder
+from bertzoo.models.pretrainer import BertPretrainer
 
-__all__ = ["BertBackbone", "TextEmbedder", "group_of_layer"]
+__all__ = ["BertBackbone", "BertPretrainer", "TextEmbedder", "group_of_layer"]
