@@ -1,7 +1,9 @@
 """Checked assignment of named checkpoint tensors to Keras variables, shared
 by every checkpoint format bertzoo reads."""
 
+import json
 import logging
+from pathlib import Path
 
 import numpy as np
 
@@ -12,6 +14,17 @@ logger = logging.getLogger(__name__)
 
 class CheckpointError(PresetError):
     """A checkpoint cannot be loaded as asked."""
+
+
+def read_json_object(path):
+    """A JSON file that must hold an object (a checkpoint's config files)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"Cannot read {path}: {e}") from e
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}.")
+    return data
 
 
 def assign_tensors(mapping, tensors, source, allow_partial=False, ignored=()):

@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from bertzoo import presets as preset_lib
-from bertzoo.convert.common import CheckpointError, assign_tensors
+from bertzoo.convert.common import CheckpointError, assign_tensors, read_json_object
 from bertzoo.io_utils import atomic_path, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -157,16 +157,6 @@ def _pick_file(directory, patterns, what, keyword):
 
 
 # === Config ===
-
-
-def _read_json(path):
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"Cannot read {path}: {e}") from e
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}.")
-    return data
 
 
 def google_config_to_backbone(config, model_type, source="config", shapes=None):
@@ -501,7 +491,7 @@ def convert_google_checkpoint(
         else _pick_file(ckpt_dir, (_CONFIG_FILES[model_type], "*config*.json"),
                         "model config", "config_file")
     )
-    config = _read_json(config_path)
+    config = read_json_object(config_path)
     kind = "sentencepiece" if model_type == "albert" else "wordpiece"
     if vocab_file:
         vocab = Path(vocab_file)
@@ -793,7 +783,7 @@ def download_google_checkpoint(
     expected = sha256.lower().strip() if sha256 else None
     record_path = final / _DOWNLOAD_RECORD
     if record_path.is_file():
-        record = _read_json(record_path)
+        record = read_json_object(record_path)
         if expected and record.get("sha256") != expected:
             raise CheckpointError(
                 f"{final} was extracted from an archive with sha256 {record.get('sha256')}, "

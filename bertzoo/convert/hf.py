@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertzoo.convert.common import CheckpointError, assign_tensors
+from bertzoo.convert.common import CheckpointError, assign_tensors, read_json_object
 from bertzoo.convert.safetensors_io import read_safetensors, tensor_names, write_safetensors
 from bertzoo.io_utils import atomic_write_text
 
@@ -280,19 +280,10 @@ _SPECS = {
 SUPPORTED_MODEL_TYPES = tuple(_SPECS)
 
 
-def _read_json(path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"Cannot read {path}: {e}") from e
-
-
 def _read_config(directory):
     """`(config dict, spec)` of an HF checkpoint directory."""
     config_path = Path(directory) / "config.json"
-    hf = _read_json(config_path)
-    if not isinstance(hf, dict):
-        raise CheckpointError(f"{config_path} must hold a JSON object.")
+    hf = read_json_object(config_path)
     model_type = hf.get("model_type")
     if model_type not in _SPECS:
         raise CheckpointError(
@@ -354,9 +345,7 @@ def _tokenizer_section(directory, spec):
     checkpoints that ship a `vocab.txt` and `BertTokenizer`).
     """
     tok_path = Path(directory) / "tokenizer_config.json"
-    tok = _read_json(tok_path) if tok_path.is_file() else {}
-    if not isinstance(tok, dict):
-        raise CheckpointError(f"{tok_path} must hold a JSON object.")
+    tok = read_json_object(tok_path) if tok_path.is_file() else {}
     lowercase = bool(tok.get("do_lower_case", True))
     kind = _TOKENIZER_CLASS_KINDS.get(
         str(tok.get("tokenizer_class") or "").removesuffix("Fast"), spec.tokenizer_kind

@@ -26,6 +26,7 @@ from bertzoo import io_utils
 from bertzoo.tokenizers import basic
 from bertzoo.tokenizers.base import TokenizerError
 from bertzoo.tokenizers.sentencepiece import AlbertPreprocessor, model_pieces
+from bertzoo.tokenizers.wordpiece import write_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ def train_wordpiece(
             min_frequency,
         )
     if output is not None:
-        io_utils.atomic_write_text(output, "".join(t + "\n" for t in vocabulary))
+        write_vocabulary(output, vocabulary)
     return vocabulary
 
 

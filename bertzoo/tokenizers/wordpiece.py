@@ -23,6 +23,11 @@ from bertzoo.tokenizers import basic, unicode
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError
 
 
+def write_vocabulary(path, tokens):
+    """Writes a vocab.txt (one token per line) atomically."""
+    atomic_write_text(path, "".join(t + "\n" for t in tokens))
+
+
 def read_vocabulary(vocabulary):
     """A vocab.txt path (one token per line) or a sequence of tokens -> list."""
     if isinstance(vocabulary, str | Path):
@@ -147,7 +152,7 @@ class BertTokenizer(Tokenizer):
     def save_to_preset(self, preset_dir):
         path = Path(preset_dir) / self.vocabulary_file
         Path(preset_dir).mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, "".join(t + "\n" for t in self.vocabulary))
+        write_vocabulary(path, self.vocabulary)
         return path
 
     def reference_pieces(self, text):
