@@ -15,6 +15,24 @@ writes sharded TFRecords plus `pretraining_metadata.json`;
 (in memory via `make_pretraining_dataset`, or files written with
 `masker=None`) are masked inside `tf.data` with fresh, seeded randomness
 every epoch. Both paths use the same `MaskedLMMasker` and `_format`.
+
+Resumable streams (`repeat=True`): the endless stream of batches is a pure
+function of the arguments, the same for every iterator over the dataset:
+epoch e is shuffled with a key made from (seed, e) and batch b is masked with
+the seed pair (seed, b). `start_batch=k` starts the same stream at batch k,
+as if k batches had been consumed (used to resume training), skipping whole
+epochs without reading them and never masking or parsing skipped batches.
+This matters because Keras iterates a dataset more than once: JAX `fit`
+pulls a batch from a first iterator to build an unbuilt model (or its compile
+metrics), then trains on a second one. With `reshuffle_each_iteration` the
+second iterator's order depended on how far the discarded one had prefetched,
+and a resumed (fresh) model trained on a different stream than a model that
+was built already. Neither in-memory nor TFRecord streams depend on
+TensorFlow's global seed (`keras.utils.set_random_seed`).
+
+Finite datasets (`repeat=False`) reshuffle and re-mask at every iteration
+(epoch), reproducibly from `seed` and the number of iterations so far;
+`start_batch` skips the first batches of each iteration.
 """
 
 import glob
@@ -69,29 +87,104 @@ def _unmasked_slices(examples):
     }
 
 
-def _mask_dynamically(batched, masker, seed, objective):
-    """Masks each batch with a seed pair drawn from a seeded random stream
-    that is re-drawn every iteration (epoch): fresh masks, reproducible."""
-    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+def _check_start_batch(start_batch):
+    if isinstance(start_batch, bool) or not isinstance(start_batch, (int, np.integer)):
+        raise TypeError(f"start_batch must be an int, got {start_batch!r}.")
+    if start_batch < 0:
+        raise ValueError(f"start_batch must be >= 0, got {start_batch}.")
+    return int(start_batch)
+
+
+def _mask_batch(batch, masker, pair, objective):
+    masked, positions, ids, weights = masker(batch["token_ids"], batch["padding_mask"], pair)
+    return _format(masked, batch["segment_ids"], batch["padding_mask"], positions, ids, weights, batch["label"], objective)
+
+
+def _mask_seeds(seed, start_batch, endless):
+    """The masking seed pairs, one per batch. Endless streams: (seed, b) for
+    batch b, from `start_batch` on. Finite ones: drawn from a seeded random
+    stream that is re-drawn every iteration (epoch), for fresh masks."""
+    if endless:
+        seed = tf.constant(seed, tf.int64)
+        return tf.data.Dataset.counter(start_batch).map(lambda b: tf.stack([seed, b]))
+    return tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+
+
+def _mask_dynamically(batched, masker, seed, objective, start_batch=0, endless=False, parse=None):
+    """Masks each batch with its seed pair (see `_mask_seeds`). `batched`
+    must already start at `start_batch` when `endless`; otherwise the first
+    `start_batch` batches are skipped here, before `parse` and masking."""
+    ds = tf.data.Dataset.zip((batched, _mask_seeds(seed, start_batch, endless)))
+    if not endless and start_batch:
+        ds = ds.skip(start_batch)
 
     def apply(batch, pair):
-        masked, positions, ids, weights = masker(batch["token_ids"], batch["padding_mask"], pair)
-        return _format(masked, batch["segment_ids"], batch["padding_mask"], positions, ids, weights, batch["label"], objective)
+        if parse is not None:
+            batch = parse(batch)
+        return _mask_batch(batch, masker, pair, objective)
 
-    return tf.data.Dataset.zip((batched, seeds)).map(apply, num_parallel_calls=_AUTOTUNE, deterministic=True)
+    return ds.map(apply, num_parallel_calls=_AUTOTUNE, deterministic=True)
 
 
-def make_pretraining_dataset(examples, batch_size, masker, seed=0, shuffle=True, drop_remainder=True, repeat=False):
+def _endless_in_memory(examples, batch_size, masker, seed, shuffle, start_batch):
+    """Batch b holds elements b*B .. b*B+B-1 of the endless stream; element i
+    is example `perm_e(i mod n)` of epoch e = i // n, with `perm_e` a
+    stateless permutation keyed by (seed, e). Any batch is computed directly,
+    so `start_batch` costs nothing."""
+    n = len(examples)
+    if n == 0:
+        raise PretrainingDataError("No examples.")
+    columns = {k: tf.constant(v) for k, v in _unmasked_slices(examples).items()}
+    seed64 = tf.constant(seed, tf.int64)
+    offsets = tf.range(batch_size, dtype=tf.int64)
+    # A third seed word for the raw op (tf.random.experimental.index_shuffle
+    # pads [2] seeds to [3] itself, but pads [n, 2] ones along the wrong axis).
+    salt = tf.fill([batch_size], tf.constant(498247692, tf.int64))
+    last = tf.constant(n - 1, tf.int64)
+
+    def load(b):
+        i = b * batch_size + offsets
+        j = i % n
+        if shuffle:
+            keys = tf.stack([salt, tf.fill([batch_size], seed64), i // n], axis=1)
+            j = tf.raw_ops.RandomIndexShuffle(index=j, seed=keys, max_index=last, rounds=4)
+        batch = {k: tf.gather(v, j) for k, v in columns.items()}
+        return _mask_batch(batch, masker, tf.stack([seed64, b]), examples.objective)
+
+    ds = tf.data.Dataset.counter(start_batch).map(load, num_parallel_calls=_AUTOTUNE, deterministic=True)
+    return ds.prefetch(_AUTOTUNE)
+
+
+def make_pretraining_dataset(
+    examples, batch_size, masker, seed=0, shuffle=True, drop_remainder=True, repeat=False, start_batch=0
+):
     """Dynamic masking over in-memory `PretrainingExamples`: a batched
-    `tf.data.Dataset` of (x, y, sample_weight), re-masked every epoch."""
+    `tf.data.Dataset` of (x, y, sample_weight), re-masked every epoch.
+
+    Args:
+        examples: `PretrainingExamples` (unmasked).
+        batch_size, drop_remainder: batching (with `repeat`, every batch is
+            full).
+        masker: the `MaskedLMMasker`.
+        seed: shuffling and masking randomness.
+        shuffle: shuffle the examples, differently every epoch.
+        repeat: an endless stream whose epochs run into each other; every
+            iterator over it yields the same batches (see the module
+            docstring), which makes it resumable.
+        start_batch: begin at this batch of the stream, as if `start_batch`
+            batches had been consumed (to resume training). With
+            `repeat=False`, skips the first `start_batch` batches of every
+            iteration.
+    """
     _check_masker(masker, examples.seq_len)
+    start_batch = _check_start_batch(start_batch)
+    if repeat:
+        return _endless_in_memory(examples, batch_size, masker, seed, shuffle, start_batch)
     ds = tf.data.Dataset.from_tensor_slices(_unmasked_slices(examples))
     if shuffle:
         ds = ds.shuffle(max(1, len(examples)), seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    return _mask_dynamically(ds, masker, seed, examples.objective).prefetch(_AUTOTUNE)
+    return _mask_dynamically(ds, masker, seed, examples.objective, start_batch).prefetch(_AUTOTUNE)
 
 
 def _int_feature(values):
@@ -210,6 +303,7 @@ def read_pretraining_dataset(
     shuffle_buffer=10000,
     drop_remainder=True,
     repeat=False,
+    start_batch=0,
 ):
     """Reads files from `write_pretraining_tfrecords` as a batched
     `tf.data.Dataset` of (x, y, sample_weight) with static shapes.
@@ -222,9 +316,19 @@ def read_pretraining_dataset(
         max_predictions_per_seq: for masked files, checked when given.
         masker: required for unmasked files (dynamic masking at read time).
         vocabulary_size: checked against the metadata when given.
-        shuffle, seed, shuffle_buffer: shard order and example shuffling.
-        repeat: repeat forever (before batching).
+        shuffle, seed, shuffle_buffer: shard order and example shuffling
+            (and, for unmasked files, the masking randomness).
+        repeat: an endless stream (epochs run into each other, each
+            shuffled differently); every iterator over it yields the same
+            batches (see the module docstring), which makes it resumable.
+        start_batch: begin at this batch of the stream, as if `start_batch`
+            batches had been consumed (to resume training): whole epochs
+            are skipped without reading them, the rest of the skipped
+            records are read but neither parsed nor masked. With
+            `repeat=False`, skips the first `start_batch` batches of every
+            iteration.
     """
+    start_batch = _check_start_batch(start_batch)
     files, meta, meta_path = _resolve(pattern)
     if meta["seq_len"] != seq_len:
         raise PretrainingDataError(
@@ -265,18 +369,6 @@ def read_pretraining_dataset(
         spec["mask_ids"] = tf.io.FixedLenFeature([P], tf.int64)
         spec["mask_weights"] = tf.io.FixedLenFeature([P], tf.float32)
 
-    if shuffle:
-        ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-        ds = ds.interleave(
-            tf.data.TFRecordDataset, cycle_length=min(len(files), 8), num_parallel_calls=_AUTOTUNE, deterministic=True
-        )
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    else:  # file order, as written
-        ds = tf.data.TFRecordDataset(files)
-    if repeat:
-        ds = ds.repeat()
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-
     def parse(serialized):
         f = tf.io.parse_example(serialized, spec)
         out = {k: tf.cast(v, tf.int32) for k, v in f.items() if k != "mask_weights"}
@@ -285,20 +377,80 @@ def read_pretraining_dataset(
             out["mask_weights"] = f["mask_weights"]
         return out
 
-    ds = ds.map(parse, num_parallel_calls=_AUTOTUNE, deterministic=True)
+    if repeat:
+        records = _endless_records(files, meta, shuffle, seed, shuffle_buffer, start_batch * batch_size)
+    else:
+        records = _records(files, shuffle, seed, shuffle_buffer, reshuffle=True)
+    batches = records.batch(batch_size, drop_remainder=drop_remainder)
     objective = meta["objective"]
     if meta["masked"]:
-        ds = ds.map(
-            lambda b: _format(
-                b["token_ids"], b["segment_ids"], b["padding_mask"], b["mask_positions"],
-                b["mask_ids"], b["mask_weights"], b["label"], objective,
-            ),
+        if start_batch and not repeat:
+            batches = batches.skip(start_batch)
+        ds = batches.map(
+            lambda serialized: _format_static(parse(serialized), objective),
             num_parallel_calls=_AUTOTUNE,
             deterministic=True,
         )
     else:
-        ds = _mask_dynamically(ds, masker, seed, objective)
+        ds = _mask_dynamically(batches, masker, seed, objective, start_batch, endless=repeat, parse=parse)
     return ds.prefetch(_AUTOTUNE)
+
+
+def _format_static(b, objective):
+    return _format(
+        b["token_ids"], b["segment_ids"], b["padding_mask"], b["mask_positions"],
+        b["mask_ids"], b["mask_weights"], b["label"], objective,
+    )
+
+
+def _records(files, shuffle, seed, shuffle_buffer, reshuffle):
+    """One pass over the serialized records: shard order shuffled, shards
+    interleaved, records shuffled in a buffer (or file order, as written)."""
+    if not shuffle:
+        return tf.data.TFRecordDataset(files)
+    ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=seed, reshuffle_each_iteration=reshuffle)
+    ds = ds.interleave(
+        tf.data.TFRecordDataset, cycle_length=min(len(files), 8), num_parallel_calls=_AUTOTUNE, deterministic=True
+    )
+    return ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=reshuffle)
+
+
+def _count_records(files, meta):
+    if sorted(os.path.basename(f) for f in files) == sorted(meta["shards"]):
+        return int(meta["num_examples"])
+    return int(tf.data.TFRecordDataset(files).reduce(np.int64(0), lambda n, _: n + 1))
+
+
+_EPOCH_GRAPH_SEED = 20181011  # any nonzero constant
+
+
+def _endless_records(files, meta, shuffle, seed, shuffle_buffer, skip):
+    """The endless record stream from record `skip` on: epoch e is one pass
+    shuffled with seeds drawn from (seed, e), the same on every iteration."""
+    if all(os.path.getsize(f) == 0 for f in files):
+        raise PretrainingDataError(f"{files} hold no records.")  # else an endless loop over empty epochs
+    first_epoch = 0
+    if skip:
+        n = _count_records(files, meta)
+        if n == 0:
+            raise PretrainingDataError(f"{files} hold no records.")
+        first_epoch, skip = divmod(skip, n)
+    seed64 = tf.constant(seed, tf.int64)
+
+    def epoch(e):
+        if not shuffle:
+            return tf.data.TFRecordDataset(files)
+        # This runs while tf.data traces `epoch` as a graph function: pin
+        # that graph's seed, so the stream does not depend on the global
+        # seed (`keras.utils.set_random_seed`), and a global seed of 0 does
+        # not reach TF's `seeds == (0, 0)` test with a tensor op seed.
+        tf.compat.v1.set_random_seed(_EPOCH_GRAPH_SEED)
+        key = tf.stack([seed64, e])
+        op_seed = tf.random.stateless_uniform([], key, minval=None, maxval=None, dtype=tf.int64)
+        return _records(files, True, op_seed, shuffle_buffer, reshuffle=False)
+
+    ds = tf.data.Dataset.counter(first_epoch).flat_map(epoch)
+    return ds.skip(skip) if skip else ds
 
 
 def read_metadata(pattern):

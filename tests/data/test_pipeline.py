@@ -1,4 +1,5 @@
 import os
+import time
 
 import numpy as np
 import pytest
@@ -137,3 +138,106 @@ def test_korean_end_to_end(tmp_path):
     x, y, w = next(iter(data.read_pretraining_dataset(tmp_path / "out", 16, 64, vocabulary_size=tok.vocabulary_size)))
     pieces = [tok.id_to_token(i) for i in np.asarray(y["mlm"])[np.asarray(w["mlm"]) > 0]]
     assert pieces and not {"[CLS]", "[SEP]", "[PAD]"} & set(pieces)
+
+
+# === Resumable streams (start_batch) ===
+
+
+def batches_of(ds, n):
+    """The first `n` batches of a fresh iterator, as flat lists of arrays."""
+    it = iter(ds)
+    return [[np.asarray(t) for t in tf.nest.flatten(next(it))] for _ in range(n)]
+
+
+def assert_same_batches(a, b):
+    assert len(a) == len(b)
+    for i, (x, y) in enumerate(zip(a, b)):
+        for p, q in zip(x, y):
+            np.testing.assert_array_equal(p, q, err_msg=f"batch {i}")
+
+
+@pytest.fixture(scope="module")
+def stream_sources(examples, masker, tmp_path_factory):
+    """Makers of the same kind of endless stream from three sources, each
+    taking start_batch: dynamic in memory, dynamic from unmasked TFRecords,
+    static (masked) TFRecords."""
+    unmasked = tmp_path_factory.mktemp("unmasked")
+    data.write_pretraining_tfrecords(examples, unmasked, num_shards=3)
+    static = tmp_path_factory.mktemp("static")
+    data.write_pretraining_tfrecords(examples, static, num_shards=3, masker=masker, seed=2)
+    return {
+        "memory": lambda k=0: data.make_pretraining_dataset(examples, B, masker, seed=7, repeat=True, start_batch=k),
+        "unmasked_files": lambda k=0: data.read_pretraining_dataset(
+            unmasked, B, S, masker=masker, seed=7, shuffle_buffer=16, repeat=True, start_batch=k
+        ),
+        "static_files": lambda k=0: data.read_pretraining_dataset(
+            static, B, S, seed=7, shuffle_buffer=16, repeat=True, start_batch=k
+        ),
+    }
+
+
+@pytest.mark.parametrize("source", ["memory", "unmasked_files", "static_files"])
+def test_start_batch_continues_the_uninterrupted_stream(stream_sources, examples, source):
+    make = stream_sources[source]
+    assert len(examples) == 67  # 8.375 batches an epoch
+    full = batches_of(make(), 24)
+    # Batch 8 spans the end of epoch 0 and the start of epoch 1; 17..23 are in
+    # epochs 2 and 3 (whole epochs are skipped without computing or reading them).
+    for k in (1, 6, 8, 9, 17, 20):
+        assert_same_batches(batches_of(make(k), 4), full[k : k + 4])
+    # Every epoch is shuffled differently: compare the rows of epochs 0 and 1.
+    segments = np.concatenate([b[2] for b in full])  # leaves sorted by key: x["segment_ids"]
+    n = len(examples)
+    assert not np.array_equal(segments[:n], segments[n : 2 * n])
+    assert sorted(map(tuple, segments[:n])) == sorted(map(tuple, segments[n : 2 * n]))  # same examples
+
+
+@pytest.mark.parametrize("source", ["memory", "unmasked_files", "static_files"])
+def test_every_iterator_yields_the_same_stream(stream_sources, source):
+    """Keras (JAX fit) pulls a batch from one iterator to build the model,
+    then trains on a second; with repeat=True both see the same stream, also
+    when the first one prefetched past an epoch boundary."""
+    ds = stream_sources[source]()
+    first = iter(ds)
+    next(first)
+    time.sleep(0.3)  # let it prefetch into later epochs
+    assert_same_batches(batches_of(ds, 20), batches_of(stream_sources[source](), 20))
+    del first
+
+
+@pytest.mark.parametrize("source", ["memory", "unmasked_files", "static_files"])
+def test_stream_does_not_depend_on_the_global_seed(stream_sources, source):
+    """The same stream with no global seed, with seed 0 (which once made TF's
+    seed check fail on a tensor op seed) and with another one."""
+    import keras
+
+    reference = batches_of(stream_sources[source](), 10)
+    for global_seed in (0, 12345):
+        keras.utils.set_random_seed(global_seed)
+        assert_same_batches(batches_of(stream_sources[source](), 10), reference)
+
+
+def test_files_glob_subset_start_batch(examples, masker, tmp_path):
+    """A glob over some shards: the records are counted to skip epochs."""
+    data.write_pretraining_tfrecords(examples, tmp_path, num_shards=3, masker=masker)
+    pattern = str(tmp_path / "*-0000[01]-of-*.tfrecord")
+    make = lambda k: data.read_pretraining_dataset(pattern, B, S, seed=1, shuffle_buffer=8, repeat=True, start_batch=k)
+    full = batches_of(make(0), 16)
+    for k in (5, 11):  # the two shards hold 44 examples: 5.5 batches an epoch
+        assert_same_batches(batches_of(make(k), 4), full[k : k + 4])
+
+
+def test_start_batch_without_repeat_and_validation(examples, masker, tmp_path):
+    ds = lambda k: data.make_pretraining_dataset(examples, B, masker, seed=3, start_batch=k)
+    full = batches_of(ds(0), 8)
+    assert_same_batches(batches_of(ds(3), 5), full[3:8])
+    assert sum(1 for _ in ds(3)) == len(examples) // B - 3
+    data.write_pretraining_tfrecords(examples, tmp_path, num_shards=2, masker=masker)
+    files = lambda k: data.read_pretraining_dataset(tmp_path, B, S, seed=3, start_batch=k)
+    assert_same_batches(batches_of(files(2), 3), batches_of(files(0), 5)[2:])
+    with pytest.raises(ValueError, match="start_batch must be >= 0"):
+        data.make_pretraining_dataset(examples, B, masker, start_batch=-1)
+    with pytest.raises(ValueError, match="start_batch must be >= 0"):
+        data.read_pretraining_dataset(tmp_path, B, S, repeat=True, start_batch=-2)
+    with pytest.raises(TypeError, match="start_batch must be an int"):
+        data.make_pretraining_dataset(examples, B, masker, start_batch=1.5)
