@@ -43,9 +43,35 @@ def _dense_gradients(grads):
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
+def _all_reduce_gradients(grads):
+    """Sums gradients over tf.distribute replicas (None entries kept)."""
+    if keras.backend.backend() != "tensorflow":
+        return grads
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return grads
+    present = [g for g in grads if g is not None]
+    reduced = iter(context.all_reduce(tf.distribute.ReduceOp.SUM, present))
+    return [None if g is None else next(reduced) for g in grads]
+
+
 class _DenseGradientsMixin:
+    """Dense gradients (see `_dense_gradients`), and under a TensorFlow
+    strategy the all-reduce before clipping: Keras 3.15 clips each replica's
+    gradients by their own norm (`BaseOptimizer._clip_gradients`) and sums
+    them afterwards (`TFOptimizer._backend_update_step`), so a mirrored run
+    would not clip by the global batch's norm as a single device does."""
+
     def apply(self, grads, trainable_variables=None):
         return super().apply(_dense_gradients(list(grads)), trainable_variables)
+
+    def _clip_gradients(self, grads):
+        return super()._clip_gradients(_all_reduce_gradients(list(grads)))
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return list(grads_and_vars)  # done before clipping, above
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
