@@ -1,4 +1,4 @@
-"""Command line: `python -m bertzoo presets | demo | convert-google`."""
+"""Command line: `python -m bertzoo presets | demo | train-vocab | convert-google`."""
 
 import argparse
 import sys
@@ -70,12 +70,15 @@ def main(argv=None):
     d.add_argument("--preset", default="bert_base", help="built-in name or preset directory")
     d.add_argument("--batch", type=int, default=2)
     d.add_argument("--seq", type=int, default=16)
+    _add_train_vocab(sub)
     _add_convert_google(sub)
     args = parser.parse_args(argv)
     if args.command == "presets":
         print(presets_table())
     elif args.command == "convert-google":
         return convert_google(args)
+    elif args.command == "train-vocab":
+        return train_vocab(args)
     else:
         demo(args.preset, args.batch, args.seq)
     return 0
@@ -156,4 +159,60 @@ def convert_google(args):
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"Wrote the preset directory {out}")
+    return 0
+
+
+def _add_train_vocab(sub):
+    t = sub.add_parser(
+        "train-vocab",
+        help="train a WordPiece (vocab.txt) or SentencePiece (spiece.model) vocabulary",
+        description=(
+            "Trains a vocabulary on text files (UTF-8, one sentence or document per "
+            "line) with the same normalisation the tokenizer applies. For Korean and "
+            "other scripts whose characters decompose, pass --no-strip-accents: "
+            "accent stripping (NFD + dropping combining marks, the uncased default) "
+            "splits Hangul syllables into jamo."
+        ),
+    )
+    t.add_argument("files", nargs="+", metavar="FILE", help="text files")
+    t.add_argument("--output", required=True, help="the vocab.txt / spiece.model to write")
+    t.add_argument("--kind", choices=("wordpiece", "sentencepiece"), default="wordpiece")
+    t.add_argument("--vocab-size", type=int, default=30000)
+    t.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True)
+    t.add_argument("--strip-accents", action=argparse.BooleanOptionalAction, default=None,
+                   help="default: follows --lowercase")
+    t.add_argument("--show", type=int, default=3, metavar="N",
+                   help="print the tokenization of the first N lines (default 3)")
+
+
+def train_vocab(args):
+    """`train-vocab`: returns the exit status."""
+    from bertzoo.tokenizers import TokenizerError
+    from bertzoo.tokenizers.train import read_lines, train_sentencepiece, train_wordpiece
+
+    from bertzoo.tokenizers import BertTokenizer, SentencePieceTokenizer
+
+    # BERT's rule: accents are stripped exactly when lowercasing, unless told.
+    strip = args.lowercase if args.strip_accents is None else args.strip_accents
+    try:
+        if args.kind == "wordpiece":
+            train_wordpiece(args.files, args.vocab_size, lowercase=args.lowercase,
+                            strip_accents=strip, output=args.output)
+            tokenizer = BertTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
+        else:
+            train_sentencepiece(args.files, args.vocab_size, args.output, lowercase=args.lowercase,
+                                strip_accents=strip)
+            tokenizer = SentencePieceTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
+    except (TokenizerError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens "
+          f"(lowercase={tokenizer.lowercase}, strip_accents={tokenizer.strip_accents}).")
+    shown = 0
+    for line in read_lines(args.files):
+        if shown >= args.show:
+            break
+        if line.strip():
+            print(f"  {line.strip()}\n    -> {' '.join(tokenizer.detokenize(tokenizer(line)))}")
+            shown += 1
     return 0

@@ -8,6 +8,7 @@ torch backends, eager results come back as numpy (lists of arrays for ragged
 rows); inside `tf.data` they stay TensorFlow tensors, as `tf.data` needs.
 """
 
+import inspect
 from pathlib import Path
 
 import keras
@@ -66,6 +67,7 @@ class Tokenizer(tf.Module):
     """
 
     vocabulary_file = None  # file name inside a preset directory
+    kind = None  # the preset's tokenizer "kind"
 
     def __init__(self, cls_token, sep_token, pad_token, unk_token, mask_token):
         super().__init__(name=type(self).__name__.lower())
@@ -156,6 +158,18 @@ class Tokenizer(tf.Module):
     def save_to_preset(self, preset_dir):
         """Writes the vocabulary file into `preset_dir`."""
         raise NotImplementedError
+
+    def preset_section(self):
+        """The preset document's `tokenizer` section that rebuilds this
+        tokenizer: kind, lowercase, strip_accents and the special tokens
+        that differ from the kind's defaults."""
+        defaults = inspect.signature(type(self).__init__).parameters
+        section = {"kind": self.kind, "lowercase": self.lowercase, "strip_accents": self.strip_accents}
+        for role in SPECIAL_ROLES:
+            token = getattr(self, f"{role}_token")
+            if token != defaults[f"{role}_token"].default:
+                section[f"{role}_token"] = token
+        return section
 
 
 def _tokenizer_class(kind):

@@ -129,6 +129,7 @@ class SentencePieceTokenizer(Tokenizer):
     """
 
     vocabulary_file = "spiece.model"
+    kind = "sentencepiece"
 
     def __init__(
         self,

@@ -82,6 +82,7 @@ class BertTokenizer(Tokenizer):
     """
 
     vocabulary_file = "vocab.txt"
+    kind = "wordpiece"
 
     def __init__(
         self,

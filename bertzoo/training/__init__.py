@@ -1,6 +1,9 @@
-"""Training utilities: optimizers and learning-rate schedules (backend
-agnostic; TensorFlow-only pieces such as strategies live beside them)."""
+"""Training utilities: optimizers and learning-rate schedules, distribution
+strategies, atomic checkpoints with resume, and the pre-training run behind
+`recipes/pretrain.py` (`bertzoo.training.pretrain`)."""
 
+from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint, TrainingCheckpointError
+from bertzoo.training.distribute import STRATEGIES, Distribution, DistributionError, make_distribution
 from bertzoo.training.optimizers import (
     DEFAULT_EXCLUSIONS,
     OPTIMIZERS,
@@ -12,6 +15,13 @@ from bertzoo.training.optimizers import (
 from bertzoo.training.schedules import WarmupLinearDecay
 
 __all__ = [
+    "CheckpointManager",
+    "Distribution",
+    "DistributionError",
+    "PeriodicCheckpoint",
+    "STRATEGIES",
+    "TrainingCheckpointError",
+    "make_distribution",
     "DEFAULT_EXCLUSIONS",
     "OPTIMIZERS",
     "AdamW",

@@ -1,0 +1,611 @@
+"""The pre-training run behind `recipes/pretrain.py`: corpus -> vocabulary ->
+examples -> masked LM (+ NSP/SOP) with checkpoints, resume, TensorBoard and a
+preset directory at the end.
+
+    config = PretrainConfig(preset="bert_tiny", seq_len=(64, 128), steps=(600, 100))
+    metrics = run_pretraining(config)
+
+Everything the run writes goes under `config.output`:
+
+    run_config.json        the settings (a resumed run must match them)
+    corpus.txt             the built-in corpus, when no corpus files are given
+    vocab.txt|spiece.model the vocabulary (given, the preset's, or trained)
+    data/seq{L}/           static mode: masked TFRecords per sequence length
+    checkpoints/ckpt-*/    model + optimizer + step + data position (atomic)
+    logs/                  TensorBoard: loss, accuracies, learning rate
+    preset/                the trained backbone + vocabulary (from_preset)
+    metrics.json           initial/final held-out metrics, steps, speed
+
+Rerunning the same command resumes from the newest checkpoint, at the same
+place in the (deterministic) data stream; at most `checkpoint_every` steps are
+repeated. Phases (`seq_len=(128, 512)`, `steps=(900, 100)`) run one after the
+other on one learning-rate schedule, as in the BERT paper.
+"""
+
+import dataclasses
+import json
+import logging
+import math
+import random
+import shutil
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bertzoo import presets as preset_lib
+from bertzoo.data import (
+    MaskedLMMasker,
+    create_examples,
+    make_pretraining_dataset,
+    read_corpus,
+    read_metadata,
+    read_pretraining_dataset,
+    tokenize_documents,
+    write_pretraining_tfrecords,
+)
+from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
+from bertzoo.data.corpus import CorpusError
+from bertzoo.io_utils import atomic_write_text
+from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.pretrainer import BertPretrainer
+from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint
+from bertzoo.training.distribute import make_distribution
+from bertzoo.training.optimizers import OPTIMIZERS, make_optimizer
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+DATA_MODES = ("dynamic", "static")
+OBJECTIVE_CHOICES = ("auto", "nsp", "sop", "none")
+MASKING_CHOICES = ("token", "whole_word", "ngram")
+RUN_CONFIG_FILE = "run_config.json"
+METRICS_FILE = "metrics.json"
+INITIAL_EVAL_FILE = "initial_eval.json"
+
+# Settings that may differ between a run and its resumption (they do not
+# change what is trained or on what data).
+_RESUME_FREE = ("output", "resume", "checkpoint_every", "keep_checkpoints", "log_every", "verbose", "tpu")
+
+
+class PretrainError(ValueError):
+    """The run's settings are inconsistent or do not fit the model/data."""
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+    """Settings of a pre-training run (the recipe's flags).
+
+    Phases: `seq_len` and `steps` are tuples of the same length; phase i
+    trains `steps[i]` steps on examples of `seq_len[i]` tokens.
+    """
+
+    preset: str = "bert_tiny"
+    corpus: tuple = ()  # text files; empty: the built-in corpus
+    corpus_layout: str = "sentences"
+    vocab: str = None  # vocab.txt / spiece.model; None: the preset's or trained
+    vocab_size: int = 8000
+    lowercase: bool = None  # None: the preset's tokenizer setting
+    strip_accents: bool = None
+    objective: str = "auto"  # nsp for BERT, sop for ALBERT, none without a pooler
+    masking: str = "token"
+    mask_rate: float = 0.15
+    max_predictions_per_seq: tuple = ()  # per phase; empty: ceil(seq_len * mask_rate)
+    seq_len: tuple = (64, 128)
+    steps: tuple = (600, 100)
+    batch_size: int = 32  # global
+    learning_rate: float = 2e-3
+    optimizer: str = "adamw"
+    warmup_steps: int = None  # None: 10% of all steps
+    weight_decay: float = 0.01
+    gradient_accumulation_steps: int = 1
+    dropout: float = None  # None: the preset's
+    precision: str = "float32"
+    strategy: str = "default"
+    tpu: str = None
+    jit_compile: bool = True
+    steps_per_execution: int = 1
+    data_mode: str = "dynamic"
+    data: tuple = ()  # pre-written TFRecord directories, one per phase
+    dupe_factor: int = 2
+    short_seq_prob: float = 0.1
+    eval_fraction: float = 0.05
+    eval_batches: int = 8
+    seed: int = 0
+    output: str = "runs/pretrain"
+    resume: bool = True
+    checkpoint_every: int = 100
+    keep_checkpoints: int = 2
+    log_every: int = 10
+    verbose: int = 1
+
+    def to_json(self):
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+# === Checks ===
+
+
+def _choice(name, value, valid):
+    if value not in valid:
+        raise PretrainError(f"{name}={value!r} is not valid. Valid: {', '.join(map(str, valid))}.")
+
+
+def _positive(name, value):
+    if not isinstance(value, int) or value < 1:
+        raise PretrainError(f"{name} must be a positive integer, got {value!r}.")
+
+
+def validate_config(config):
+    """Checks the settings that need no model or data; raises PretrainError."""
+    _choice("objective", config.objective, OBJECTIVE_CHOICES)
+    _choice("masking", config.masking, MASKING_CHOICES)
+    _choice("optimizer", config.optimizer, OPTIMIZERS)
+    _choice("precision", config.precision, PRECISIONS)
+    _choice("data_mode", config.data_mode, DATA_MODES)
+    _choice("corpus_layout", config.corpus_layout, ("sentences", "documents"))
+    if not config.seq_len or len(config.seq_len) != len(config.steps):
+        raise PretrainError(
+            f"seq_len {list(config.seq_len)} and steps {list(config.steps)} need one entry per "
+            "phase each (e.g. seq_len=128,512 with steps=900,100)."
+        )
+    for s in config.seq_len:
+        _positive("seq_len", s)
+    for s in config.steps:
+        _positive("steps", s)
+    if config.max_predictions_per_seq and len(config.max_predictions_per_seq) != len(config.seq_len):
+        raise PretrainError(
+            f"max_predictions_per_seq {list(config.max_predictions_per_seq)} needs one entry per "
+            f"phase (seq_len {list(config.seq_len)})."
+        )
+    if config.data and len(config.data) != len(config.seq_len):
+        raise PretrainError(
+            f"data {list(config.data)} needs one TFRecord directory per phase (seq_len {list(config.seq_len)})."
+        )
+    for name in ("batch_size", "vocab_size", "checkpoint_every", "keep_checkpoints", "log_every",
+                 "steps_per_execution", "gradient_accumulation_steps", "dupe_factor", "eval_batches"):
+        _positive(name, getattr(config, name))
+    if not 0.0 < config.mask_rate < 1.0:
+        raise PretrainError(f"mask_rate must be in (0, 1), got {config.mask_rate}.")
+    if not 0.0 <= config.eval_fraction < 0.5:
+        raise PretrainError(f"eval_fraction must be in [0, 0.5), got {config.eval_fraction}.")
+    if config.learning_rate <= 0:
+        raise PretrainError(f"learning_rate must be > 0, got {config.learning_rate}.")
+    total = sum(config.steps)
+    if config.warmup_steps is not None and not 0 <= config.warmup_steps <= total:
+        raise PretrainError(f"warmup_steps={config.warmup_steps} must be in [0, {total}] (all steps).")
+
+
+def max_predictions(config):
+    """Prediction slots per phase: given, or ceil(seq_len * mask_rate) (20
+    at 128 and 77 at 512, the reference's settings)."""
+    if config.max_predictions_per_seq:
+        return tuple(config.max_predictions_per_seq)
+    return tuple(max(1, math.ceil(s * config.mask_rate - 1e-9)) for s in config.seq_len)
+
+
+def _check_resumable(output, config):
+    """A resumed run must train the same thing on the same data."""
+    path = output / RUN_CONFIG_FILE
+    if not path.is_file():
+        return
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    current = config.to_json()
+    changed = sorted(
+        k for k in set(previous) | set(current)
+        if k not in _RESUME_FREE and previous.get(k) != current.get(k)
+    )
+    if changed:
+        details = "; ".join(f"{k}: {previous.get(k)!r} -> {current.get(k)!r}" for k in changed)
+        raise PretrainError(
+            f"{output} holds a run with other settings ({details}). Rerun with the "
+            "same settings to resume, pick another --output, or pass --no-resume to start over "
+            "(this deletes its checkpoints, logs, trained vocabulary and data files)."
+        )
+
+
+# === Data ===
+
+
+def _corpus_files(config, output, chief):
+    if config.corpus:
+        return [str(p) for p in config.corpus]
+    path = output / "corpus.txt"
+    if chief and not path.is_file():
+        write_corpus(python_docs_corpus(), path)
+    _wait_for(path)
+    return [str(path)]
+
+
+def _preset_document(preset):
+    return preset_lib.resolve(preset, BertBackbone._architecture_keys())
+
+
+def _tokenizer_settings(config, document):
+    settings = dict(document.get("tokenizer", {}))
+    kind = settings.pop("kind", "wordpiece")
+    if config.lowercase is not None:
+        settings["lowercase"] = config.lowercase
+    if config.strip_accents is not None:
+        settings["strip_accents"] = config.strip_accents
+    return kind, settings
+
+
+def prepare_tokenizer(config, output, files, chief=True):
+    """The given vocabulary, the preset directory's, or one trained on the
+    corpus (written to `output` once and reused on resume)."""
+    from bertzoo.tokenizers.base import _tokenizer_class
+    from bertzoo.tokenizers.train import train_sentencepiece, train_wordpiece
+
+    document, directory, _ = _preset_document(config.preset)
+    kind, settings = _tokenizer_settings(config, document)
+    cls = _tokenizer_class(kind)
+    vocabulary = config.vocab
+    if vocabulary is None and directory is not None and (Path(directory) / cls.vocabulary_file).is_file():
+        vocabulary = Path(directory) / cls.vocabulary_file
+    if vocabulary is None:
+        vocabulary = output / cls.vocabulary_file
+        if chief and not vocabulary.is_file():
+            lowercase = settings.get("lowercase", True)
+            strip = settings.get("strip_accents")
+            logger.info("Training a %s vocabulary of up to %d tokens on %s.", kind, config.vocab_size, files)
+            if kind == "sentencepiece":
+                train_sentencepiece(
+                    files, config.vocab_size, vocabulary, lowercase=lowercase,
+                    strip_accents=True if strip is None else strip, hard_vocab_limit=False,
+                )
+            else:
+                train_wordpiece(files, config.vocab_size, lowercase=lowercase, strip_accents=strip, output=vocabulary)
+        _wait_for(vocabulary)
+    return cls(vocabulary, **settings)
+
+
+def _wait_for(path, seconds=600):
+    """Non-chief workers wait for files the chief writes."""
+    deadline = time.time() + seconds
+    while not Path(path).exists():
+        if time.time() > deadline:
+            raise TimeoutError(f"{path} did not appear within {seconds} s (written by the chief worker).")
+        time.sleep(0.5)
+
+
+def split_documents(documents, eval_fraction, seed):
+    """Held-out documents for evaluation: a seeded random `eval_fraction` of
+    them (at least one when the fraction is > 0 and there are >= 2)."""
+    if eval_fraction <= 0 or len(documents) < 2:
+        return documents, []
+    order = list(range(len(documents)))
+    random.Random(seed).shuffle(order)
+    n_eval = max(1, int(round(len(documents) * eval_fraction)))
+    held = set(order[:n_eval])
+    train = [d for i, d in enumerate(documents) if i not in held]
+    return train, [d for i, d in enumerate(documents) if i in held]
+
+
+# === Model ===
+
+
+def build_backbone(config, vocabulary_size):
+    """The preset's architecture (its weights when it is a directory that
+    has them) with the vocabulary's size and the run's precision."""
+    document, directory, kind = _preset_document(config.preset)
+    overrides = {"dtype": config.precision}
+    if config.dropout is not None:
+        overrides["dropout"] = config.dropout
+    positions = document["backbone"].get("max_sequence_length", 512)
+    longest = max(config.seq_len)
+    if longest > positions:
+        raise PretrainError(
+            f"seq_len={longest} is longer than the model's {positions} position embeddings "
+            f"(preset {config.preset!r}, max_sequence_length). Use seq_len <= {positions}."
+        )
+    if directory is not None:
+        backbone = BertBackbone.from_preset(config.preset, **overrides)
+        if backbone.vocabulary_size != vocabulary_size:
+            raise PretrainError(
+                f"The vocabulary has {vocabulary_size} tokens but {config.preset} has "
+                f"{backbone.vocabulary_size} token embeddings; continue pre-training a checkpoint "
+                "with its own vocabulary."
+            )
+        return backbone
+    arch = {**document["backbone"], **overrides, "vocabulary_size": vocabulary_size}
+    backbone = BertBackbone(**arch)
+    backbone.preset_info = {k: document[k] for k in ("description", "tokenizer", "metadata") if k in document}
+    return backbone
+
+
+def resolve_objective(config, backbone):
+    if config.objective != "auto":
+        return config.objective
+    if not backbone.use_pooler:
+        return "none"
+    kind = backbone.preset_info.get("tokenizer", {}).get("kind", "wordpiece")
+    # ALBERT-shaped models (factorised or shared) train with SOP.
+    if kind == "sentencepiece" or backbone.embedding_dim != backbone.hidden_dim or backbone.num_groups != backbone.num_layers:
+        return "sop"
+    return "nsp"
+
+
+# === Logging ===
+
+
+class TensorBoardLogger(keras.callbacks.Callback):
+    """Writes loss, accuracies and the learning rate every `every` global
+    steps, and evaluation metrics on demand, to a TensorBoard directory."""
+
+    def __init__(self, log_dir, every, start_step=0, enabled=True):
+        super().__init__()
+        self.every = every
+        self.start_step = start_step
+        self.writer = tf.summary.create_file_writer(str(log_dir)) if enabled else None
+        self._last = start_step
+
+    def _learning_rate(self):
+        optimizer = self.model.optimizer
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        # Keras evaluates the schedule at the optimizer's iteration count.
+        return float(keras.ops.convert_to_numpy(inner.learning_rate))
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.start_step + batch + 1
+        if self.writer is None or step // self.every == self._last // self.every:
+            return
+        self._last = step
+        self.write({f"train/{k}": v for k, v in (logs or {}).items()}, step)
+        self.write({"train/learning_rate": self._learning_rate()}, step)
+
+    def write(self, scalars, step):
+        if self.writer is None:
+            return
+        with self.writer.as_default():
+            for name, value in scalars.items():
+                tf.summary.scalar(name, float(value), step=step)
+        self.writer.flush()
+
+
+class Throughput(keras.callbacks.Callback):
+    """Examples per second over a `fit`, leaving out the first execution
+    (tracing and XLA compilation)."""
+
+    def __init__(self, batch_size):
+        super().__init__()
+        self.batch_size = batch_size
+        self.first = None
+        self.steps = 0
+        self.seconds = 0.0
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = (now, batch + 1)
+        else:
+            self.steps = batch + 1 - self.first[1]
+            self.seconds = now - self.first[0]
+
+
+# === The run ===
+
+
+def _fresh_output(output, chief, given_vocab=None):
+    """--no-resume: what an earlier run in `output` derived from its settings
+    goes (checkpoints, logs, trained vocabulary, data files, metrics); corpus
+    files given by the user and the last preset/ stay until overwritten."""
+    if not chief:
+        return
+    for name in ("checkpoints", "logs", "data", "vocab.txt", "spiece.model", INITIAL_EVAL_FILE, METRICS_FILE):
+        path = output / name
+        if given_vocab is not None and path.exists() and path.resolve() == Path(given_vocab).resolve():
+            continue
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _phase_data(config, phase, train_examples, tokenizer, masker, output, chief, start_batch):
+    """The training stream of one phase, starting at batch `start_batch`."""
+    seq = config.seq_len[phase]
+    seed = config.seed + 1000 * phase
+    if config.data:
+        directory = config.data[phase]
+    elif config.data_mode == "static":
+        directory = output / "data" / f"seq{seq}"
+        if chief and not (directory / "pretraining_metadata.json").is_file():
+            write_pretraining_tfrecords(train_examples, directory, num_shards=4, masker=masker, seed=seed)
+        _wait_for(directory / "pretraining_metadata.json")
+    else:
+        return make_pretraining_dataset(
+            train_examples, config.batch_size, masker, seed=seed, repeat=True, start_batch=start_batch
+        )
+    meta = read_metadata(directory)
+    return read_pretraining_dataset(
+        directory, config.batch_size, seq,
+        masker=None if meta["masked"] else masker,
+        vocabulary_size=tokenizer.vocabulary_size, seed=seed, repeat=True, start_batch=start_batch,
+    )
+
+
+def run_pretraining(config):
+    """Runs (or resumes) pre-training as `config` says; returns the metrics
+    written to `metrics.json`."""
+    validate_config(config)
+    output = Path(config.output)
+    distribution = make_distribution(config.strategy, tpu=config.tpu)
+    distribution.check_batch_size(config.batch_size)
+    chief = distribution.is_chief
+    if chief:
+        output.mkdir(parents=True, exist_ok=True)
+    manager = CheckpointManager(output / "checkpoints", keep=config.keep_checkpoints)
+    if config.resume:
+        # Also before the first checkpoint: the vocabulary and data files
+        # already in `output` were made with the earlier settings.
+        _check_resumable(output, config)
+    else:
+        _fresh_output(output, chief, config.vocab)
+    if chief:
+        atomic_write_text(output / RUN_CONFIG_FILE, json.dumps(config.to_json(), indent=2) + "\n")
+    keras.utils.set_random_seed(config.seed)
+
+    # --- data ---
+    files = _corpus_files(config, output, chief)
+    tokenizer = prepare_tokenizer(config, output, files, chief)
+    documents = tokenize_documents(read_corpus(files, layout=config.corpus_layout), tokenizer)
+    train_docs, eval_docs = split_documents(documents, config.eval_fraction, config.seed)
+    held_out = bool(eval_docs)
+    if not held_out:
+        logger.warning(
+            "No held-out documents (%d document(s), eval_fraction=%g): the initial and final "
+            "metrics are measured on training documents. Separate documents with blank lines.",
+            len(documents), config.eval_fraction,
+        )
+        eval_docs = train_docs
+
+    # --- model ---
+    with distribution.scope():
+        backbone = build_backbone(config, tokenizer.vocabulary_size)
+        objective = resolve_objective(config, backbone)
+        model = BertPretrainer(backbone, objective=objective)
+        total = sum(config.steps)
+        warmup = config.warmup_steps if config.warmup_steps is not None else int(0.1 * total)
+        optimizer = make_optimizer(
+            config.optimizer, config.learning_rate, total_steps=total, warmup_steps=warmup,
+            weight_decay=config.weight_decay,
+            gradient_accumulation_steps=config.gradient_accumulation_steps,
+            loss_scaling=config.precision == "mixed_float16",
+        )
+        model.compile(
+            optimizer=optimizer, jit_compile=distribution.resolve_jit_compile(config.jit_compile),
+            steps_per_execution=config.steps_per_execution,
+        )
+
+    predictions = max_predictions(config)
+    maskers = [
+        MaskedLMMasker(tokenizer, seq, p, kind=config.masking, mask_rate=config.mask_rate)
+        for seq, p in zip(config.seq_len, predictions)
+    ]
+    # Held-out evaluation at the last (longest) phase's length. Masks are
+    # drawn once (cached): the initial and final numbers, and those of a
+    # resumed run, are on the same predictions.
+    eval_examples = create_examples(
+        eval_docs, tokenizer, seq_len=config.seq_len[-1], objective=objective, seed=config.seed + 7
+    )
+    eval_batch = min(config.batch_size, len(eval_examples))
+    eval_set = make_pretraining_dataset(
+        eval_examples, eval_batch, maskers[-1], seed=config.seed + 11, shuffle=False
+    ).take(config.eval_batches).cache()  # the same masks for every evaluation
+
+    # --- resume ---
+    step = 0
+    if config.resume and manager.latest() is not None:
+        state = manager.restore(model)
+        step = int(state["step"])
+        logger.info("Resumed from %s at step %d.", manager.restored_path, step)
+    initial_path = output / INITIAL_EVAL_FILE
+    if initial_path.is_file():
+        initial = json.loads(initial_path.read_text(encoding="utf-8"))
+    else:
+        initial = _evaluate(model, eval_set)
+        if chief:
+            atomic_write_text(initial_path, json.dumps(initial, indent=2) + "\n")
+    resumed_from = step
+
+    tensorboard = TensorBoardLogger(output / "logs", config.log_every, enabled=chief)
+    throughput = []
+    bounds = np.cumsum([0, *config.steps])
+    started = time.perf_counter()
+    for phase, seq in enumerate(config.seq_len):
+        if step >= bounds[phase + 1]:
+            continue
+        done_in_phase = step - bounds[phase]
+        train_examples = create_examples(
+            train_docs, tokenizer, seq_len=seq, objective=objective, short_seq_prob=config.short_seq_prob,
+            dupe_factor=config.dupe_factor, seed=config.seed + phase,
+        )
+        dataset = _phase_data(config, phase, train_examples, tokenizer, maskers[phase], output, chief, done_in_phase)
+        if distribution.num_workers > 1:
+            # Every worker reads the same stream and keeps its share of each
+            # global batch: the run (and its data position on resume) is
+            # that of a single process. (AUTO would give workers different
+            # files.)
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+            dataset = dataset.with_options(options)
+        remaining = int(bounds[phase + 1] - step)
+        phase_start = int(bounds[phase])
+
+        def state_fn(global_step, phase=phase, phase_start=phase_start):
+            return {"phase": phase, "seq_len": config.seq_len[phase], "data_position": global_step - phase_start}
+
+        tensorboard.start_step = tensorboard._last = step
+        meter = Throughput(config.batch_size)
+        callbacks = [
+            PeriodicCheckpoint(manager, config.checkpoint_every, start_step=step, state_fn=state_fn, enabled=chief),
+            tensorboard,
+            meter,
+        ]
+        if config.verbose:
+            print(f"Phase {phase + 1}/{len(config.seq_len)}: seq_len {seq}, steps {step + 1}-{bounds[phase + 1]}, "
+                  f"{len(train_examples)} examples, global batch {config.batch_size}.", flush=True)
+        model.fit(dataset, epochs=1, steps_per_epoch=remaining, callbacks=callbacks, verbose=config.verbose,
+                  shuffle=False)  # the dataset shuffles itself
+        step = int(bounds[phase + 1])
+        throughput.append(meter)
+    seconds = time.perf_counter() - started
+
+    final = _evaluate(model, eval_set)
+    tensorboard.write({f"eval/{k}": v for k, v in final.items()}, step)
+    measured = [m for m in throughput if m.seconds > 0]
+    examples_per_second = (
+        sum(m.steps for m in measured) * config.batch_size / sum(m.seconds for m in measured)
+        if measured else None
+    )
+    metrics = {
+        **{f"initial_{k}": v for k, v in initial.items()},
+        **{f"final_{k}": v for k, v in final.items()},
+        "steps": step,
+        "resumed_from_step": resumed_from,
+        "examples_per_second": examples_per_second,
+        "train_seconds": seconds,
+        "seq_len": list(config.seq_len),
+        "batch_size": config.batch_size,
+        "objective": objective,
+        "vocabulary_size": tokenizer.vocabulary_size,
+        "parameters": int(backbone.count_params()),
+        "train_documents": len(train_docs),
+        "eval_documents": len(eval_docs),
+        "eval_held_out": held_out,
+        "num_replicas": distribution.num_replicas,
+        "backend": keras.backend.backend(),
+    }
+    if chief:
+        _save_preset(config, backbone, tokenizer, objective, output / "preset")
+        atomic_write_text(output / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
+    return metrics
+
+
+def _evaluate(model, eval_set):
+    result = model.evaluate(eval_set, return_dict=True, verbose=0)
+    return {k: float(v) for k, v in result.items()}
+
+
+def _save_preset(config, backbone, tokenizer, objective, directory):
+    """The trained backbone + vocabulary as a bertzoo preset directory (the
+    vocabulary first: config.json, written last, marks it complete)."""
+    tokenizer.save_to_preset(directory)
+    backbone.preset_info = {
+        "description": (
+            f"Pre-trained by bertzoo's recipe from {config.preset} ({objective} objective, "
+            f"{sum(config.steps)} steps, seq_len {'/'.join(map(str, config.seq_len))})."
+        ),
+        "tokenizer": tokenizer.preset_section(),
+        "metadata": {
+            k: v for k, v in backbone.preset_info.get("metadata", {}).items() if k in ("paper", "license")
+        },
+    }
+    # Presets record no dtype policy (precision is a setting of each run);
+    # mixed-precision variables are float32 anyway.
+    backbone.save_to_preset(directory)
+    return directory
+
