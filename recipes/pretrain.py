@@ -129,11 +129,17 @@ def config_from_args(args):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from bertzoo.data import CorpusError, PretrainingDataError
+    from bertzoo.presets import PresetError
+    from bertzoo.training import DistributionError, TrainingCheckpointError
     from bertzoo.training.pretrain import PretrainError, run_pretraining
 
+    # Bad settings or inputs: one line saying what is wrong, no traceback.
+    expected = (PretrainError, CorpusError, PretrainingDataError, PresetError, DistributionError,
+                TrainingCheckpointError, FileNotFoundError)
     try:
         metrics = run_pretraining(config_from_args(args))
-    except (PretrainError, FileNotFoundError) as e:
+    except expected as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     keys = ("initial_masked_lm_accuracy", "final_masked_lm_accuracy", "steps", "examples_per_second")

@@ -21,6 +21,12 @@ from bertzoo.training.pretrain import PretrainConfig, PretrainError, run_pretrai
 from tests.conftest import FIXTURES
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Subprocess runs and TF-data-only paths run under one backend (CI runs the
+# suite under both); the in-process small run covers the JAX training path.
+tensorflow_only = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="backend-independent; run under TensorFlow"
+)
 RECIPE = ROOT / "recipes" / "pretrain.py"
 
 # A run small enough for CI: bert_tiny on the built-in corpus, two phases.
@@ -100,9 +106,8 @@ def _recipe_command(out, steps):
 
 
 @pytest.mark.slow
+@tensorflow_only
 def test_recipe_resumes_after_kill_9(tmp_path):
-    if keras.backend.backend() != "tensorflow":
-        pytest.skip("one backend is enough for the subprocess kill test (the JAX path is covered in-process)")
     killed, straight = tmp_path / "killed", tmp_path / "straight"
     steps = 150
     proc = subprocess.Popen(_recipe_command(killed, steps), env=_env(), stdout=subprocess.PIPE,
@@ -177,6 +182,7 @@ def test_distilbert_preset_trains_mlm_only_and_vocab_must_match(tmp_path):
 
 
 @pytest.mark.slow
+@tensorflow_only
 def test_static_data_written_once_and_read(tmp_path):
     out = tmp_path / "run"
     config = PretrainConfig(**{**SMALL, "seq_len": (32,), "steps": (12,), "data_mode": "static", "dupe_factor": 2},
@@ -200,6 +206,7 @@ def _korean_tutorial():
 
 
 @pytest.mark.slow
+@tensorflow_only
 def test_korean_tutorial_commands_run_verbatim(tmp_path):
     """Runs the README's Korean tutorial as written, on the Korean sample
     corpus, from a directory holding `ko.txt` and the recipes."""
@@ -222,3 +229,25 @@ def test_korean_tutorial_commands_run_verbatim(tmp_path):
     assert metrics["final_masked_lm_accuracy"] > metrics["initial_masked_lm_accuracy"] + 0.1
     assert "이 / 원피스 / 예뻐요" in result.stdout
     assert re.search(r"embeddings: \(3, 128\)", result.stdout), result.stdout
+
+
+def test_recipe_cli_reports_bad_input_in_one_line(tmp_path, capsys):
+    from recipes.pretrain import main
+
+    status = main(["--output", str(tmp_path / "run"), "--seq-len", "64,1024", "--steps", "5,5"])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: seq_len=1024 is longer than the model's 512 position embeddings"), err
+    assert not (tmp_path / "run").exists()  # nothing written before the check
+    status = main(["--output", str(tmp_path / "run"), "--corpus", str(tmp_path / "missing.txt")])
+    assert status == 2 and "missing.txt" in capsys.readouterr().err
+
+
+def test_recipe_help_documents_every_flag(capsys):
+    from recipes.pretrain import build_parser
+
+    text = build_parser().format_help()
+    for flag in ("--preset", "--corpus", "--vocab", "--objective", "--masking", "--seq-len", "--steps",
+                 "--batch-size", "--learning-rate", "--optimizer", "--precision", "--strategy", "--tpu",
+                 "--output", "--resume", "--data-mode", "--jit-compile", "--steps-per-execution"):
+        assert flag in text, flag

@@ -189,8 +189,9 @@ def max_predictions(config):
 def _check_resumable(output, config):
     """A resumed run must train the same thing on the same data."""
     path = output / RUN_CONFIG_FILE
-    if not path.is_file():
-        return
+    derived = [output / name for name in ("checkpoints", "data", "vocab.txt", "spiece.model", INITIAL_EVAL_FILE)]
+    if not path.is_file() or not any(p.exists() for p in derived):
+        return  # nothing made with the earlier settings (e.g. it failed on its input)
     previous = json.loads(path.read_text(encoding="utf-8"))
     current = config.to_json()
     changed = sorted(
@@ -287,13 +288,10 @@ def split_documents(documents, eval_fraction, seed):
 # === Model ===
 
 
-def build_backbone(config, vocabulary_size):
-    """The preset's architecture (its weights when it is a directory that
-    has them) with the vocabulary's size and the run's precision."""
-    document, directory, kind = _preset_document(config.preset)
-    overrides = {"dtype": config.precision}
-    if config.dropout is not None:
-        overrides["dropout"] = config.dropout
+def check_positions(config, document=None):
+    """Every phase's sequence length must fit the preset's position table."""
+    if document is None:
+        document = _preset_document(config.preset)[0]
     positions = document["backbone"].get("max_sequence_length", 512)
     longest = max(config.seq_len)
     if longest > positions:
@@ -301,6 +299,16 @@ def build_backbone(config, vocabulary_size):
             f"seq_len={longest} is longer than the model's {positions} position embeddings "
             f"(preset {config.preset!r}, max_sequence_length). Use seq_len <= {positions}."
         )
+
+
+def build_backbone(config, vocabulary_size):
+    """The preset's architecture (its weights when it is a directory that
+    has them) with the vocabulary's size and the run's precision."""
+    document, directory, kind = _preset_document(config.preset)
+    overrides = {"dtype": config.precision}
+    if config.dropout is not None:
+        overrides["dropout"] = config.dropout
+    check_positions(config, document)
     if directory is not None:
         backbone = BertBackbone.from_preset(config.preset, **overrides)
         if backbone.vocabulary_size != vocabulary_size:
@@ -431,6 +439,7 @@ def run_pretraining(config):
     """Runs (or resumes) pre-training as `config` says; returns the metrics
     written to `metrics.json`."""
     validate_config(config)
+    check_positions(config)  # before any data work
     output = Path(config.output)
     distribution = make_distribution(config.strategy, tpu=config.tpu)
     distribution.check_batch_size(config.batch_size)
