@@ -89,7 +89,8 @@ def build_parser():
     g.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS)
     g.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="default: 10%% of all steps")
     g.add_argument("--weight-decay", type=float, default=d.weight_decay)
-    g.add_argument("--gradient-accumulation", type=int, default=d.gradient_accumulation_steps)
+    g.add_argument("--gradient-accumulation", type=int, default=d.gradient_accumulation_steps,
+                   help="update the weights every N batches (steps still count batches)")
     g.add_argument("--precision", default=d.precision, choices=PRECISIONS,
                    help="mixed_float16 adds dynamic loss scaling")
     g.add_argument("--strategy", default=d.strategy, choices=STRATEGIES,

@@ -44,6 +44,17 @@ def _env():
     return env
 
 
+def _scalars(log_dir, tag):
+    """(step, value) pairs of a TensorBoard scalar, in step order."""
+    out = []
+    for path in Path(log_dir).rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    out.append((event.step, float(tf.make_ndarray(value.tensor))))
+    return sorted(out)
+
+
 def _event_tags(log_dir):
     tags = set()
     for path in Path(log_dir).rglob("events.out.tfevents.*"):
@@ -165,6 +176,7 @@ def test_resume_with_other_settings_is_refused(tmp_path):
         (dict(batch_size=0), r"batch_size must be a positive integer"),
         (dict(warmup_steps=1000), r"warmup_steps=1000 must be in \[0, 170\]"),
         (dict(data=("a",)), r"one TFRecord directory per phase"),
+        (dict(gradient_accumulation_steps=4), r"must be a multiple of 4; got steps \[150, 20\]"),
     ],
 )
 def test_bad_settings(tmp_path, overrides, message):
@@ -251,3 +263,38 @@ def test_recipe_help_documents_every_flag(capsys):
                  "--batch-size", "--learning-rate", "--optimizer", "--precision", "--strategy", "--tpu",
                  "--output", "--resume", "--data-mode", "--jit-compile", "--steps-per-execution"):
         assert flag in text, flag
+
+
+@pytest.mark.slow
+def test_albert_style_run_with_lamb_accumulation_and_bfloat16(tmp_path):
+    """SOP, n-gram masking, LAMB with gradient accumulation, mixed bfloat16,
+    a factorised + shared (ALBERT-shaped) tiny preset directory."""
+    preset = tmp_path / "albert_tiny"
+    backbone = bertzoo.BertBackbone(
+        vocabulary_size=50, num_layers=3, num_heads=2, hidden_dim=32, intermediate_dim=64,
+        embedding_dim=16, num_groups=1, max_sequence_length=64,
+    )
+    backbone.save_to_preset(preset)
+    (preset / "model.weights.h5").unlink()  # an architecture: the run initialises it
+    config = PretrainConfig(
+        **{**SMALL, "preset": str(preset), "seq_len": (32,), "steps": (12,), "optimizer": "lamb",
+           "gradient_accumulation_steps": 2, "precision": "mixed_bfloat16", "masking": "ngram",
+           "checkpoint_every": 4},
+        output=str(tmp_path / "run"),
+    )
+    metrics = run_pretraining(config)
+    assert metrics["objective"] == "sop" and metrics["steps"] == 12
+    assert np.isfinite(metrics["final_loss"])
+    trained = bertzoo.BertBackbone.from_preset(tmp_path / "run" / "preset")
+    assert (trained.embedding_dim, trained.num_groups, trained.num_layers) == (16, 1, 3)
+    assert trained.vocabulary_size == metrics["vocabulary_size"]  # the trained vocabulary's size
+    checkpoint = sorted((tmp_path / "run" / "checkpoints").glob("ckpt-*"))[-1]
+    assert json.loads((checkpoint / "state.json").read_text())["step"] == 12
+    # 12 batches are 6 weight updates, and the schedule spans 6 updates
+    # (no warmup: 10% of 12 batches is under one update); logged at batches 5
+    # and 10, after updates 2 and 5.
+    rates = _scalars(tmp_path / "run" / "logs", "train/learning_rate")
+    assert [step for step, _ in rates] == [5, 10]
+    assert rates[0][1] == pytest.approx(3e-3 * (1 - 2 / 6), rel=1e-5)
+    assert rates[1][1] == pytest.approx(3e-3 * (1 - 5 / 6), rel=1e-5)
+    assert "train/sop_accuracy" in _event_tags(tmp_path / "run" / "logs")

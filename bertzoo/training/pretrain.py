@@ -100,7 +100,7 @@ class PretrainConfig:
     optimizer: str = "adamw"
     warmup_steps: int = None  # None: 10% of all steps
     weight_decay: float = 0.01
-    gradient_accumulation_steps: int = 1
+    gradient_accumulation_steps: int = 1  # steps count batches; updates every this many
     dropout: float = None  # None: the preset's
     precision: str = "float32"
     strategy: str = "default"
@@ -173,6 +173,12 @@ def validate_config(config):
         raise PretrainError(f"eval_fraction must be in [0, 0.5), got {config.eval_fraction}.")
     if config.learning_rate <= 0:
         raise PretrainError(f"learning_rate must be > 0, got {config.learning_rate}.")
+    n = config.gradient_accumulation_steps
+    if n > 1 and any(s % n for s in config.steps):
+        raise PretrainError(
+            f"With gradient_accumulation_steps={n}, each phase's steps (batches; the weights "
+            f"change every {n}) must be a multiple of {n}; got steps {list(config.steps)}."
+        )
     total = sum(config.steps)
     if config.warmup_steps is not None and not 0 <= config.warmup_steps <= total:
         raise PretrainError(f"warmup_steps={config.warmup_steps} must be in [0, {total}] (all steps).")
@@ -309,7 +315,9 @@ def build_backbone(config, vocabulary_size):
     if config.dropout is not None:
         overrides["dropout"] = config.dropout
     check_positions(config, document)
-    if directory is not None:
+    if directory is not None and not (kind == "bertzoo" and not (Path(directory) / preset_lib.WEIGHTS_FILE).exists()):
+        # Continued pre-training of a checkpoint (a config.json without
+        # weights is an architecture, like a built-in preset).
         backbone = BertBackbone.from_preset(config.preset, **overrides)
         if backbone.vocabulary_size != vocabulary_size:
             raise PretrainError(
@@ -476,10 +484,14 @@ def run_pretraining(config):
         backbone = build_backbone(config, tokenizer.vocabulary_size)
         objective = resolve_objective(config, backbone)
         model = BertPretrainer(backbone, objective=objective)
+        # Steps count batches; the schedule counts weight updates (one per
+        # `gradient_accumulation_steps` batches).
+        accumulate = config.gradient_accumulation_steps
         total = sum(config.steps)
         warmup = config.warmup_steps if config.warmup_steps is not None else int(0.1 * total)
         optimizer = make_optimizer(
-            config.optimizer, config.learning_rate, total_steps=total, warmup_steps=warmup,
+            config.optimizer, config.learning_rate, total_steps=total // accumulate,
+            warmup_steps=warmup // accumulate,
             weight_decay=config.weight_decay,
             gradient_accumulation_steps=config.gradient_accumulation_steps,
             loss_scaling=config.precision == "mixed_float16",
