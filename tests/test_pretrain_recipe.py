@@ -298,3 +298,19 @@ def test_albert_style_run_with_lamb_accumulation_and_bfloat16(tmp_path):
     assert rates[0][1] == pytest.approx(3e-3 * (1 - 2 / 6), rel=1e-5)
     assert rates[1][1] == pytest.approx(3e-3 * (1 - 5 / 6), rel=1e-5)
     assert "train/sop_accuracy" in _event_tags(tmp_path / "run" / "logs")
+
+
+def test_albert_presets_train_a_sentencepiece_vocabulary(tmp_path):
+    from bertzoo.training.pretrain import prepare_tokenizer
+
+    corpus = tmp_path / "ko.txt"
+    corpus.write_text((FIXTURES / "korean_corpus.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    config = PretrainConfig(preset="albert_base", vocab_size=1000, lowercase=False, strip_accents=False,
+                            output=str(tmp_path / "run"))
+    tokenizer = prepare_tokenizer(config, tmp_path / "run", [str(corpus)])
+    assert isinstance(tokenizer, bertzoo.tokenizers.SentencePieceTokenizer)
+    assert (tmp_path / "run" / "spiece.model").is_file() and tokenizer.vocabulary_size <= 1000
+    assert not tokenizer.strip_accents and tokenizer.preset_section()["kind"] == "sentencepiece"
+    pieces = tokenizer.detokenize(tokenizer("이 원피스 예뻐요"))
+    assert tokenizer.unk_token not in pieces
+    assert not any("\u1100" <= ch <= "\u11ff" for piece in pieces for ch in piece)  # no jamo
