@@ -1,6 +1,7 @@
-"""Command line: `python -m bertzoo presets | demo | train-vocab | convert-google`."""
+"""Command line: `python -m bertzoo presets | demo | train-vocab | convert-google | export`."""
 
 import argparse
+import json
 import sys
 import time
 
@@ -72,6 +73,7 @@ def main(argv=None):
     d.add_argument("--seq", type=int, default=16)
     _add_train_vocab(sub)
     _add_convert_google(sub)
+    _add_export(sub)
     args = parser.parse_args(argv)
     if args.command == "presets":
         print(presets_table())
@@ -79,6 +81,8 @@ def main(argv=None):
         return convert_google(args)
     elif args.command == "train-vocab":
         return train_vocab(args)
+    elif args.command == "export":
+        return export(args)
     else:
         demo(args.preset, args.batch, args.seq)
     return 0
@@ -215,4 +219,39 @@ def train_vocab(args):
         if line.strip():
             print(f"  {line.strip()}\n    -> {' '.join(tokenizer.detokenize(tokenizer(line)))}")
             shown += 1
+    return 0
+
+
+def _add_export(sub):
+    e = sub.add_parser(
+        "export",
+        help="export a fine-tuned task preset as a serving model (SavedModel + .keras)",
+        description=(
+            "Writes OUTPUT/saved_model (TF SavedModel, signature serving_default over "
+            "string inputs), OUTPUT/model.keras and OUTPUT/serving.json for a task preset "
+            "directory written by recipes/finetune.py. Settings default to those the "
+            "recipe recorded."
+        ),
+    )
+    e.add_argument("preset", metavar="PRESET_DIR", help="the fine-tuned task preset directory")
+    e.add_argument("output", metavar="OUTPUT", help="the export directory to write")
+    # Values are JSON (numbers, true/false), so settings pass through unchanged.
+    for name in ("sequence-length", "doc-stride", "max-query-length", "max-answer-length",
+                 "null-score-diff-threshold"):
+        e.add_argument(f"--{name}", type=json.loads, default=None)
+
+
+def export(args):
+    """`export`: returns the exit status."""
+    from bertzoo.presets import PresetError
+    from bertzoo.serving import export_serving
+
+    settings = {k: getattr(args, k) for k in ("sequence_length", "doc_stride", "max_query_length",
+                                              "max_answer_length", "null_score_diff_threshold")}
+    try:
+        out = export_serving(args.preset, args.output, **settings)
+    except (PresetError, ValueError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"Wrote the serving model {out}")
     return 0

@@ -36,6 +36,8 @@ _TOP_LEVEL = {
     "backbone": dict,
     "tokenizer": dict,
     "metadata": dict,
+    # A fine-tuned task model's head settings (bertzoo.models.tasks).
+    "task": dict,
 }
 _TOKENIZER = {
     "kind": str,

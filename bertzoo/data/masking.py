@@ -143,8 +143,6 @@ class MaskedLMMasker:
         ends = tf.minimum(w_range[:, :, None] + tf.range(1, N + 1), num_words[:, None, None])  # (B, S, N)
         ngram_len = tf.gather(cum, ends, batch_dims=1) - cum[:, :S, None]
 
-        rows = tf.range(B)
-
         def body(k, count, covered):
             w = order[:, k]  # (B,)
             n0 = tf.gather(n_draw, w, batch_dims=1)

@@ -1,5 +1,15 @@
 from bertzoo.models.backbone import BertBackbone, group_of_layer
 from bertzoo.models.embedder import TextEmbedder
 from bertzoo.models.pretrainer import BertPretrainer
+from bertzoo.models.tasks import BertClassifier, BertSpanQA, BertTokenClassifier, task_model_from_preset
 
-__all__ = ["BertBackbone", "BertPretrainer", "TextEmbedder", "group_of_layer"]
+__all__ = [
+    "BertBackbone",
+    "BertClassifier",
+    "BertPretrainer",
+    "BertSpanQA",
+    "BertTokenClassifier",
+    "TextEmbedder",
+    "group_of_layer",
+    "task_model_from_preset",
+]

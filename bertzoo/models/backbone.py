@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import keras
-from keras import ops
 
 from bertzoo import presets as preset_lib
 from bertzoo.io_utils import atomic_path, atomic_write_text
@@ -478,12 +477,13 @@ class BertBackbone(keras.Model):
             backbone.hf_head_weights = read_safetensors(heads)
         return backbone
 
-    def save_to_preset(self, preset_dir):
+    def save_to_preset(self, preset_dir, extra=None):
         """Writes `config.json` and `model.weights.h5` (and the task-head
         tensors of a converted checkpoint as `heads.safetensors`) to
         `preset_dir`, each atomically (weights first, so a present config always comes with
         complete weights). `BertBackbone.from_preset(preset_dir)` rebuilds the
-        same model.
+        same model. `extra`: more top-level sections for `config.json` (a
+        task model's `task` section).
         """
         preset_dir = Path(preset_dir)
         os.makedirs(preset_dir, exist_ok=True)
@@ -500,6 +500,7 @@ class BertBackbone(keras.Model):
         if "tokenizer" in info:
             document["tokenizer"] = info["tokenizer"]
         document["metadata"] = metadata
+        document.update(extra or {})
         with atomic_path(preset_dir / preset_lib.WEIGHTS_FILE, suffix=".weights.h5") as tmp:
             self.save_weights(tmp)
         heads = preset_dir / preset_lib.HEADS_FILE

@@ -5,7 +5,7 @@ import logging
 import keras
 from keras import ops
 
-from bertzoo.convert.common import CheckpointError, assign_tensors
+from bertzoo.convert.common import assign_tensors
 from bertzoo.layers.common import kernel_initializer
 from bertzoo.layers.heads import MaskedLMHead
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from bertzoo import presets as preset_lib
 
@@ -38,6 +39,14 @@ def to_string_tensor(inputs):
         bad = next(x for x in array.flat if not isinstance(x, str | bytes))
         raise TypeError(f"Tokenizers take strings, got an element of type {type(bad).__name__}: {bad!r}.")
     return tf.constant(array if array.size else np.zeros(array.shape, dtype=bytes), dtype=tf.string)
+
+
+def row_ids(row_splits):
+    """The row of every value of a ragged tensor with these row splits:
+    `value_rowids()`, in a handful of graph ops (its own graph version
+    builds some seventy)."""
+    values = tf.range(row_splits[-1], dtype=row_splits.dtype)
+    return tf.searchsorted(row_splits[1:], values, side="right", out_type=row_splits.dtype)
 
 
 def in_tf_graph():
@@ -135,6 +144,70 @@ class Tokenizer(tf.Module):
 
     def _tokenize_ids(self, strings):
         raise NotImplementedError
+
+    @tf.autograph.experimental.do_not_convert
+    def tokenize_with_offsets(self, strings):
+        """Strings -> (ids, starts, ends): the ids of `_tokenize_ids` with the
+        byte span in the original UTF-8 string that each token comes from.
+
+        Takes a 1-D batch of strings (or one string: then one row each) and
+        returns three `tf.RaggedTensor`s shaped alike, `[batch, (tokens)]`:
+        int32 ids and int64 byte offsets `[start, end)`. TensorFlow ops only,
+        so it works eagerly, in `tf.data` and in exported graphs; the results
+        stay TensorFlow tensors under every Keras backend.
+
+        How: each tokenizer class declares a split of the raw text into
+        pieces (`_offset_split_patterns`) such that tokenizing every piece on
+        its own and concatenating gives exactly the tokens of the whole
+        string. The pieces are tokenized with `_tokenize_ids`, and every
+        token gets the span of the piece it came from. The granularity is
+        therefore the piece -- for WordPiece a basic token (a word, a
+        punctuation character or a CJK ideograph), for SentencePiece a
+        whitespace-delimited word: the sub-tokens of one piece share a span.
+        Bytes of invalid UTF-8 stay where they are (they belong to a piece).
+        """
+        strings = to_string_tensor(strings)
+        rank = strings.shape.rank
+        if rank is not None and rank > 1:
+            raise ValueError(
+                f"tokenize_with_offsets takes a string or a 1-D batch of strings, got shape {strings.shape}."
+            )
+        scalar = rank == 0
+        if scalar:
+            strings = tf.reshape(strings, [-1])
+        delimiters, kept = self._offset_split_patterns()
+        prepared = self._offset_prepare(strings)
+        # tensorflow-text's split stops at a NUL byte: split a copy with NUL
+        # as U+0001 (a delimiter for no tokenizer), cut the pieces from the
+        # text itself.
+        nul_free = tf.strings.regex_replace(prepared, "\\x00", "\x01")
+        _, starts, ends = tf_text.regex_split_with_offsets(nul_free, delimiters, kept or "")
+        piece_text = tf.strings.substr(
+            tf.gather(prepared, row_ids(starts.row_splits)),
+            starts.flat_values,
+            ends.flat_values - starts.flat_values,
+        )
+        # (pieces, (tokens)) -> (batch, (pieces), (tokens)) -> (batch, (tokens))
+        sub = self._tokenize_ids(piece_text).with_row_splits_dtype(starts.row_splits.dtype)
+        ids = starts.with_flat_values(sub).merge_dims(1, 2)
+        piece = row_ids(sub.row_splits)  # the piece of every token
+        token_starts = ids.with_flat_values(tf.gather(tf.cast(starts.flat_values, tf.int64), piece))
+        token_ends = ids.with_flat_values(tf.gather(tf.cast(ends.flat_values, tf.int64), piece))
+        if scalar:
+            return ids[0], token_starts[0], token_ends[0]
+        return ids, token_starts, token_ends
+
+    def _offset_split_patterns(self):
+        """(delimiters, kept): RE2 patterns for `tokenize_with_offsets`. The
+        raw text is split at every match of `delimiters`; matches of `kept`
+        (a subset, or None) are pieces of their own, the others dropped.
+        Subclasses that support offsets override this."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide token offsets.")
+
+    def _offset_prepare(self, strings):
+        """A byte-length-preserving rewrite of the raw text applied before the
+        split (e.g. context-dependent case mapping); identity by default."""
+        return strings
 
     def detokenize(self, ids):
         """Token ids (one sequence) -> list of token strings."""

@@ -224,6 +224,30 @@ class SentencePieceTokenizer(Tokenizer):
         ids = encoder.string_to_id(self.pieces(strings, encoder))
         return tf.cast(ids, tf.int32)
 
+    def _offset_split_patterns(self):
+        """Pieces for `tokenize_with_offsets`: whitespace-delimited words
+        (`str.isspace`, the characters step 1 turns into spaces). With the
+        SentencePiece models ALBERT uses (whitespace pre-splitting and a
+        dummy "▁" prefix, the defaults) no piece crosses whitespace, so
+        every word tokenizes alone to exactly its tokens in the whole text;
+        all the tokens of a word share its span."""
+        return self._preprocessor._patterns["space"], None
+
+    def _offset_prepare(self, strings):
+        """Where this TensorFlow's lowercasing op (`tf.strings.lower`) ends
+        a string at its first NUL byte, `_tokenize_ids` sees nothing after
+        it; the text is cut there too, so the offsets version agrees."""
+        if self._preprocess_stops_at_nul():
+            return tf.strings.regex_replace(strings, "(?s)\\x00.*", "")
+        return strings
+
+    def _preprocess_stops_at_nul(self):
+        if not hasattr(self, "_stops_at_nul"):
+            with tf.init_scope():  # eager, also while a tf.function traces
+                probe = self.preprocess(tf.constant([b"a\x00b"]))
+                self._stops_at_nul = bool(probe.numpy()[0] == b"a")
+        return self._stops_at_nul
+
     def save_to_preset(self, preset_dir):
         """Writes `spiece.model` into `preset_dir` (atomically)."""
         path = Path(preset_dir) / self.vocabulary_file

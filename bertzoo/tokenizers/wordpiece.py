@@ -13,6 +13,7 @@ versions disagree; WordPiece is tensorflow-text's greedy longest-match
 applied first.
 """
 
+import functools
 from pathlib import Path
 
 import tensorflow as tf
@@ -20,7 +21,31 @@ import tensorflow_text as tf_text
 
 from bertzoo.io_utils import atomic_write_text
 from bertzoo.tokenizers import basic, unicode
-from bertzoo.tokenizers.base import Tokenizer, TokenizerError
+from bertzoo.tokenizers.base import Tokenizer, TokenizerError, row_ids
+
+
+@functools.cache
+def _kept_cjk_class(control_chars):
+    """The CJK ideograph ranges minus the characters cleaning drops (the
+    ranges hold a few unassigned code points, which "hf" mode drops): a
+    dropped character must stay inside its piece, never split it."""
+    def dropped(char):
+        return char in "\x00\ufffd" or basic.is_control(char, control_chars)
+
+    parts = []
+    for lo, hi in basic.CJK_RANGES:
+        start = None
+        for cp in range(lo, hi + 2):
+            keep = cp <= hi and not dropped(chr(cp))
+            if keep and start is None:
+                start = cp
+            elif not keep and start is not None:
+                parts.append(f"\\x{{{start:x}}}-\\x{{{cp - 1:x}}}")
+                start = None
+    return "[" + "".join(parts) + "]"
+
+
+GREEK_CAPITAL_SIGMA = 0x3A3
 
 
 def write_vocabulary(path, tokens):
@@ -149,6 +174,55 @@ class BertTokenizer(Tokenizer):
         pieces = self._wordpiece.tokenize(flat)  # (words, pieces)
         ids = words.with_flat_values(pieces).merge_dims(1, 2)
         return tf.cast(ids, tf.int32)
+
+    def _offset_split_patterns(self):
+        """Pieces for `tokenize_with_offsets`: split at whitespace (dropped)
+        and around every punctuation character and CJK ideograph (each kept
+        as a piece). The reference's words never cross these boundaries, so
+        the pieces tokenize to exactly the tokens of the whole text. Control
+        characters are not boundaries: cleaning deletes them inside words
+        ("a\\u200bb" is one word "ab"). A few characters that only become
+        punctuation after normalisation (U+1FEF GREEK VARIA -> "`" under
+        strip_accents) stay inside their piece: still the same tokens, with
+        the piece's span."""
+        p = self._patterns
+        kept = f"{p['punct']}|{_kept_cjk_class(self.control_chars)}"
+        return f"{p['space']}|{kept}", kept
+
+    def _offset_prepare(self, strings):
+        """Lowercasing is per character except for Greek capital sigma, whose
+        lowercase (final "ς" or "σ") depends on the letters around it, also
+        across punctuation ("ΟΔΟΣ.Χ" vs "ΟΔΟΣ" alone). So each Σ is replaced
+        up front by the letter the whole text lowercases it to (2 bytes
+        like Σ: offsets are unchanged). The context is computed on the text
+        as `words` lowercases it, with each dropped character replaced by
+        U+00AD (case-ignorable, so the same for the final-sigma rule as
+        deleting it) and U+0130 by "I" (its lowercase is two characters), so
+        that characters stay aligned. Rows with invalid UTF-8 are left as
+        they are."""
+        if not self.lowercase:
+            return strings
+        p = self._patterns
+        rows = tf.where(tf.strings.regex_full_match(strings, "(?s).*\u03a3.*"))[:, 0]
+        chosen = tf.gather(strings, rows)
+        chars = tf.strings.unicode_decode(chosen, "UTF-8", errors="replace")
+        valid = tf.equal(tf.strings.unicode_encode(chars, "UTF-8"), chosen)
+        context = tf.strings.regex_replace(chosen, p["drop"], "\u00ad")
+        context = tf.strings.regex_replace(context, p["space"], " ")
+        context = tf.strings.regex_replace(context, "\u0130", "I")
+        lowered = tf.strings.unicode_decode(unicode.python_lower(context), "UTF-8", errors="replace")
+        aligned = valid & tf.equal(lowered.row_lengths(), chars.row_lengths())
+        # Each character's lowercase, where the row aligns (it always should;
+        # a row that does not keeps its raw text).
+        row = row_ids(chars.row_splits)
+        at = tf.range(tf.size(chars.flat_values, out_type=tf.int64)) - tf.gather(chars.row_splits, row)
+        at = tf.gather(lowered.row_splits, row) + at
+        padded = tf.concat([lowered.flat_values, tf.zeros([1], lowered.flat_values.dtype)], 0)
+        lower = tf.gather(padded, tf.minimum(at, tf.size(padded, out_type=tf.int64) - 1))
+        use = tf.equal(chars.flat_values, GREEK_CAPITAL_SIGMA) & tf.gather(aligned, row)
+        fixed = chars.with_flat_values(tf.where(use, lower, chars.flat_values))
+        fixed = tf.where(aligned, tf.strings.unicode_encode(fixed, "UTF-8"), chosen)
+        return tf.tensor_scatter_nd_update(strings, rows[:, None], fixed)
 
     def save_to_preset(self, preset_dir):
         path = Path(preset_dir) / self.vocabulary_file

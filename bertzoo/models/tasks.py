@@ -1,0 +1,596 @@
+"""Fine-tuning models: one small head per task on a `BertBackbone`.
+
+- `BertClassifier`: texts or text pairs -> classes (`num_classes >= 2`) or a
+  score (`num_classes=1`, regression with mean squared error).
+- `BertTokenClassifier`: one label per token; label -100 marks positions
+  that are not scored (padding, special tokens, and the non-first
+  sub-tokens of a word).
+- `BertSpanQA`: start and end logits per token for extractive QA.
+
+All three take the backbone's inputs (`token_ids`, `segment_ids` when the
+backbone has segment embeddings, `padding_mask`), build their loss and
+metrics in `compile`, and save to / load from a preset directory: the
+backbone files plus a `task` section in `config.json` and the head's
+weights in `task_head.safetensors`. `from_preset` also loads the task heads
+of Hugging Face checkpoints (`*ForSequenceClassification`,
+`*ForTokenClassification`, `*ForQuestionAnswering`).
+"""
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+from keras import ops
+
+from bertzoo import presets as preset_lib
+from bertzoo.convert.common import assign_tensors
+from bertzoo.layers.common import kernel_initializer
+from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.pretrainer import _scale_for_replicas, masked_lm_loss
+
+logger = logging.getLogger(__name__)
+
+HEAD_FILE = "task_head.safetensors"
+IGNORE_LABEL = -100  # token-classification positions that are not scored
+TASK_KINDS = ("classification", "regression", "tagging", "qa")
+
+
+def _label_names(label_names, count, what):
+    if label_names is None:
+        return None
+    names = [str(n) for n in label_names]
+    if len(names) != count:
+        raise ValueError(f"label_names has {len(names)} names but the model has {count} {what}.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"label_names must be distinct, got {names}.")
+    return names
+
+
+def read_task_section(preset):
+    """The `task` section of a bertzoo preset directory ({} for built-in
+    presets, Hugging Face directories and backbone-only presets)."""
+    if isinstance(preset, str) and preset in preset_lib.builtin_presets():
+        return {}
+    config = Path(preset) / preset_lib.CONFIG_FILE
+    if not config.is_file():
+        return {}
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # resolve() reports unreadable files
+    task = data.get("task", {}) if isinstance(data, dict) else {}
+    if not isinstance(task, dict):
+        raise preset_lib.PresetError(f"{config}: 'task' must be a JSON object, got {task!r}.")
+    return task
+
+
+class _TaskModel(keras.Model):
+    """Shared plumbing: inputs, loss scaling, presets. Subclasses set
+    `kind`/`kinds`, `_head_layers()`, `_hf_head(tensors)`, `task_config()`."""
+
+    kinds = ()
+
+    def _backbone_inputs(self, backbone):
+        return {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in backbone.input
+        }
+
+    def compile(self, optimizer="adam", loss=None, **kwargs):
+        """`keras.Model.compile` with the task loss and metrics built in:
+        pass the optimizer (and e.g. `jit_compile`), not `loss`."""
+        if loss is not None:
+            raise ValueError(
+                f"{type(self).__name__} computes its task loss itself; call compile() without loss=."
+            )
+        super().compile(optimizer=optimizer, **kwargs)
+
+    def _finish_loss(self, loss):
+        if self.losses:
+            loss = loss + ops.sum([ops.cast(l, "float32") for l in self.losses])
+        return _scale_for_replicas(loss)
+
+    # === Presets ===
+
+    def _head_layers(self):
+        raise NotImplementedError
+
+    def head_variables(self):
+        """Variable path -> variable for the task head (not the backbone)."""
+        return {v.path: v for layer in self._head_layers() for v in layer.weights}
+
+    @classmethod
+    def _kind_of(cls, task):
+        return task.get("kind")
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """The backbone of a preset (built-in name, bertzoo directory or
+        Hugging Face directory) with this task's head. The head's weights
+        are loaded when the directory holds a head of the same task and
+        shape (a bertzoo task preset, or an HF `*For<Task>` checkpoint);
+        otherwise the head starts from the reference initialiser.
+
+        `kwargs` are this model's constructor arguments (e.g. `num_classes`);
+        ones the directory records (class count, label names) default to it.
+        """
+        overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in ("dropout", "attention_dropout", "dtype")}
+        backbone = BertBackbone.from_preset(preset, load_weights=load_weights, **overrides)
+        task = read_task_section(preset)
+        same_kind = cls._kind_of(task) in cls.kinds
+        if same_kind:
+            for key, value in cls._constructor_defaults(task).items():
+                kwargs.setdefault(key, value)
+        model = cls(backbone, **kwargs)
+        if not load_weights:
+            return model
+        head_file = Path(preset) / HEAD_FILE if task else None
+        if same_kind and head_file is not None and head_file.is_file():
+            model._load_head_file(head_file)
+        elif task and not same_kind:
+            logger.info(
+                "%s holds a %s head; %s starts a new %s head.",
+                preset, task.get("kind"), cls.__name__, cls.kinds[0],
+            )
+        hf = getattr(backbone, "hf_head_weights", None)
+        if hf:
+            model.head_loaded = model._load_hf_head(hf, preset)
+        return model
+
+    @classmethod
+    def _constructor_defaults(cls, task):
+        return {}
+
+    def _load_head_file(self, path):
+        from bertzoo.convert.safetensors_io import read_safetensors
+
+        tensors = read_safetensors(path)
+        variables = self.head_variables()
+        if sorted(tensors) != sorted(variables) or any(
+            tuple(tensors[k].shape) != tuple(variables[k].shape) for k in variables
+        ):
+            shapes = {k: tuple(v.shape) for k, v in tensors.items()}
+            wanted = {k: tuple(v.shape) for k, v in variables.items()}
+            logger.warning(
+                "Not loading the task head from %s: it holds %s, this model needs %s; "
+                "the head starts from the initialiser.",
+                path, shapes, wanted,
+            )
+            self.head_loaded = False
+            return
+        for name, variable in variables.items():
+            variable.assign(np.asarray(tensors[name], dtype="float32"))
+        self.head_loaded = True
+
+    def _load_hf_head(self, tensors, source):
+        mapping = self._hf_head(tensors)
+        if not mapping:
+            return False
+        shapes_fit = all(
+            tuple(np.shape(tensors[name])[::-1] if t else np.shape(tensors[name])) == tuple(v.shape)
+            for name, (v, t) in mapping.items()
+        )
+        if not shapes_fit:
+            logger.warning(
+                "Not loading the task head of %s: its shape does not fit this %s; the "
+                "head starts from the initialiser.",
+                source, type(self).__name__,
+            )
+            return False
+        assign_tensors(mapping, {k: tensors[k] for k in mapping}, source)
+        logger.info("Loaded the task head of %s: %s", source, ", ".join(sorted(mapping)))
+        return True
+
+    def _hf_head(self, tensors):
+        return {}
+
+    def save_to_preset(self, preset_dir, tokenizer=None):
+        """Writes the backbone files, the head (`task_head.safetensors`) and
+        a `task` section in `config.json` (written last, atomically, so a
+        config always comes with complete weights). With `tokenizer`, its
+        vocabulary and settings too, so `from_preset(dir)` and the
+        preprocessor load from the directory alone."""
+        from bertzoo.convert.safetensors_io import write_safetensors
+
+        preset_dir = Path(preset_dir)
+        os.makedirs(preset_dir, exist_ok=True)
+        if tokenizer is not None:
+            tokenizer.save_to_preset(preset_dir)
+            info = dict(self.backbone.preset_info)
+            info["tokenizer"] = tokenizer.preset_section()
+            self.backbone.preset_info = info
+        write_safetensors(
+            preset_dir / HEAD_FILE,
+            {k: np.asarray(keras.ops.convert_to_numpy(v.value), "float32") for k, v in self.head_variables().items()},
+        )
+        self.backbone.save_to_preset(preset_dir, extra={"task": self.task_config()})
+        return preset_dir
+
+    # === Serialisation ===
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            **{k: v for k, v in self.task_config().items() if k != "kind"},
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
+
+
+def _head_dense(units, backbone, name):
+    # float32: the logits feed a float32 loss and are tiny.
+    return keras.layers.Dense(
+        units,
+        kernel_initializer=kernel_initializer(backbone.initializer_range),
+        dtype="float32",
+        name=name,
+    )
+
+
+def _dropout(rate, backbone, name):
+    return keras.layers.Dropout(rate, dtype=backbone.dtype_policy, name=name)
+
+
+def _check_dropout(dropout):
+    if not 0.0 <= float(dropout) < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
+    return float(dropout)
+
+
+@keras.saving.register_keras_serializable(package="bertzoo")
+class BertClassifier(_TaskModel):
+    """Sequence classification (or regression) on the pooled output.
+
+    Inputs: the backbone's dict (`token_ids`, `segment_ids`, `padding_mask`;
+    a `BertPreprocessor` makes it from texts or `(texts_a, texts_b)` pairs).
+    Output: float32 logits `(batch, num_classes)`; with `num_classes=1`, a
+    score `(batch, 1)` trained with mean squared error. The head is
+    `Dropout` + `Dense` on the pooled output (`tanh(Dense([CLS]))`), or on
+    the [CLS] vector when the backbone has no pooler (DistilBERT-style).
+
+    `compile(optimizer)` builds the loss (mean cross-entropy, or MSE) and the
+    `accuracy` metric (classification only); `fit` on `(x, labels)` batches,
+    labels int class ids `(batch,)` or float scores.
+
+    Args:
+        backbone: a `bertzoo.BertBackbone`.
+        num_classes: number of classes; 1 for regression.
+        dropout: dropout before the output layer.
+        label_names: optional class names (saved with the preset; the
+            serving model returns them).
+
+    Example:
+    >>> classifier = BertClassifier.from_preset("runs/pretrain/preset", num_classes=3)
+    >>> classifier.compile(optimizer=keras.optimizers.AdamW(2e-5))
+    >>> classifier.fit(dataset, epochs=3)  # doctest: +SKIP
+    """
+
+    kinds = ("classification", "regression")
+
+    def __init__(self, backbone, num_classes, dropout=0.1, label_names=None, **kwargs):
+        if not isinstance(num_classes, int | np.integer) or num_classes < 1:
+            raise ValueError(
+                f"num_classes must be an integer >= 1 (1 means regression), got {num_classes!r}."
+            )
+        num_classes = int(num_classes)
+        dropout = _check_dropout(dropout)
+        label_names = _label_names(label_names, num_classes, "classes") if num_classes > 1 else None
+        inputs = self._backbone_inputs(backbone)
+        features = backbone(inputs)
+        if backbone.use_pooler:
+            pooled = features["pooled_output"]
+        else:
+            pooled = features["sequence_output"][:, 0, :]
+        dropout_layer = _dropout(dropout, backbone, "classifier_dropout")
+        head = _head_dense(num_classes, backbone, "classifier_head")
+        logits = head(dropout_layer(pooled))
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        self.backbone = backbone
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.label_names = label_names
+        self.head = head
+        self.head_loaded = False
+        self.accuracy = (
+            keras.metrics.SparseCategoricalAccuracy(name="accuracy") if num_classes > 1 else None
+        )
+
+    @property
+    def kind(self):
+        return "regression" if self.num_classes == 1 else "classification"
+
+    def task_config(self):
+        config = {"kind": self.kind, "num_classes": self.num_classes, "dropout": self.dropout}
+        if self.label_names is not None:
+            config["label_names"] = list(self.label_names)
+        return config
+
+    @classmethod
+    def _constructor_defaults(cls, task):
+        defaults = {"num_classes": task.get("num_classes")}
+        if "label_names" in task:
+            defaults["label_names"] = task["label_names"]
+        return {k: v for k, v in defaults.items() if v is not None}
+
+    @classmethod
+    def from_preset(cls, preset, num_classes=None, load_weights=True, **kwargs):
+        """See `_TaskModel.from_preset`. `num_classes` defaults to the class
+        count a bertzoo task preset or an HF classifier head records; a
+        different count keeps the backbone and starts a new head."""
+        if num_classes is not None:
+            task = read_task_section(preset)
+            if task.get("num_classes") not in (None, num_classes):
+                # The head file will not fit: a new head (and no old names).
+                kwargs.setdefault("label_names", None)
+            kwargs["num_classes"] = num_classes
+        elif not read_task_section(preset).get("num_classes"):
+            hf_classes = _hf_num_classes(preset)
+            if hf_classes is None:
+                raise ValueError(
+                    f"{preset!r} records no classifier head: pass num_classes= "
+                    "(1 for regression)."
+                )
+            kwargs["num_classes"] = hf_classes
+        return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
+    def _head_layers(self):
+        return [self.head]
+
+    def _hf_head(self, tensors):
+        if not self.backbone.use_pooler or "classifier.weight" not in tensors:
+            return {}
+        return {
+            "classifier.weight": (self.head.kernel, True),
+            "classifier.bias": (self.head.bias, False),
+        }
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        logits = ops.cast(y_pred, "float32")
+        if self.num_classes == 1:
+            target = ops.reshape(ops.cast(y, "float32"), (-1, 1))
+            per_example = ops.mean(ops.square(logits - target), axis=-1)
+        else:
+            per_example = keras.losses.sparse_categorical_crossentropy(
+                ops.reshape(y, (-1,)), logits, from_logits=True
+            )
+        loss = _weighted_mean(per_example, sample_weight)
+        return self._finish_loss(loss)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        if self.accuracy is not None:
+            self.accuracy.update_state(ops.reshape(y, (-1,)), y_pred, sample_weight)
+        return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def _weighted_mean(values, weights):
+    if weights is None:
+        return ops.mean(values)
+    weights = ops.cast(ops.reshape(weights, ops.shape(values)), "float32")
+    return ops.sum(values * weights) / ops.maximum(ops.sum(weights), 1e-12)
+
+
+def _hf_num_classes(preset):
+    """The class count of an HF sequence-classification checkpoint, if any."""
+    try:
+        data, _, kind = preset_lib.resolve(preset, BertBackbone._architecture_keys())
+    except preset_lib.PresetError:
+        return None
+    if kind != "hf":
+        return None
+    from bertzoo.convert.common import read_json_object
+
+    config = read_json_object(Path(preset) / "config.json")
+    architectures = config.get("architectures") or []
+    if not any(a.endswith("ForSequenceClassification") for a in architectures):
+        return None
+    if "id2label" in config:
+        return len(config["id2label"])
+    return config.get("num_labels")
+
+
+@keras.saving.register_keras_serializable(package="bertzoo")
+class BertTokenClassifier(_TaskModel):
+    """One label per token (NER, POS tagging): `Dropout` + `Dense` on every
+    position of the sequence output.
+
+    Output: float32 logits `(batch, sequence, num_labels)`. Labels for
+    `fit` are int ids `(batch, sequence)`, with -100 (`IGNORE_LABEL`) where
+    a position is not scored: `bertzoo.data.tagging.encode_tagged` labels
+    each word at its first sub-token and ignores the rest. The loss is the
+    mean cross-entropy over scored positions; the metric `token_accuracy`
+    counts scored positions only.
+
+    Args:
+        backbone: a `bertzoo.BertBackbone`.
+        num_labels: number of tags (e.g. len(["O", "B-PER", "I-PER"])).
+        dropout: dropout before the output layer.
+        label_names: optional tag names, saved with the preset.
+    """
+
+    kinds = ("tagging",)
+    kind = "tagging"
+
+    def __init__(self, backbone, num_labels, dropout=0.1, label_names=None, **kwargs):
+        if not isinstance(num_labels, int | np.integer) or num_labels < 2:
+            raise ValueError(f"num_labels must be an integer >= 2, got {num_labels!r}.")
+        num_labels = int(num_labels)
+        dropout = _check_dropout(dropout)
+        label_names = _label_names(label_names, num_labels, "labels")
+        inputs = self._backbone_inputs(backbone)
+        sequence = backbone(inputs)["sequence_output"]
+        dropout_layer = _dropout(dropout, backbone, "tagger_dropout")
+        head = _head_dense(num_labels, backbone, "tagger_head")
+        logits = head(dropout_layer(sequence))
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        self.backbone = backbone
+        self.num_labels = num_labels
+        self.dropout = dropout
+        self.label_names = label_names
+        self.head = head
+        self.head_loaded = False
+        self.token_accuracy = keras.metrics.SparseCategoricalAccuracy(name="token_accuracy")
+
+    def task_config(self):
+        config = {"kind": self.kind, "num_labels": self.num_labels, "dropout": self.dropout}
+        if self.label_names is not None:
+            config["label_names"] = list(self.label_names)
+        return config
+
+    @classmethod
+    def _constructor_defaults(cls, task):
+        return {k: task[k] for k in ("num_labels", "label_names") if k in task}
+
+    @classmethod
+    def from_preset(cls, preset, num_labels=None, load_weights=True, **kwargs):
+        """See `_TaskModel.from_preset`; `num_labels` defaults to the tag
+        count the directory records."""
+        task = read_task_section(preset)
+        if num_labels is not None:
+            if task.get("kind") == "tagging" and task.get("num_labels") != num_labels:
+                kwargs.setdefault("label_names", None)
+            kwargs["num_labels"] = num_labels
+        elif task.get("kind") != "tagging":
+            raise ValueError(f"{preset!r} records no token-classification head: pass num_labels=.")
+        return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
+    def _head_layers(self):
+        return [self.head]
+
+    def _hf_head(self, tensors):
+        if self.backbone.use_pooler or "classifier.weight" not in tensors:
+            return {}
+        return {
+            "classifier.weight": (self.head.kernel, True),
+            "classifier.bias": (self.head.bias, False),
+        }
+
+    @staticmethod
+    def _scored(y):
+        y = ops.cast(y, "int32")
+        weights = ops.cast(ops.not_equal(y, IGNORE_LABEL), "float32")
+        return ops.maximum(y, 0), weights
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        labels, weights = self._scored(y)
+        if sample_weight is not None:
+            weights = weights * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
+        return self._finish_loss(masked_lm_loss(labels, y_pred, weights))
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        labels, weights = self._scored(y)
+        self.token_accuracy.update_state(labels, y_pred, weights)
+        return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+@keras.saving.register_keras_serializable(package="bertzoo")
+class BertSpanQA(_TaskModel):
+    """Extractive question answering: a `Dense(2)` on the sequence output
+    gives start and end logits per token.
+
+    Outputs `{"start_logits", "end_logits"}`, float32 `(batch, sequence)`,
+    with padding positions set to -1e9 (so they never win and the result
+    does not depend on how much padding there is). Targets for `fit` are
+    `{"start_positions", "end_positions"}` token indices (0, the [CLS]
+    position, for "no answer in this window"); the loss is the mean of the
+    start and end cross-entropies, the metric `span_accuracy` the share of
+    windows whose start and end are both exactly right.
+    `bertzoo.data.qa` builds windows and labels and turns logits back into
+    answer text.
+
+    Args:
+        backbone: a `bertzoo.BertBackbone`.
+    """
+
+    kinds = ("qa",)
+    kind = "qa"
+
+    def __init__(self, backbone, **kwargs):
+        inputs = self._backbone_inputs(backbone)
+        sequence = backbone(inputs)["sequence_output"]
+        head = _head_dense(2, backbone, "span_head")
+        logits = head(sequence)  # (B, S, 2)
+        padding = ops.cast(inputs["padding_mask"], "bool")
+        start = ops.where(padding, logits[..., 0], -1e9)
+        end = ops.where(padding, logits[..., 1], -1e9)
+        outputs = {"start_logits": start, "end_logits": end}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.backbone = backbone
+        self.head = head
+        self.head_loaded = False
+        self.span_accuracy = keras.metrics.Mean(name="span_accuracy")
+
+    def task_config(self):
+        return {"kind": self.kind}
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """See `_TaskModel.from_preset`."""
+        return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
+    def _head_layers(self):
+        return [self.head]
+
+    def _hf_head(self, tensors):
+        if "qa_outputs.weight" not in tensors:
+            return {}
+        return {
+            "qa_outputs.weight": (self.head.kernel, True),
+            "qa_outputs.bias": (self.head.bias, False),
+        }
+
+    @staticmethod
+    def _targets(y):
+        if isinstance(y, dict):
+            return y["start_positions"], y["end_positions"]
+        start, end = y
+        return start, end
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        start, end = self._targets(y)
+        losses = [
+            keras.losses.sparse_categorical_crossentropy(
+                ops.reshape(t, (-1,)), ops.cast(y_pred[k], "float32"), from_logits=True
+            )
+            for t, k in ((start, "start_logits"), (end, "end_logits"))
+        ]
+        per_example = (losses[0] + losses[1]) / 2.0
+        return self._finish_loss(_weighted_mean(per_example, sample_weight))
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        start, end = self._targets(y)
+        hit = ops.logical_and(
+            ops.equal(ops.argmax(y_pred["start_logits"], -1), ops.cast(ops.reshape(start, (-1,)), "int32")),
+            ops.equal(ops.argmax(y_pred["end_logits"], -1), ops.cast(ops.reshape(end, (-1,)), "int32")),
+        )
+        self.span_accuracy.update_state(ops.cast(hit, "float32"), sample_weight)
+        return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+TASK_MODELS = {
+    "classification": BertClassifier,
+    "regression": BertClassifier,
+    "tagging": BertTokenClassifier,
+    "qa": BertSpanQA,
+}
+
+
+def task_model_from_preset(preset, **kwargs):
+    """The task model a bertzoo task preset directory records (its `task`
+    section's kind), with its head loaded."""
+    task = read_task_section(preset)
+    kind = task.get("kind")
+    if kind not in TASK_MODELS:
+        raise preset_lib.PresetError(
+            f"{preset} is not a fine-tuned task preset (its config.json has no 'task' "
+            f"section with a kind in {', '.join(TASK_KINDS)}); load it with "
+            "BertClassifier/BertTokenClassifier/BertSpanQA.from_preset and the head you want."
+        )
+    return TASK_MODELS[kind].from_preset(preset, **kwargs)

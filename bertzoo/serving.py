@@ -1,0 +1,314 @@
+"""Serving models: raw strings in, task answers out, tokenizer in the graph.
+
+`export_serving(task_preset_dir, out_dir)` writes, atomically (the folder
+appears complete or not at all):
+
+- `out_dir/saved_model/`: a TF SavedModel whose `serving_default` signature
+  takes string tensors and needs neither bertzoo nor Keras to run:
+  `tf.saved_model.load(path).signatures["serving_default"](text=...)`;
+- `out_dir/model.keras`: the same `ServingModel` as a Keras file
+  (`import bertzoo; keras.saving.load_model(path)`);
+- `out_dir/serving.json`: the signature's inputs and outputs.
+
+Inputs and outputs per task (batches; strings are UTF-8):
+
+| task | inputs | outputs |
+|---|---|---|
+| classification | `text` (+ `text_pair` for pair tasks) | `probabilities` (B, C), `label_id` (B,), `label` (B,) |
+| regression | `text` (+ `text_pair`) | `score` (B,) |
+| tagging | `text` (split into words on whitespace) | `words`, `tags` (B, W) padded with "", `num_words` (B,) |
+| qa | `question`, `context` | `answer` (B,), `start`, `end` (byte offsets in the context, -1: no answer), `score` (B,) |
+
+The serving graph runs TensorFlow ops, so building it needs the TensorFlow
+backend; under another backend `export_serving` runs itself in a
+subprocess with `KERAS_BACKEND=tensorflow`.
+"""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import keras
+
+from bertzoo.io_utils import atomic_write_text
+
+SAVED_MODEL_DIR = "saved_model"
+KERAS_FILE = "model.keras"
+SIGNATURE_FILE = "serving.json"
+
+
+def _tokenizer_config(tokenizer):
+    config = {"kind": tokenizer.kind, "settings": tokenizer.get_config()}
+    if tokenizer.kind == "sentencepiece":
+        config["proto_base64"] = base64.b64encode(tokenizer.proto).decode("ascii")
+    else:
+        config["vocabulary"] = list(tokenizer.vocabulary)
+    return config
+
+
+def _tokenizer_from_config(config):
+    from bertzoo.tokenizers.base import _tokenizer_class
+
+    cls = _tokenizer_class(config["kind"])
+    source = (
+        base64.b64decode(config["proto_base64"]) if "proto_base64" in config else config["vocabulary"]
+    )
+    return cls(source, **config["settings"])
+
+
+def _inputs_of(kind, pairs):
+    if kind == "qa":
+        return ("question", "context")
+    if kind in ("classification", "regression") and pairs:
+        return ("text", "text_pair")
+    return ("text",)
+
+
+@keras.saving.register_keras_serializable(package="bertzoo")
+class ServingModel(keras.Model):
+    """A fine-tuned task model behind its tokenizer: a dict of string
+    tensors in (see the module docstring), a dict of answers out.
+    TensorFlow backend only.
+
+    Args:
+        task_model: a `BertClassifier`, `BertTokenClassifier` or `BertSpanQA`.
+        tokenizer: the bertzoo tokenizer the model was trained with.
+        sequence_length: packed length (QA: the window length).
+        pairs: classification/regression on text pairs.
+        label_names: class or tag names (default "0", "1", ...).
+        doc_stride, max_query_length, max_answer_length,
+        null_score_diff_threshold, version_2: QA settings (see
+            `bertzoo.data.qa`).
+    """
+
+    def __init__(
+        self,
+        task_model,
+        tokenizer,
+        sequence_length=128,
+        pairs=False,
+        label_names=None,
+        doc_stride=128,
+        max_query_length=64,
+        max_answer_length=30,
+        null_score_diff_threshold=0.0,
+        version_2=False,
+        **kwargs,
+    ):
+        if keras.backend.backend() != "tensorflow":
+            raise RuntimeError(
+                "ServingModel runs the tokenizer in TensorFlow ops: it needs the TensorFlow "
+                f"backend (KERAS_BACKEND=tensorflow), not {keras.backend.backend()!r}."
+            )
+        super().__init__(**kwargs)
+        from bertzoo.models.tasks import BertSpanQA, BertTokenClassifier
+
+        self.task_model = task_model
+        self.tokenizer = tokenizer
+        self.sequence_length = int(sequence_length)
+        self.pairs = bool(pairs)
+        if isinstance(task_model, BertSpanQA):
+            self.kind = "qa"
+        elif isinstance(task_model, BertTokenClassifier):
+            self.kind = "tagging"
+        else:
+            self.kind = task_model.kind
+        count = getattr(task_model, "num_classes", None) or getattr(task_model, "num_labels", None)
+        if label_names is None and self.kind in ("classification", "tagging"):
+            label_names = getattr(task_model, "label_names", None) or [str(i) for i in range(count)]
+        self.label_names = None if label_names is None else [str(n) for n in label_names]
+        self.doc_stride = int(doc_stride)
+        self.max_query_length = int(max_query_length)
+        self.max_answer_length = int(max_answer_length)
+        self.null_score_diff_threshold = float(null_score_diff_threshold)
+        self.version_2 = bool(version_2)
+        self.input_names = _inputs_of(self.kind, self.pairs)
+        self._segment_ids = "segment_ids" in task_model.input
+        self.built = True
+
+    def _model_inputs(self, packed):
+        keys = ["token_ids", "padding_mask"] + (["segment_ids"] if self._segment_ids else [])
+        return {k: packed[k] for k in keys}
+
+    def call(self, inputs):
+        import tensorflow as tf
+
+        missing = [k for k in self.input_names if k not in inputs]
+        if missing:
+            raise ValueError(f"Missing input(s) {missing}; this model takes {list(self.input_names)}.")
+        texts = {k: tf.reshape(tf.convert_to_tensor(inputs[k], tf.string), [-1]) for k in self.input_names}
+        if self.kind in ("classification", "regression"):
+            return self._classify(texts)
+        if self.kind == "tagging":
+            return self._tag(texts["text"])
+        return self._answer(texts["question"], texts["context"])
+
+    def _classify(self, texts):
+        import tensorflow as tf
+
+        from bertzoo.preprocessing import BertPreprocessor
+
+        preprocessor = BertPreprocessor(self.tokenizer, self.sequence_length, segment_ids=self._segment_ids)
+        segments = tuple(texts[k] for k in self.input_names)
+        packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])
+        logits = self.task_model(self._model_inputs(packed), training=False)
+        if self.kind == "regression":
+            return {"score": tf.reshape(logits, [-1])}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {
+            "probabilities": probabilities,
+            "label_id": label_id,
+            "label": tf.gather(tf.constant(self.label_names), label_id),
+        }
+
+    def _tag(self, text):
+        import tensorflow as tf
+
+        from bertzoo.data.tagging import encode_words
+
+        words = tf.strings.split(text)  # whitespace, (B, (words))
+        encoded = encode_words(self.tokenizer, words, self.sequence_length)
+        logits = self.task_model(self._model_inputs(encoded), training=False)  # (B, S, L)
+        best = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, S)
+        starts = encoded["word_starts"]  # (B, W), -1: not in the input
+        names = tf.constant(self.label_names)
+        fallback = self.label_names.index("O") if "O" in self.label_names else 0
+        at_start = tf.gather(best, tf.maximum(starts, 0), batch_dims=1)
+        tag_ids = tf.where(starts >= 0, at_start, fallback)
+        num_words = tf.cast(words.row_lengths(), tf.int32)
+        present = tf.sequence_mask(num_words, tf.shape(starts)[1])
+        return {
+            "words": words.to_tensor(""),
+            "tags": tf.where(present, tf.gather(names, tag_ids), ""),
+            "num_words": num_words,
+        }
+
+    def _answer(self, question, context):
+        from bertzoo.data import qa
+
+        features = qa.encode_qa(
+            self.tokenizer, question, context, sequence_length=self.sequence_length,
+            doc_stride=self.doc_stride, max_query_length=self.max_query_length,
+        )
+        logits = self.task_model(self._model_inputs(features), training=False)
+        found = qa.serve_answers(
+            features, logits["start_logits"], logits["end_logits"], context,
+            max_answer_length=self.max_answer_length, version_2=self.version_2,
+            null_score_diff_threshold=self.null_score_diff_threshold,
+        )
+        return {
+            "answer": found["answers"],
+            "start": found["start_offsets"],
+            "end": found["end_offsets"],
+            "score": found["scores"],
+        }
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "task_model": keras.saving.serialize_keras_object(self.task_model),
+            "tokenizer": _tokenizer_config(self.tokenizer),
+            "sequence_length": self.sequence_length,
+            "pairs": self.pairs,
+            "label_names": self.label_names,
+            "doc_stride": self.doc_stride,
+            "max_query_length": self.max_query_length,
+            "max_answer_length": self.max_answer_length,
+            "null_score_diff_threshold": self.null_score_diff_threshold,
+            "version_2": self.version_2,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["task_model"] = keras.saving.deserialize_keras_object(config["task_model"])
+        config["tokenizer"] = _tokenizer_from_config(config["tokenizer"])
+        return cls(**config)
+
+    def signature(self):
+        """A `tf.function` over named string batches, for SavedModel export."""
+        import tensorflow as tf
+
+        specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in self.input_names}
+
+        @tf.function(input_signature=[specs])
+        def serve(inputs):
+            return self(inputs)
+
+        return lambda: serve.get_concrete_function()
+
+
+def serving_model_from_preset(preset_dir, sequence_length=None, **settings):
+    """The `ServingModel` of a fine-tuned task preset directory (written by
+    the fine-tune recipe or `save_to_preset(dir, tokenizer=...)`). Settings
+    default to those the recipe recorded in `finetune.json`."""
+    from bertzoo.models.tasks import task_model_from_preset
+    from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
+
+    preset_dir = Path(preset_dir)
+    recorded = {}
+    run_file = preset_dir / "finetune.json"
+    if run_file.is_file():
+        recorded = json.loads(run_file.read_text(encoding="utf-8")).get("serving", {})
+    settings = {**recorded, **{k: v for k, v in settings.items() if v is not None}}
+    model = task_model_from_preset(preset_dir)
+    tokenizer = tokenizer_from_preset(preset_dir)
+    if sequence_length is None:
+        sequence_length = recorded.get("sequence_length") or model.backbone.max_sequence_length
+    settings.pop("sequence_length", None)
+    return ServingModel(model, tokenizer, sequence_length=sequence_length, **settings)
+
+
+def export_serving(preset_dir, out_dir, **settings):
+    """Writes the SavedModel, the `.keras` file and `serving.json` for a
+    fine-tuned task preset directory (see the module docstring). Returns
+    `out_dir`."""
+    out_dir = Path(out_dir)
+    if keras.backend.backend() != "tensorflow":
+        command = [sys.executable, "-m", "bertzoo", "export", str(preset_dir), str(out_dir)]
+        for key, value in settings.items():
+            if value is not None:
+                command += [f"--{key.replace('_', '-')}", json.dumps(value)]
+        env = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"Export (TensorFlow subprocess) failed:\n{done.stderr[-3000:]}")
+        return out_dir
+    import tensorflow as tf
+
+    model = serving_model_from_preset(preset_dir, **settings)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        module = tf.Module()
+        module.model = model
+        module.tokenizer = model.tokenizer
+        concrete = model.signature()()
+        tf.saved_model.save(module, str(staging / SAVED_MODEL_DIR), signatures={"serving_default": concrete})
+        model.save(staging / KERAS_FILE)
+        description = {
+            "task": model.kind,
+            "inputs": list(model.input_names),
+            "outputs": sorted(concrete.structured_outputs),
+            "sequence_length": model.sequence_length,
+            "label_names": model.label_names,
+        }
+        atomic_write_text(staging / SIGNATURE_FILE, json.dumps(description, indent=2) + "\n")
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        if old.exists():
+            shutil.rmtree(old)
+        if out_dir.exists():
+            os.replace(out_dir, old)
+        os.replace(staging, out_dir)
+        if old.exists():
+            shutil.rmtree(old)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return out_dir

@@ -1,0 +1,288 @@
+"""Fine-tuning end to end: every task kind trains through `run_finetuning`
+(the recipe's library function) on a learnable synthetic task to a stated
+score, writes a loadable preset and metrics, and exports a serving model
+that gives the same predictions in a fresh process. Bad inputs fail before
+anything is written, with the file and line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+import bertzoo
+from bertzoo.data import builtin_tasks
+from bertzoo.tokenizers.train import train_wordpiece
+from bertzoo.training.finetune import FinetuneConfig, FinetuneError, run_finetuning
+
+ROOT = Path(__file__).resolve().parent.parent
+TF_ONLY = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="runs subprocesses that do not depend on the backend; once is enough",
+)
+
+POSITIVE, NEGATIVE = ("good", "great", "fine", "nice"), ("bad", "awful", "poor", "sad")
+FILLER = ("the", "a", "day", "film", "was", "very", "and", "it", "my", "cat", "seemed", "today")
+
+
+def _sentence(rng, sentiment_words, n_sentiment):
+    words = list(rng.choice(FILLER, 5)) + list(rng.choice(sentiment_words, n_sentiment))
+    rng.shuffle(words)
+    return " ".join(words)
+
+
+def _classification_rows(seed, n):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        label = i % 2
+        rows.append((_sentence(rng, POSITIVE if label else NEGATIVE, 1), str(label)))
+    return rows
+
+
+def _regression_rows(seed, n):
+    """Score = how many positive words the text holds (0 to 3)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        k = i % 4
+        rows.append((_sentence(rng, POSITIVE, k) if k else _sentence(rng, FILLER, 1), float(k)))
+    return rows
+
+
+COLORS = ("red", "blue", "green", "black", "white", "yellow")
+DAYS = ("monday", "tuesday", "friday", "sunday", "saturday")
+
+
+def _qa_rows(seed, n):
+    """Three facts of different kinds per context, in random order; the
+    question's kind decides which one holds the answer."""
+    rng = np.random.default_rng(seed)
+    people, places = builtin_tasks._PEOPLE[0], builtin_tasks._PLACES[0]
+    rows = []
+    for i in range(n):
+        name, place = rng.choice(people).capitalize(), rng.choice(places).capitalize()
+        color, day = rng.choice(COLORS), rng.choice(DAYS).capitalize()
+        facts = [
+            (f"{name} lives in {place}.", f"Where does {name} live?", place),
+            (f"The car is {color}.", "What color is the car?", color),
+            (f"The meeting is on {day}.", "When is the meeting?", day),
+        ]
+        order = rng.permutation(3)
+        context = " ".join(facts[j][0] for j in order)
+        sentence, question, answer = facts[i % 3]
+        start = context.index(sentence) + sentence.rindex(answer)
+        rows.append({"id": str(i), "question": question, "context": context, "answer": answer,
+                     "answer_start": int(start)})
+    return rows
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def task_files(tmp_path_factory):
+    """Learnable synthetic tasks in the standard formats (validation drawn
+    from the same distribution as training, with other random draws)."""
+    d = tmp_path_factory.mktemp("task_files")
+    files = {}
+    for split, seed, n in (("train", 0, 240), ("validation", 1, 80)):
+        rows = _classification_rows(seed, n)
+        files[f"sst2_{split}"] = _write(
+            d / f"sst2_{split}.tsv", "sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in rows)
+        )
+        rows = _regression_rows(seed + 10, n)
+        files[f"reg_{split}"] = _write(
+            d / f"reg_{split}.csv", "text,score\n" + "".join(f'"{t}",{s}\n' for t, s in rows)
+        )
+    # Tagging: the built-in generator's training split (the same names and
+    # places) with two seeds.
+    for split, seed in (("train", 0), ("validation", 1)):
+        rows = builtin_tasks.entities(seed, train_size=240 if split == "train" else 80)[0]
+        files[f"conll_{split}"] = _write(
+            d / f"{split}.conll",
+            "-DOCSTART- -X- O\n\n"
+            + "\n".join("".join(f"{w} {t}\n" for w, t in zip(ws, ts)) for ws, ts in rows),
+        )
+        rows = _qa_rows(seed, 600 if split == "train" else 60)
+        data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+            {"context": r["context"], "qas": [{"id": f"{split}-{r['id']}", "question": r["question"],
+             "answers": [{"text": r["answer"], "answer_start": r["answer_start"]}]}]} for r in rows]}]}
+        files[f"squad_{split}"] = _write(d / f"squad_{split}.json", json.dumps(data, indent=1))
+    return files
+
+
+@pytest.fixture(scope="session")
+def tiny_preset(tmp_path_factory, task_files):
+    """A small random-init BERT with a WordPiece vocabulary trained on the
+    task files: the fine-tuning runs start from it."""
+    d = tmp_path_factory.mktemp("tiny_preset")
+    corpus = d / "corpus.txt"
+    lines = []
+    for path in task_files.values():
+        text = path.read_text(encoding="utf-8")
+        lines.extend(text.splitlines())
+    _write(corpus, "\n".join(lines) + "\n")
+    tokens = train_wordpiece([corpus], 600, min_frequency=1, output=d / "vocab.txt")
+    backbone = bertzoo.BertBackbone(
+        vocabulary_size=len(tokens), num_layers=2, num_heads=2, hidden_dim=64,
+        intermediate_dim=128, max_sequence_length=96, dropout=0.0, attention_dropout=0.0,
+    )
+    backbone.preset_info = {"tokenizer": {"kind": "wordpiece", "lowercase": True, "strip_accents": True}}
+    backbone.save_to_preset(d)
+    return d
+
+
+CASES = {
+    # task, files, extra settings, main metric, threshold
+    "classification": ("classification", "sst2", {"glue_task": "sst2"}, "accuracy", 0.95),
+    "regression": ("regression", "reg", {"text_columns": ("text",), "label_column": "score"}, "pearson", 0.9),
+    "tagging": ("tagging", "conll", {}, "f1", 0.9),
+    "qa": ("qa", "squad", {"epochs": 6, "doc_stride": 16, "max_query_length": 16}, "f1", 80.0),
+}
+
+
+def _config(tiny_preset, task_files, output, case, **changes):
+    task, prefix, extra, _, _ = CASES[case]
+    settings = dict(
+        task=task, train=str(task_files[f"{prefix}_train"]),
+        validation=str(task_files[f"{prefix}_validation"]), init=str(tiny_preset),
+        output=str(output), learning_rate=3e-3, epochs=5, batch_size=16, sequence_length=48,
+        warmup_proportion=0.1, dropout=0.0, verbose=0,
+    )
+    settings.update(extra)
+    settings.update(changes)
+    return FinetuneConfig(**settings)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_task_learns_its_synthetic_task(tmp_path, tiny_preset, task_files, case):
+    _, _, _, metric, threshold = CASES[case]
+    result = run_finetuning(_config(tiny_preset, task_files, tmp_path / "run", case))
+    score = result["validation"][metric]
+    print(f"{case}: validation {metric} {score:.4f} (threshold {threshold}); history {result['history']}")
+    assert score >= threshold, result["history"]
+    written = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert written["validation"] == result["validation"] and written["main_metric"] == metric
+    assert list((tmp_path / "run" / "logs").iterdir()), "no TensorBoard events"
+    # The best epoch reloads as a task model with the same validation score.
+    model = bertzoo.models.task_model_from_preset(tmp_path / "run" / "best")
+    assert model.head_loaded
+
+
+@TF_ONLY
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_export_round_trip_in_a_fresh_process(tmp_path, tiny_preset, task_files, case):
+    """SavedModel (loaded without bertzoo) and .keras (loaded with it) in a
+    new process give the predictions of the in-memory serving model."""
+    config = _config(tiny_preset, task_files, tmp_path / "run", case, epochs=1,
+                     export=str(tmp_path / "export"))
+    run_finetuning(config)
+    description = json.loads((tmp_path / "export" / "serving.json").read_text())
+    inputs = {
+        "classification": {"text": ["the film was good", "a bad day", "très bien, 좋아요"]},
+        "regression": {"text": ["good great fine", "the cat"]},
+        "tagging": {"text": ["Alice lives in Paris .", "yesterday  Maria said that John moved to Rome ."]},
+        "qa": {"question": ["Where does Alice live?", "Where was Bob born?"],
+               "context": ["Bob works in Rome. Alice lives in Paris.", "Bob was born in Berlin."]},
+    }[case]
+    assert description["inputs"] == list(inputs)
+    # The reference: a serving model built here from the saved best preset.
+    expected = bertzoo.serving.serving_model_from_preset(tmp_path / "run" / "best")
+    script = f"""
+import json, sys
+import numpy as np, tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer ops
+inputs = json.loads(sys.argv[1])
+saved = tf.saved_model.load({str(tmp_path / 'export' / 'saved_model')!r}).signatures["serving_default"]
+a = {{k: v.numpy() for k, v in saved(**{{k: tf.constant(v) for k, v in inputs.items()}}).items()}}
+import keras, bertzoo
+model = keras.saving.load_model({str(tmp_path / 'export' / 'model.keras')!r})
+b = {{k: np.asarray(v) for k, v in model({{k: tf.constant(v) for k, v in inputs.items()}}).items()}}
+dump = lambda d: {{k: v.tolist() if v.dtype != object else [x.decode() if isinstance(x, bytes) else [y.decode() for y in x] for x in v] for k, v in d.items()}}
+print(json.dumps({{"saved_model": dump(a), "keras": dump(b)}}))
+"""
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(inputs)], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    fresh = json.loads(done.stdout.strip().splitlines()[-1])
+    import tensorflow as tf
+
+    here = expected({k: tf.constant(v) for k, v in inputs.items()})
+    for source in ("saved_model", "keras"):
+        got = fresh[source]
+        assert sorted(got) == sorted(description["outputs"])
+        for key, value in here.items():
+            value = value.numpy()
+            if value.dtype == object:
+                text = [x.decode() if isinstance(x, bytes) else [y.decode() for y in x] for x in value]
+                assert got[key] == text, (source, key)
+            else:
+                # Same graph, same weights: equal up to float32 rounding.
+                np.testing.assert_allclose(np.asarray(got[key]), value, rtol=1e-5, atol=1e-6)
+
+
+def _cli(args, cwd):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run([sys.executable, str(ROOT / "recipes" / "finetune.py"), *args],
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+
+
+@TF_ONLY
+def test_bad_inputs_fail_with_file_and_line_and_write_nothing(tmp_path, tiny_preset, task_files):
+    good_train = task_files["sst2_train"]
+    bad = {
+        "label": ("classification", _write(tmp_path / "bad_label.tsv", "sentence\tlabel\nfine day\t1\nsad day\t7\n"),
+                  ["--glue-task", "sst2"], r"bad_label.tsv:3:.*'7'"),
+        "column": ("regression", _write(tmp_path / "cols.csv", "sentence,score\nhi,1\n"),
+                   ["--text-column", "text", "--label-column", "score"], r"cols.csv:1:.*'text'"),
+        "json": ("qa", _write(tmp_path / "broken.json", '{"data": [\n  {"title": "x",\n}'),
+                 [], r"broken.json:3"),
+        "answer": ("qa", _write(tmp_path / "answer.json", json.dumps({"data": [{"paragraphs": [{
+            "context": "Bob lives in Rome.", "qas": [{"id": "q1", "question": "Where?",
+            "answers": [{"text": "Paris", "answer_start": 13}]}]}]}]}, indent=1)), [], r"answer.json:\d+:.*not in its context"),
+        "empty": ("tagging", _write(tmp_path / "empty.conll", ""), [], r"empty.conll.*no examples"),
+    }
+    for name, (task, path, extra, pattern) in bad.items():
+        out = tmp_path / f"out_{name}"
+        train = {"qa": task_files["squad_train"], "tagging": task_files["conll_train"],
+                 "regression": task_files["reg_train"]}.get(task, good_train)
+        done = _cli(["--task", task, "--train", str(train), "--validation", str(path), "--sequence-length", "48", "--max-query-length", "16", "--init",
+                     str(tiny_preset), "--output", str(out), *extra], tmp_path)
+        assert done.returncode == 2, (name, done.stderr[-2000:])
+        message = done.stderr.strip().splitlines()[-1]
+        assert message.startswith("error: "), (name, done.stderr[-2000:])
+        import re
+
+        assert re.search(pattern, message), (name, message)
+        assert not out.exists(), f"{name}: wrote {list(out.rglob('*'))}"
+
+
+def test_bad_settings_are_reported_before_any_work(tiny_preset, task_files, tmp_path):
+    with pytest.raises(FinetuneError, match="task must be one of"):
+        run_finetuning(FinetuneConfig(task="ner"))
+    with pytest.raises(FinetuneError, match="both --train and --validation"):
+        run_finetuning(FinetuneConfig(train=str(task_files["sst2_train"])))
+    with pytest.raises(FinetuneError, match="--text-column"):
+        run_finetuning(FinetuneConfig(train=str(task_files["reg_train"]), validation=str(task_files["reg_validation"])))
+    with pytest.raises(FinetuneError, match="longer than the 96 positions"):
+        run_finetuning(_config(tiny_preset, task_files, tmp_path / "x", "classification", sequence_length=128))
+    assert not (tmp_path / "x").exists()
+
+
+@TF_ONLY
+def test_help_documents_the_flags():
+    done = _cli(["--help"], ROOT)
+    assert done.returncode == 0
+    for flag in ("--task", "--train", "--validation", "--text-column", "--label-column", "--init",
+                 "--output", "--learning-rate", "--epochs", "--batch-size", "--warmup-proportion",
+                 "--sequence-length", "--seed", "--precision", "--strategy", "--export", "--glue-task"):
+        assert flag in done.stdout, flag
