@@ -72,7 +72,7 @@ def build_parser():
     train.add_argument("--weight-decay", type=float, default=d.weight_decay,
                        help="AdamW weight decay (not on LayerNorm and bias variables)")
     train.add_argument("--sequence-length", type=int, default=d.sequence_length,
-                       help="packed length (QA: window length)")
+                       help="packed length (QA: window length); default 128, or 64 for the built-in datasets")
     train.add_argument("--doc-stride", type=int, default=d.doc_stride, help="QA: tokens between window starts")
     train.add_argument("--max-query-length", type=int, default=d.max_query_length, help="QA: question tokens kept")
     train.add_argument("--max-answer-length", type=int, default=d.max_answer_length, help="QA: longest answer, in tokens")

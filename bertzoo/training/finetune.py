@@ -66,7 +66,7 @@ class FinetuneConfig:
     batch_size: int = 32
     warmup_proportion: float = 0.1
     weight_decay: float = 0.01
-    sequence_length: int = 128
+    sequence_length: int | None = None  # None: 128, or 64 for the built-in datasets
     doc_stride: int = 128
     max_query_length: int = 64
     max_answer_length: int = 30
@@ -117,12 +117,13 @@ def validate_config(config):
             "--label-column, or --glue-task NAME for GLUE TSV files.",
         )
     for name in ("learning_rate", "batch_size", "epochs", "sequence_length", "doc_stride", "max_query_length", "max_answer_length"):
-        _check(getattr(config, name) > 0, f"{name} must be positive, got {getattr(config, name)}.")
+        value = getattr(config, name)
+        _check(value is None or value > 0, f"{name} must be positive, got {value}.")
     _check(0 <= config.warmup_proportion < 1, f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.")
     _check(0 <= config.dropout < 1, f"dropout must be in [0, 1), got {config.dropout}.")
     _check(config.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.")
     _check(config.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}, got {config.strategy!r}.")
-    if config.task == "qa":
+    if config.task == "qa" and config.sequence_length is not None:
         _check(
             config.sequence_length > config.max_query_length + 3,
             f"sequence_length ({config.sequence_length}) must exceed max_query_length + 3 "
@@ -326,6 +327,12 @@ def run_finetuning(config):
     """Runs fine-tuning as `config` says; returns the metrics written to
     `metrics.json`."""
     validate_config(config)
+    if config.sequence_length is None:
+        # The built-in datasets' texts are short.
+        config = dataclasses.replace(config, sequence_length=128 if config.train else 64)
+        if config.task == "qa" and config.train is None:
+            config = dataclasses.replace(config, max_query_length=24)
+        validate_config(config)
     output = Path(config.output)
     init = config.init or default_init()
     distribution = make_distribution(config.strategy, tpu=config.tpu)
