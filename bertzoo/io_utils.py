@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -40,3 +41,27 @@ def atomic_write_text(path, text):
     """Writes `text` (UTF-8) to `path` atomically."""
     with atomic_path(path) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def atomic_directory(path):
+    """Yields an empty folder beside `path` to fill; on success it replaces
+    `path` (an earlier folder there is removed), on error it is removed and
+    `path` is untouched. Readers see the old folder or the new one, complete
+    (at worst, after a crash between the two renames, no folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    old = path.with_name(f".{path.name}.old")
+    try:
+        yield staging
+        if old.exists():
+            shutil.rmtree(old)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(staging, path)
+        if old.exists():
+            shutil.rmtree(old)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)

@@ -27,15 +27,13 @@ subprocess with `KERAS_BACKEND=tensorflow`.
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import keras
 
-from bertzoo.io_utils import atomic_write_text
+from bertzoo.io_utils import atomic_directory, atomic_write_text
 
 SAVED_MODEL_DIR = "saved_model"
 KERAS_FILE = "model.keras"
@@ -283,9 +281,7 @@ def export_serving(preset_dir, out_dir, **settings):
     import tensorflow as tf
 
     model = serving_model_from_preset(preset_dir, **settings)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_directory(out_dir) as staging:
         module = tf.Module()
         module.model = model
         module.tokenizer = model.tokenizer
@@ -300,15 +296,4 @@ def export_serving(preset_dir, out_dir, **settings):
             "label_names": model.label_names,
         }
         atomic_write_text(staging / SIGNATURE_FILE, json.dumps(description, indent=2) + "\n")
-        old = out_dir.with_name(f".{out_dir.name}.old")
-        if old.exists():
-            shutil.rmtree(old)
-        if out_dir.exists():
-            os.replace(out_dir, old)
-        os.replace(staging, out_dir)
-        if old.exists():
-            shutil.rmtree(old)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return out_dir

@@ -286,3 +286,24 @@ def test_help_documents_the_flags():
                  "--output", "--learning-rate", "--epochs", "--batch-size", "--warmup-proportion",
                  "--sequence-length", "--seed", "--precision", "--strategy", "--export", "--glue-task"):
         assert flag in done.stdout, flag
+
+
+@pytest.mark.skipif(keras.backend.backend() == "tensorflow", reason="the non-TensorFlow path")
+def test_export_under_another_backend_runs_in_a_tensorflow_subprocess(tmp_path, tiny_preset):
+    """`export_serving` under JAX: a TensorFlow subprocess builds the serving
+    graph; its probabilities equal this backend's classifier's."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+
+    tokenizer = bertzoo.tokenizers.base.from_preset(tiny_preset)
+    classifier = bertzoo.BertClassifier.from_preset(tiny_preset, num_classes=3, label_names=["x", "y", "z"])
+    classifier.save_to_preset(tmp_path / "task", tokenizer=tokenizer)
+    bertzoo.export_serving(tmp_path / "task", tmp_path / "export", sequence_length=24)
+    serve = tf.saved_model.load(str(tmp_path / "export" / "saved_model")).signatures["serving_default"]
+    texts = ["the film was good", "a sad day"]
+    got = serve(text=tf.constant(texts))
+    inputs = bertzoo.BertPreprocessor(tokenizer, 24)(texts)
+    logits = np.asarray(classifier.predict(inputs, verbose=0), "float64")
+    expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    np.testing.assert_allclose(got["probabilities"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert [x.decode() for x in got["label"].numpy()] == [["x", "y", "z"][i] for i in expected.argmax(-1)]

@@ -11,9 +11,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,7 +22,7 @@ from bertzoo import metrics as metric_lib
 from bertzoo import presets as preset_lib
 from bertzoo.data import builtin_tasks, qa, tagging
 from bertzoo.data import tasks as task_data
-from bertzoo.io_utils import atomic_write_text
+from bertzoo.io_utils import atomic_directory, atomic_write_text
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.tasks import TASK_KINDS, BertClassifier, BertSpanQA, BertTokenClassifier
 from bertzoo.preprocessing import BertPreprocessor
@@ -291,7 +288,7 @@ def evaluate(config, model, data, batch_size):
 # === The run ===
 
 
-def _build_model(config, init, label_set, num_segments_ok=True):
+def _build_model(config, init, label_set):
     common = {"dropout": config.dropout, "load_weights": True}
     if config.precision != "float32":
         common["dtype"] = config.precision
@@ -307,20 +304,11 @@ def _build_model(config, init, label_set, num_segments_ok=True):
 
 
 def _save_best(model, tokenizer, directory, settings):
-    """Saves the task preset next to `directory`, then swaps it in, so the
+    """Writes the task preset into a fresh folder, then swaps it in, so the
     directory always holds one complete preset."""
-    directory = Path(directory)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    model.save_to_preset(staging, tokenizer=tokenizer)
-    atomic_write_text(staging / "finetune.json", json.dumps(settings, indent=2) + "\n")
-    old = directory.with_name(f".{directory.name}.old")
-    if old.exists():
-        shutil.rmtree(old)
-    if directory.exists():
-        os.replace(directory, old)
-    os.replace(staging, directory)
-    if old.exists():
-        shutil.rmtree(old)
+    with atomic_directory(directory) as staging:
+        model.save_to_preset(staging, tokenizer=tokenizer)
+        atomic_write_text(staging / "finetune.json", json.dumps(settings, indent=2) + "\n")
 
 
 def run_finetuning(config):
