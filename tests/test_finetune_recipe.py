@@ -54,33 +54,6 @@ def _regression_rows(seed, n):
     return rows
 
 
-COLORS = ("red", "blue", "green", "black", "white", "yellow")
-DAYS = ("monday", "tuesday", "friday", "sunday", "saturday")
-
-
-def _qa_rows(seed, n):
-    """Three facts of different kinds per context, in random order; the
-    question's kind decides which one holds the answer."""
-    rng = np.random.default_rng(seed)
-    people, places = builtin_tasks._PEOPLE[0], builtin_tasks._PLACES[0]
-    rows = []
-    for i in range(n):
-        name, place = rng.choice(people).capitalize(), rng.choice(places).capitalize()
-        color, day = rng.choice(COLORS), rng.choice(DAYS).capitalize()
-        facts = [
-            (f"{name} lives in {place}.", f"Where does {name} live?", place),
-            (f"The car is {color}.", "What color is the car?", color),
-            (f"The meeting is on {day}.", "When is the meeting?", day),
-        ]
-        order = rng.permutation(3)
-        context = " ".join(facts[j][0] for j in order)
-        sentence, question, answer = facts[i % 3]
-        start = context.index(sentence) + sentence.rindex(answer)
-        rows.append({"id": str(i), "question": question, "context": context, "answer": answer,
-                     "answer_start": int(start)})
-    return rows
-
-
 def _write(path, text):
     path.write_text(text, encoding="utf-8")
     return path
@@ -101,8 +74,8 @@ def task_files(tmp_path_factory):
         files[f"reg_{split}"] = _write(
             d / f"reg_{split}.csv", "text,score\n" + "".join(f'"{t}",{s}\n' for t, s in rows)
         )
-    # Tagging: the built-in generator's training split (the same names and
-    # places) with two seeds.
+    # Tagging and QA: the built-in generators' training split (the same
+    # names, places and values) with two seeds.
     for split, seed in (("train", 0), ("validation", 1)):
         rows = builtin_tasks.entities(seed, train_size=240 if split == "train" else 80)[0]
         files[f"conll_{split}"] = _write(
@@ -110,7 +83,7 @@ def task_files(tmp_path_factory):
             "-DOCSTART- -X- O\n\n"
             + "\n".join("".join(f"{w} {t}\n" for w, t in zip(ws, ts)) for ws, ts in rows),
         )
-        rows = _qa_rows(seed, 600 if split == "train" else 60)
+        rows = builtin_tasks.questions(seed, train_size=600 if split == "train" else 60)[0]
         data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
             {"context": r["context"], "qas": [{"id": f"{split}-{r['id']}", "question": r["question"],
              "answers": [{"text": r["answer"], "answer_start": r["answer_start"]}]}]} for r in rows]}]}
@@ -144,7 +117,7 @@ CASES = {
     "classification": ("classification", "sst2", {"glue_task": "sst2"}, "accuracy", 0.95),
     "regression": ("regression", "reg", {"text_columns": ("text",), "label_column": "score"}, "pearson", 0.9),
     "tagging": ("tagging", "conll", {}, "f1", 0.9),
-    "qa": ("qa", "squad", {"epochs": 6, "doc_stride": 16, "max_query_length": 16}, "f1", 80.0),
+    "qa": ("qa", "squad", {"epochs": 10, "doc_stride": 16, "max_query_length": 16}, "f1", 80.0),
 }
 
 
@@ -230,6 +203,15 @@ print(json.dumps({{"saved_model": dump(a), "keras": dump(b)}}))
                 np.testing.assert_allclose(np.asarray(got[key]), value, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
+def test_bfloat16_run_trains_and_saves_a_float32_loadable_preset(tmp_path, tiny_preset, task_files):
+    result = run_finetuning(_config(tiny_preset, task_files, tmp_path / "run", "classification",
+                                    precision="mixed_bfloat16", epochs=3))
+    assert result["validation"]["accuracy"] >= 0.9, result["history"]
+    model = bertzoo.models.task_model_from_preset(tmp_path / "run" / "best")
+    assert model.backbone.dtype_policy.name == "float32" and model.head_loaded
+
+
 def _cli(args, cwd):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.run([sys.executable, str(ROOT / "recipes" / "finetune.py"), *args],
@@ -293,7 +275,7 @@ def test_export_under_another_backend_runs_in_a_tensorflow_subprocess(tmp_path, 
     """`export_serving` under JAX: a TensorFlow subprocess builds the serving
     graph; its probabilities equal this backend's classifier's."""
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+    import tensorflow_text  # noqa: F401  # registers the tokenizer ops
 
     tokenizer = bertzoo.tokenizers.base.from_preset(tiny_preset)
     classifier = bertzoo.BertClassifier.from_preset(tiny_preset, num_classes=3, label_names=["x", "y", "z"])

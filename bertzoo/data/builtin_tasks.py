@@ -52,11 +52,10 @@ _PLACES = (
      "dublin", "seoul", "sydney"),
     ("toronto", "moscow", "cairo", "lisbon", "prague", "athens"),
 )
-_ACTIONS = (
-    ("lives in", "Where does {p} live?"), ("works in", "Where does {p} work?"),
-    ("grew up in", "Where did {p} grow up?"), ("studied in", "Where did {p} study?"),
-    ("moved to", "Where did {p} move to?"), ("was born in", "Where was {p} born?"),
-)
+_VERBS = ("lives in", "works in", "grew up in", "studied in", "moved to", "was born in")
+_COLORS = (("red", "blue", "green", "black", "white", "yellow"), ("purple", "orange", "gray", "pink"))
+_DAYS = (("monday", "tuesday", "wednesday", "thursday"), ("friday", "saturday", "sunday"))
+_AGES = (range(20, 50), range(50, 80))
 
 
 def sentiment(seed=0, train_size=400, validation_size=200):
@@ -94,7 +93,7 @@ def entities(seed=0, train_size=300, validation_size=100):
             person, person2 = rng.sample(_PEOPLE[split], 2)
             surname = rng.choice(_PEOPLE[split]) + "son"
             place = rng.choice(_PLACES[split])
-            verb = rng.choice(_ACTIONS)[0]
+            verb = rng.choice(_VERBS)
             words, tags = [], []
             for token in template.split():
                 if token in ("{p}", "{p2}"):
@@ -119,24 +118,34 @@ def entities(seed=0, train_size=300, validation_size=100):
 
 
 def questions(seed=0, train_size=300, validation_size=100):
-    """Extractive QA over short made-up biographies: SQuAD-style dicts
-    {id, question, context, answer, answer_start}."""
+    """Extractive QA over short made-up notes: each context states four
+    facts of different kinds (where someone lives, a colour, a day, an age)
+    in random order, and the question asks for one of them. SQuAD-style
+    dicts {id, question, context, answer, answer_start}."""
     rng = random.Random(seed)
 
     def rows(split, n):
         out = []
         for i in range(n):
-            people = rng.sample(_PEOPLE[split], 3)
-            facts = [(p, rng.choice(_ACTIONS), rng.choice(_PLACES[split])) for p in people]
-            context = " ".join(f"{_name(p)} {a} {_name(l)}." for p, (a, _), l in facts)
-            person, (action, question), place = rng.choice(facts)
-            question = question.format(p=_name(person))
-            start = context.index(f"{_name(person)} {action} ") + len(f"{_name(person)} {action} ")
+            person, other = (_name(p) for p in rng.sample(_PEOPLE[split], 2))
+            place = _name(rng.choice(_PLACES[split]))
+            color, day = rng.choice(_COLORS[split]), _name(rng.choice(_DAYS[split]))
+            age = str(rng.choice(_AGES[split]))
+            facts = [
+                (f"{person} lives in {place}.", f"Where does {person} live?", place),
+                (f"The car is {color}.", "What color is the car?", color),
+                (f"The meeting is on {day}.", "When is the meeting?", day),
+                (f"{other} is {age} years old.", f"How old is {other}?", age),
+            ]
+            sentence, question, answer = facts[i % len(facts)]
+            rng.shuffle(facts)
+            context = " ".join(f[0] for f in facts)
+            start = context.index(sentence) + sentence.rindex(answer)
             out.append({
                 "id": f"{('train', 'dev')[split]}-{i}",
                 "question": question,
                 "context": context,
-                "answer": _name(place),
+                "answer": answer,
                 "answer_start": start,
             })
         return out
@@ -144,10 +153,18 @@ def questions(seed=0, train_size=300, validation_size=100):
     return rows(0, train_size), rows(1, validation_size)
 
 
+# Training settings for the built-in sets (where the user sets none): short
+# texts; tagging and QA learn from few examples with more, smaller steps.
+BUILTIN_SETTINGS = {
+    "classification": {"sequence_length": 64},
+    "tagging": {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4},
+    "qa": {"sequence_length": 64, "max_query_length": 24, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4},
+}
+
 BUILTIN_TASKS = {
     "classification": "sentiment (positive/negative sentences; unseen adjectives in validation)",
     "tagging": "person and location names in BIO tags (unseen names in validation)",
-    "qa": "where-questions over short made-up biographies (unseen names and places in validation)",
+    "qa": "questions about short made-up notes (unseen names, places, colours, days and ages in validation)",
 }
 
 

