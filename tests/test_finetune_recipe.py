@@ -117,7 +117,7 @@ CASES = {
     "classification": ("classification", "sst2", {"glue_task": "sst2"}, "accuracy", 0.95),
     "regression": ("regression", "reg", {"text_columns": ("text",), "label_column": "score"}, "pearson", 0.9),
     "tagging": ("tagging", "conll", {}, "f1", 0.9),
-    "qa": ("qa", "squad", {"epochs": 10, "doc_stride": 16, "max_query_length": 16}, "f1", 80.0),
+    "qa": ("qa", "squad", {"epochs": 20, "doc_stride": 16, "max_query_length": 16}, "f1", 80.0),
 }
 
 
