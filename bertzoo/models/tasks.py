@@ -165,6 +165,15 @@ class _TaskModel(keras.Model):
         self.head_loaded = True
 
     def _load_hf_head(self, tensors, source):
+        # BERT sequence and token classifiers both name their head
+        # "classifier.": the recorded architecture says which it is.
+        architectures = (_hf_config(source) or {}).get("architectures") or []
+        if architectures and not any(a.endswith(self.hf_architecture) for a in architectures):
+            logger.info(
+                "%s is a %s checkpoint: its task head is not loaded into a %s.",
+                source, ", ".join(architectures), type(self).__name__,
+            )
+            return False
         mapping = self._hf_head(tensors)
         if not mapping:
             return False
@@ -281,6 +290,7 @@ class BertClassifier(_TaskModel):
     """
 
     kinds = ("classification", "regression")
+    hf_architecture = "ForSequenceClassification"
 
     def __init__(self, backbone, num_classes, dropout=0.1, label_names=None, **kwargs):
         if not isinstance(num_classes, int | np.integer) or num_classes < 1:
@@ -384,17 +394,22 @@ def _weighted_mean(values, weights):
     return ops.sum(values * weights) / ops.maximum(ops.sum(weights), 1e-12)
 
 
-def _hf_num_classes(preset):
-    """The class count of an HF sequence-classification checkpoint, if any."""
+def _hf_config(preset):
+    """The `config.json` of a Hugging Face checkpoint directory, else None."""
     try:
-        data, _, kind = preset_lib.resolve(preset, BertBackbone._architecture_keys())
+        _, _, kind = preset_lib.resolve(preset, BertBackbone._architecture_keys())
     except preset_lib.PresetError:
         return None
     if kind != "hf":
         return None
     from bertzoo.convert.common import read_json_object
 
-    config = read_json_object(Path(preset) / "config.json")
+    return read_json_object(Path(preset) / "config.json")
+
+
+def _hf_num_classes(preset):
+    """The class count of an HF sequence-classification checkpoint, if any."""
+    config = _hf_config(preset) or {}
     architectures = config.get("architectures") or []
     if not any(a.endswith("ForSequenceClassification") for a in architectures):
         return None
@@ -423,6 +438,7 @@ class BertTokenClassifier(_TaskModel):
     """
 
     kinds = ("tagging",)
+    hf_architecture = "ForTokenClassification"
     kind = "tagging"
 
     def __init__(self, backbone, num_labels, dropout=0.1, label_names=None, **kwargs):
@@ -518,6 +534,7 @@ class BertSpanQA(_TaskModel):
     """
 
     kinds = ("qa",)
+    hf_architecture = "ForQuestionAnswering"
     kind = "qa"
 
     def __init__(self, backbone, **kwargs):

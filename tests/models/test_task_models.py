@@ -156,6 +156,8 @@ def test_hugging_face_classifier_and_qa_heads_load(tmp_path):
     assert classifier.num_classes == 4 and classifier.head_loaded
     pooled = _np(backbone(x)["pooled_output"])
     np.testing.assert_allclose(_np(classifier(x)), pooled @ weight.T + bias, atol=1e-5)
+    # A sequence classifier's "classifier." head is not a token head.
+    assert not BertTokenClassifier.from_preset(cls_dir, num_labels=4).head_loaded
     qa_model = BertSpanQA.from_preset(qa_dir)
     assert qa_model.head_loaded
     sequence = _np(backbone(x)["sequence_output"])
