@@ -89,6 +89,9 @@ def build_parser():
                        help="XLA-compile the train step")
     out = p.add_argument_group("output")
     out.add_argument("--output", default=d.output, help="run directory (best/, logs/, metrics.json)")
+    out.add_argument("--resume", action=argparse.BooleanOptionalAction, default=d.resume,
+                     help="continue from the last finished epoch in --output (default); "
+                     "--no-resume starts over")
     out.add_argument("--export", help="also write a serving model here (SavedModel + .keras, strings in)")
     out.add_argument("--verbose", type=int, default=d.verbose, choices=(0, 1, 2), help="Keras progress output")
     return p
@@ -99,11 +102,12 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from bertzoo.data.tasks import TaskDataError
     from bertzoo.presets import PresetError
-    from bertzoo.training import DistributionError
+    from bertzoo.training import DistributionError, TrainingCheckpointError
     from bertzoo.training.finetune import FinetuneConfig, FinetuneError, run_finetuning
 
     config = FinetuneConfig(**{k: v for k, v in vars(args).items()})
-    expected = (FinetuneError, TaskDataError, PresetError, DistributionError, FileNotFoundError)
+    expected = (FinetuneError, TaskDataError, PresetError, DistributionError, TrainingCheckpointError,
+                FileNotFoundError)
     try:
         metrics = run_finetuning(config)
     except expected as e:

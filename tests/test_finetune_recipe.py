@@ -4,6 +4,7 @@ score, writes a loadable preset and metrics, and exports a serving model
 that gives the same predictions in a fresh process. Bad inputs fail before
 anything is written, with the file and line."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -210,6 +211,39 @@ def test_bfloat16_run_trains_and_saves_a_float32_loadable_preset(tmp_path, tiny_
     assert result["validation"]["accuracy"] >= 0.9, result["history"]
     model = bertzoo.models.task_model_from_preset(tmp_path / "run" / "best")
     assert model.backbone.dtype_policy.name == "float32" and model.head_loaded
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_resumes_from_its_last_finished_epoch(tmp_path, tiny_preset, task_files, monkeypatch):
+    """A run stopped during epoch 2 and run again continues after epoch 1
+    and ends where an uninterrupted run ends (same batches, RNG state and
+    optimizer state)."""
+    from bertzoo.training import finetune
+
+    full = run_finetuning(_config(tiny_preset, task_files, tmp_path / "full", "classification", epochs=3, dropout=0.1))
+    evaluate, calls = finetune.evaluate, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # epoch 2 trained, not yet checkpointed
+            raise KeyboardInterrupt
+        return evaluate(*args, **kwargs)
+
+    config = _config(tiny_preset, task_files, tmp_path / "cut", "classification", epochs=3, dropout=0.1)
+    monkeypatch.setattr(finetune, "evaluate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_finetuning(config)
+    monkeypatch.setattr(finetune, "evaluate", evaluate)
+    resumed = run_finetuning(config)
+    for a, b in zip(full["history"], resumed["history"], strict=True):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6), (full["history"], resumed["history"])
+    weights = [bertzoo.models.task_model_from_preset(tmp_path / d / "best").get_weights() for d in ("full", "cut")]
+    diff = max(float(np.max(np.abs(u - v))) for u, v in zip(*weights))
+    print(f"resumed vs uninterrupted best weights: max |diff| {diff:.3g}")
+    assert diff <= 1e-5
+    # Other settings in the same output: refused, not mixed.
+    with pytest.raises(FinetuneError, match="other settings \\(learning_rate\\)"):
+        run_finetuning(dataclasses.replace(config, learning_rate=1e-3))
 
 
 def _cli(args, cwd):

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import logging
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from bertzoo.models.tasks import TASK_KINDS, BertClassifier, BertSpanQA, BertTok
 from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.training.callbacks import TensorBoardLogger, Throughput
+from bertzoo.training.checkpoint import CheckpointManager
 from bertzoo.training.distribute import STRATEGIES, make_distribution
 from bertzoo.training.optimizers import make_optimizer
 
@@ -35,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 METRICS_FILE = "metrics.json"
+RUN_SETTINGS_FILE = "run_config.json"
 BEST_DIR = "best"
 # The metric that picks the best epoch, per task.
 MAIN_METRIC = {"classification": "accuracy", "regression": "pearson", "tagging": "f1", "qa": "f1"}
@@ -80,6 +83,7 @@ class FinetuneConfig:
     tpu: str | None = None
     jit_compile: bool = True
     export: str | None = None
+    resume: bool = True  # continue from the last finished epoch in `output`
     verbose: int = 1
 
     def to_json(self):
@@ -266,10 +270,11 @@ def _label_set(config, examples, path):
     return task_data.LabelSet.from_examples(examples, str(path))
 
 
-def _dataset(data, batch_size, shuffle, seed, drop_remainder):
+def _dataset(data, batch_size, seed, drop_remainder):
+    """One epoch's batches, shuffled with `seed` (the run's seed plus the
+    epoch): the same order whether or not the run was resumed."""
     ds = tf.data.Dataset.from_tensor_slices((data.features, data.targets))
-    if shuffle:
-        ds = ds.shuffle(len(data.examples) * 4 + 1024, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.shuffle(len(keras.tree.flatten(data.targets)[0]), seed=seed, reshuffle_each_iteration=False)
     return ds.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
 
@@ -305,6 +310,33 @@ def evaluate(config, model, data, batch_size):
 
 
 # === The run ===
+
+
+# Settings that may differ between a run and its resumption.
+_NOT_COMPARED = ("verbose", "export", "resume")
+
+
+def _resume(config, output, model, manager):
+    """Restores the last finished epoch (model, optimizer, RNG state,
+    history) when `output` holds one from a run with the same settings.
+    Returns (history, best, best_epoch, first epoch to run)."""
+    settings = {k: v for k, v in config.to_json().items() if k not in _NOT_COMPARED}
+    settings_file = output / RUN_SETTINGS_FILE
+    if not config.resume:
+        shutil.rmtree(manager.directory, ignore_errors=True)
+    elif manager.latest() is not None:
+        recorded = json.loads(settings_file.read_text("utf-8")) if settings_file.is_file() else None
+        if recorded != settings:
+            changed = sorted(k for k in settings if (recorded or {}).get(k) != settings[k])
+            raise FinetuneError(
+                f"{output} holds checkpoints of a run with other settings ({', '.join(changed)}); "
+                "use another --output, or --no-resume to start over there."
+            )
+        state = manager.restore(model)
+        print(f"Resumed from {manager.restored_path}: {state['step']} of {config.epochs} epochs done.")
+        return state["history"], state["best"], state["best_epoch"], int(state["step"])
+    atomic_write_text(settings_file, json.dumps(settings, indent=2) + "\n")
+    return [], None, None, 0
 
 
 def _build_model(config, init, label_set):
@@ -378,8 +410,8 @@ def run_finetuning(config):
         print(f"Task head loaded from {init}.")
 
     output.mkdir(parents=True, exist_ok=True)
+    manager = CheckpointManager(output / "checkpoints", keep=1)
     main = MAIN_METRIC[config.task]
-    train_ds = _dataset(train, config.batch_size, True, config.seed, drop_remainder=True)
     tensorboard = TensorBoardLogger(output / "logs", every=max(1, steps_per_epoch // 10))
     serving = {"sequence_length": config.sequence_length}
     if config.task in ("classification", "regression"):
@@ -392,11 +424,12 @@ def run_finetuning(config):
             version_2=any(e.is_impossible for e in train.examples),
         )
     timings = []
-    history, best, best_epoch = [], None, None
+    history, best, best_epoch, start = _resume(config, output, model, manager)
     started = time.perf_counter()
-    for epoch in range(config.epochs):
+    for epoch in range(start, config.epochs):
         tensorboard.start_step = epoch * steps_per_epoch
         timings.append(Throughput(config.batch_size))
+        train_ds = _dataset(train, config.batch_size, config.seed + epoch, drop_remainder=True)
         fit = model.fit(
             train_ds, epochs=1, steps_per_epoch=steps_per_epoch, verbose=config.verbose, shuffle=False,
             callbacks=[tensorboard, timings[-1]],
@@ -413,6 +446,8 @@ def run_finetuning(config):
             best, best_epoch = scores, epoch + 1
             run = {"epoch": epoch + 1, "config": config.to_json(), "init": init, "serving": serving}
             _save_best(model, tokenizer, output / BEST_DIR, run)
+        # After best/: a resumed run never lacks the best epoch it records.
+        manager.save(model, epoch + 1, {"history": history, "best": best, "best_epoch": best_epoch})
     seconds = time.perf_counter() - started
 
     result = {
