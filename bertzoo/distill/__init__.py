@@ -1,0 +1,40 @@
+"""Knowledge distillation: layer maps, losses, student initialisation and
+the DistilBERT / TinyBERT distillers."""
+
+from bertzoo.distill.distillers import DistilBertDistiller, TinyBertDistiller, prediction_distiller
+from bertzoo.distill.init import init_student_from_teacher
+from bertzoo.distill.layer_map import (
+    DistillationError,
+    check_layer_map,
+    init_layer_map,
+    resolve_layer_map,
+    suggested_layer_map,
+    uniform_layer_map,
+)
+from bertzoo.distill.losses import (
+    attention_score_mse,
+    hidden_cosine_loss,
+    hidden_mse,
+    soft_cross_entropy,
+    soft_target_kl,
+    weighted_mean,
+)
+
+__all__ = [
+    "DistilBertDistiller",
+    "DistillationError",
+    "TinyBertDistiller",
+    "attention_score_mse",
+    "check_layer_map",
+    "hidden_cosine_loss",
+    "hidden_mse",
+    "init_layer_map",
+    "init_student_from_teacher",
+    "prediction_distiller",
+    "resolve_layer_map",
+    "soft_cross_entropy",
+    "soft_target_kl",
+    "suggested_layer_map",
+    "uniform_layer_map",
+    "weighted_mean",
+]

@@ -1,0 +1,92 @@
+"""Layer maps and DistilBERT-style initialisation."""
+
+import numpy as np
+import pytest
+
+from bertzoo.distill import (
+    DistillationError,
+    check_layer_map,
+    init_layer_map,
+    init_student_from_teacher,
+    resolve_layer_map,
+    uniform_layer_map,
+)
+from bertzoo.models.pretrainer import BertPretrainer
+from tests.conftest import make_inputs, tiny_backbone
+
+
+def test_uniform_layer_map_follows_tinybert():
+    assert uniform_layer_map(12, 4) == (2, 5, 8, 11)
+    assert uniform_layer_map(6, 3) == (1, 3, 5)
+    assert uniform_layer_map(4, 4) == (0, 1, 2, 3)
+    with pytest.raises(DistillationError, match=r"multiple of the student's 4.*2,3,5,6"):
+        uniform_layer_map(6, 4)
+    with pytest.raises(DistillationError, match="more layers"):
+        uniform_layer_map(2, 4)
+
+
+def test_explicit_layer_maps_are_checked():
+    assert resolve_layer_map([1, 2, 4, 5], 6, 4) == (1, 2, 4, 5)
+    with pytest.raises(DistillationError, match="has 3 entries"):
+        check_layer_map([1, 2, 3], 6, 4)
+    with pytest.raises(DistillationError, match=r"valid are 0\.\.5"):
+        check_layer_map([1, 2, 3, 6], 6, 4)
+    with pytest.raises(DistillationError, match="strictly increasing"):
+        check_layer_map([1, 1, 3, 5], 6, 4)
+
+
+def test_init_layer_map_generalises_distilbert():
+    assert init_layer_map(12, 6) == (0, 2, 4, 7, 9, 11)  # the reference choice
+    assert init_layer_map(6, 3) == (0, 3, 5)
+    assert init_layer_map(4, 1) == (0,)
+    assert init_layer_map(4, 4) == (0, 1, 2, 3)
+
+
+def _features(backbone, inputs):
+    return backbone.feature_model()(inputs, training=False)
+
+
+def test_student_copies_the_mapped_teacher_layers():
+    teacher = tiny_backbone()  # 4 layers
+    student = tiny_backbone(num_layers=2)
+    assert init_student_from_teacher(student, teacher) == (0, 3)
+    for j, i in enumerate((0, 3)):
+        for a, b in zip(student.transformer_layers[j].get_weights(), teacher.transformer_layers[i].get_weights()):
+            np.testing.assert_array_equal(a, b)
+    # A student of the same depth is the teacher, output for output.
+    twin = tiny_backbone()
+    init_student_from_teacher(twin, teacher)
+    x = make_inputs()
+    np.testing.assert_allclose(
+        np.asarray(twin(x)["sequence_output"]), np.asarray(teacher(x)["sequence_output"]), atol=1e-6
+    )
+
+
+def test_student_without_segments_keeps_single_segment_embeddings():
+    teacher = tiny_backbone()
+    student = tiny_backbone(num_layers=2, num_segments=0, use_pooler=False)  # DistilBERT layout
+    init_student_from_teacher(student, teacher)
+    x = make_inputs(num_segments=2)
+    x["segment_ids"] = np.zeros_like(x["segment_ids"])
+    t0 = np.asarray(_features(teacher, x)["hidden_states"][0])
+    s0 = np.asarray(_features(student, {k: v for k, v in x.items() if k != "segment_ids"})["hidden_states"][0])
+    np.testing.assert_allclose(s0, t0, atol=1e-6)
+
+
+def test_mlm_head_is_copied_between_pretrainers():
+    teacher = BertPretrainer(tiny_backbone(), objective="nsp")
+    student = BertPretrainer(tiny_backbone(num_layers=2), objective="none")
+    init_student_from_teacher(student, teacher)
+    np.testing.assert_array_equal(np.asarray(student.mlm_head.bias), np.asarray(teacher.mlm_head.bias))
+    np.testing.assert_array_equal(np.asarray(student.mlm_head.dense.kernel), np.asarray(teacher.mlm_head.dense.kernel))
+
+
+def test_width_mismatch_is_a_clear_error():
+    with pytest.raises(DistillationError, match=r"hidden_dim \(teacher 10, student 12\)"):
+        init_student_from_teacher(tiny_backbone(num_layers=2, hidden_dim=12), tiny_backbone())
+    with pytest.raises(DistillationError, match="vocabulary_size"):
+        init_student_from_teacher(tiny_backbone(num_layers=2, vocabulary_size=70), tiny_backbone())
+    with pytest.raises(DistillationError, match="shares layers"):
+        init_student_from_teacher(tiny_backbone(num_layers=2, num_groups=1), tiny_backbone())
+    with pytest.raises(DistillationError, match="BertBackbone"):
+        init_student_from_teacher(tiny_backbone(), object())
