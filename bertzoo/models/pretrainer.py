@@ -3,6 +3,7 @@
 import logging
 
 import keras
+import numpy as np
 from keras import ops
 
 from bertzoo.convert.common import assign_tensors
@@ -252,6 +253,24 @@ class BertPretrainer(keras.Model):
         if loaded:
             logger.info("Initialised pre-training heads from %s: %s", source, ", ".join(loaded))
         return tuple(loaded)
+
+    def head_tensors(self):
+        """The heads as Hugging Face-named float32 arrays (BERT names for the
+        MLM and NSP heads, ALBERT's for SOP): the inverse of
+        `load_hf_head_weights`. Put in `backbone.hf_head_weights`, they are
+        saved with the backbone's preset and loaded back by the next
+        `BertPretrainer` built on it."""
+        variables = self._head_variables()
+        groups = [_HF_HEADS["bert"]["mlm"]]
+        if self.objective != "none":
+            family = "bert" if self.objective == "nsp" else "albert"
+            groups.append(_HF_HEADS[family]["sentence"][1])
+        tensors = {}
+        for group in groups:
+            for name, (key, transpose) in group.items():
+                value = np.asarray(ops.convert_to_numpy(variables[key]), "float32")
+                tensors[name] = np.ascontiguousarray(value.T) if transpose else value
+        return tensors
 
     # === Training ===
 

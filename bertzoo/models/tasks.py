@@ -135,7 +135,7 @@ class _TaskModel(keras.Model):
                 preset, task.get("kind"), cls.__name__, cls.kinds[0],
             )
         hf = getattr(backbone, "hf_head_weights", None)
-        if hf:
+        if hf and not model.head_loaded:  # a bertzoo head file wins
             model.head_loaded = model._load_hf_head(hf, preset)
         return model
 

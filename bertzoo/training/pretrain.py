@@ -547,6 +547,7 @@ def run_pretraining(config):
         "backend": keras.backend.backend(),
     }
     if chief:
+        backbone.hf_head_weights = model.head_tensors()  # saved beside it: a teacher for distillation
         _save_preset(config, backbone, tokenizer, objective, output / "preset")
         atomic_write_text(output / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
     return metrics
