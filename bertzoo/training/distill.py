@@ -1,0 +1,571 @@
+"""The distillation run behind `recipes/distill.py`: a frozen teacher, a
+smaller student, one of three methods, and a report of what the student kept
+(`quality_retained`) and gained (`speedup`), both measured in the same run.
+
+Methods:
+- "distilbert": DistilBERT pre-training distillation on a text corpus
+  (student initialised from every other teacher layer when the widths match).
+- "tinybert-general": TinyBERT stage 1 (attention, embedding and hidden
+  states) on a text corpus.
+- "tinybert-task": TinyBERT stage 2 for a classifier teacher (the fine-tune
+  recipe's output): intermediate layers, then the prediction layer, on the
+  task's training texts plus TinyBERT-style augmentations labelled by the
+  teacher; scored by accuracy on the validation split, which the student
+  never trains on.
+
+`run_distillation(DistillConfig(...))` is what the recipe and tests call.
+"""
+
+import dataclasses
+import json
+import logging
+import random
+import re
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bertzoo import presets as preset_lib
+from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
+from bertzoo.data.corpus import read_corpus, tokenize_documents
+from bertzoo.data.examples import create_examples
+from bertzoo.data.masking import MaskedLMMasker
+from bertzoo.data.pipeline import make_pretraining_dataset
+from bertzoo.data.tasks import LabelSet
+from bertzoo.distill import losses as loss_lib
+from bertzoo.distill.distillers import DistilBertDistiller, TinyBertDistiller, prediction_distiller
+from bertzoo.distill.init import init_student_from_teacher
+from bertzoo.distill.layer_map import DistillationError, resolve_layer_map, suggested_layer_map
+from bertzoo.io_utils import atomic_directory, atomic_write_text
+from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.pretrainer import BertPretrainer
+from bertzoo.models.tasks import BertClassifier, read_task_section
+from bertzoo.preprocessing import BertPreprocessor
+from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
+from bertzoo.training.callbacks import TensorBoardLogger
+from bertzoo.training.distribute import STRATEGIES, make_distribution
+from bertzoo.training.finetune import FinetuneConfig, default_init, load_split, run_finetuning
+from bertzoo.training.optimizers import make_optimizer
+from bertzoo.training.pretrain import split_documents
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("distilbert", "tinybert-general", "tinybert-task")
+PRECISIONS = ("float32", "mixed_bfloat16")
+REPORT_FILE = "report.json"
+STUDENT_DIR = "student"
+DEFAULT_TASK_TEACHER = Path("runs/finetune/best")
+# Per method: steps (per stage), learning rate, temperature, sequence length.
+METHOD_DEFAULTS = {
+    "distilbert": {"steps": 300, "learning_rate": 5e-4, "temperature": 2.0, "sequence_length": 128},
+    "tinybert-general": {"steps": 300, "learning_rate": 1e-3, "temperature": 1.0, "sequence_length": 128},
+    "tinybert-task": {"steps": 300, "learning_rate": 1e-3, "temperature": 1.0, "sequence_length": 32},
+}
+
+
+@dataclasses.dataclass
+class DistillConfig:
+    """Settings of one distillation run (the recipe's flags)."""
+
+    method: str = "tinybert-task"
+    teacher: str | None = None  # None: see resolve_teacher()
+    student: str | None = None  # preset name, preset dir or JSON config; None: default_student_config()
+    output: str = "runs/distill"
+    corpus: tuple = ()  # text files for distilbert / tinybert-general; () = built-in corpus
+    train: str | None = None  # tinybert-task files (TSV/CSV/JSONL, as the fine-tune recipe)
+    validation: str | None = None
+    text_columns: tuple = ()
+    label_column: str | None = None
+    steps: int | None = None  # per stage; tinybert-task runs it twice (intermediate, prediction)
+    prediction_steps: int | None = None  # tinybert-task stage 2b; None: = steps
+    batch_size: int = 32
+    learning_rate: float | None = None
+    warmup_proportion: float = 0.1
+    sequence_length: int | None = None
+    temperature: float | None = None
+    kl_weight: float = 5.0
+    mlm_weight: float = 2.0
+    cosine_weight: float = 1.0
+    attention_weight: float = 1.0
+    hidden_weight: float = 1.0
+    embedding_weight: float = 1.0
+    layer_map: tuple | None = None  # 0-based teacher layer per student layer
+    augment: int = 20  # tinybert-task: augmented copies per training text (0: none)
+    eval_fraction: float = 0.1
+    benchmark_batch_size: int = 32
+    benchmark_sequence_length: int = 128
+    precision: str = "float32"
+    strategy: str = "default"
+    tpu: str | None = None
+    seed: int = 0
+    verbose: int = 2
+
+    def to_json(self):
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+def _check(condition, message):
+    if not condition:
+        raise DistillationError(message)
+
+
+def validate_config(config):
+    """Checks every setting before any work; errors say what is valid."""
+    _check(config.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {config.method!r}.")
+    _check((config.train is None) == (config.validation is None),
+           "Pass both --train and --validation, or neither (the built-in sentiment set).")
+    for name in ("train", "validation"):
+        path = getattr(config, name)
+        _check(path is None or Path(path).is_file(), f"--{name} file {path} does not exist.")
+    for path in config.corpus:
+        _check(Path(path).exists(), f"--corpus file {path} does not exist.")
+    if config.method != "tinybert-task":
+        _check(config.train is None, "--train/--validation are for --method tinybert-task; "
+               "distilbert and tinybert-general read --corpus text files.")
+    for name in ("steps", "prediction_steps", "batch_size", "learning_rate", "sequence_length",
+                 "temperature", "benchmark_batch_size", "benchmark_sequence_length"):
+        value = getattr(config, name)
+        _check(value is None or value > 0, f"{name} must be positive, got {value}.")
+    for name in ("kl_weight", "mlm_weight", "cosine_weight", "attention_weight", "hidden_weight",
+                 "embedding_weight", "augment"):
+        _check(getattr(config, name) >= 0, f"{name} must be >= 0, got {getattr(config, name)}.")
+    _check(0 <= config.warmup_proportion < 1, f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.")
+    _check(0 <= config.eval_fraction < 1, f"eval_fraction must be in [0, 1), got {config.eval_fraction}.")
+    _check(config.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.")
+    _check(config.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}, got {config.strategy!r}.")
+
+
+def resolve_defaults(config):
+    changes = {k: v for k, v in METHOD_DEFAULTS[config.method].items() if getattr(config, k) is None}
+    config = dataclasses.replace(config, **changes)
+    if config.prediction_steps is None:
+        config = dataclasses.replace(config, prediction_steps=config.steps)
+    validate_config(config)
+    return config
+
+
+# === Teacher and student ===
+
+
+def resolve_teacher(config):
+    """The teacher directory/preset. tinybert-task: `--teacher`, else the
+    fine-tune recipe's classifier (runs/finetune/best), else a classifier
+    fine-tuned here on the built-in sentiment set (printed). Other methods:
+    `--teacher`, else the MiniLM checkpoint (or the pre-training recipe's
+    output)."""
+    if config.teacher is not None:
+        return str(config.teacher)
+    if config.method != "tinybert-task":
+        return default_init()
+    if read_task_section(DEFAULT_TASK_TEACHER).get("kind") == "classification" and config.train is None:
+        print(f"Teacher: the fine-tune recipe's classifier {DEFAULT_TASK_TEACHER}.")
+        return str(DEFAULT_TASK_TEACHER)
+    _check(config.train is None, "--method tinybert-task with your own --train files needs --teacher: a "
+           "classifier fine-tuned on that task (recipes/finetune.py --output DIR; pass DIR/best).")
+    out = Path(config.output) / "teacher"
+    print(f"Notice: no fine-tuned teacher found at {DEFAULT_TASK_TEACHER}; fine-tuning one on the "
+          f"built-in sentiment set into {out} first.")
+    run_finetuning(FinetuneConfig(task="classification", output=str(out), seed=config.seed, verbose=config.verbose))
+    return str(out / "best")
+
+
+def default_student_config(teacher):
+    """A TinyBERT-4-style student for any teacher: 4 layers (fewer when the
+    teacher has fewer), the teacher's heads, width 5/16 of the teacher's
+    rounded down to a multiple of the heads, feed-forward 4x the width."""
+    heads = teacher.num_heads
+    width = max(heads, int(teacher.hidden_dim * 5 / 16) // heads * heads)
+    return {
+        "vocabulary_size": teacher.vocabulary_size, "num_layers": min(4, teacher.num_layers),
+        "num_heads": heads, "hidden_dim": width, "intermediate_dim": 4 * width,
+        "num_segments": teacher.num_segments, "use_pooler": teacher.use_pooler,
+        "activation": teacher.activation, "max_sequence_length": teacher.max_sequence_length,
+        "layer_norm_epsilon": teacher.layer_norm_epsilon,
+    }
+
+
+def build_student(config, teacher):
+    """The student backbone and whether it came with weights. `--student`
+    is a preset name or a JSON file (architectures: they take the teacher's
+    vocabulary size), or a preset directory with weights (its vocabulary must
+    be the teacher's)."""
+    dtype = {"dtype": config.precision} if config.precision != "float32" else {}
+    spec = config.student
+    if spec is None:
+        if config.method == "distilbert":
+            arch = {**teacher.get_config(), "num_layers": max(1, teacher.num_layers // 2), "num_groups": None}
+            arch = {k: arch[k] for k in BertBackbone._architecture_keys() if k in arch}
+        else:
+            arch = default_student_config(teacher)
+        return BertBackbone(**arch, **dtype), False
+    path = Path(spec)
+    if path.suffix == ".json" and path.is_file():
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise DistillationError(f"{path}: not valid JSON: {e}") from e
+        arch = document.get("backbone", document) if isinstance(document, dict) else None
+        _check(isinstance(arch, dict), f"{path}: expected a JSON object of backbone settings.")
+        arch = {**arch, "vocabulary_size": teacher.vocabulary_size}
+        try:
+            return BertBackbone(**arch, **dtype), False
+        except (TypeError, ValueError) as e:
+            raise DistillationError(f"{path}: invalid student config: {e}") from e
+    data, directory, _ = preset_lib.resolve(spec, BertBackbone._architecture_keys())
+    if directory is None:  # a built-in architecture preset
+        arch = {**data["backbone"], "vocabulary_size": teacher.vocabulary_size}
+        if data["backbone"]["vocabulary_size"] != teacher.vocabulary_size:
+            print(f"Student {spec}: vocabulary size set to the teacher's {teacher.vocabulary_size}.")
+        return BertBackbone(**arch, **dtype), False
+    student = BertBackbone.from_preset(spec, **dtype)
+    if student.vocabulary_size != teacher.vocabulary_size:
+        raise DistillationError(
+            f"The student {spec} has a {student.vocabulary_size}-token vocabulary and the teacher "
+            f"{teacher.vocabulary_size}: distillation needs one vocabulary. Use an architecture "
+            "preset or JSON config (it takes the teacher's vocabulary), or a student made with "
+            "the teacher's tokenizer."
+        )
+    return student, True
+
+
+# === Data ===
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def neighbour_table(tokenizer, token_embeddings, words, k=30):
+    """For each word that is one vocabulary entry: its `k` nearest whole-word
+    entries by cosine in the teacher's token-embedding table (TinyBERT's
+    GloVe-neighbour augmentation, with the teacher's own embeddings)."""
+    vocab = list(tokenizer.vocabulary)
+    index = {w: i for i, w in enumerate(vocab)}
+    candidates = np.array([i for i, w in enumerate(vocab) if w.isalpha() and w.islower() and len(w) > 1])
+    table = np.asarray(token_embeddings, "float32")
+    normed = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+    cand = normed[candidates]
+    out = {}
+    for word in sorted(set(words)):
+        i = index.get(word)
+        if i is None or not word.isalpha():
+            continue
+        scores = cand @ normed[i]
+        best = candidates[np.argsort(-scores)[: k + 1]]
+        out[word] = [vocab[j] for j in best if j != i][:k]
+    return out
+
+
+def augment_texts(texts, neighbours, copies, exclude=(), seed=0, replace_probability=0.4):
+    """`copies` variants of every text, each word swapped with probability
+    `replace_probability` for one of its neighbours. Variants equal to a text
+    in `exclude` (after lowercasing and word splitting) are dropped, so held-out
+    texts never enter training. Returns (variants, number dropped)."""
+    rng = random.Random(seed)
+    norm = lambda t: " ".join(_WORD.findall(t.lower()))  # noqa: E731
+    banned = {norm(t) for t in exclude} | {norm(t) for t in texts}
+    out, dropped, seen = [], 0, set()
+    for text in texts:
+        words = _WORD.findall(text.lower())
+        for _ in range(copies):
+            new = [rng.choice(neighbours[w]) if w in neighbours and rng.random() < replace_probability else w for w in words]
+            joined = " ".join(new)
+            if joined in banned or joined in seen:
+                dropped += joined in banned
+                continue
+            seen.add(joined)
+            out.append(joined)
+    return out, dropped
+
+
+def _corpus_documents(config, tokenizer):
+    if config.corpus:
+        files = list(config.corpus)
+    else:
+        path = Path(config.output) / "data" / "corpus.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_corpus(python_docs_corpus(), path)
+        files = [str(path)]
+        print(f"Built-in corpus: the Python documentation help topics ({path}).")
+    documents = tokenize_documents(read_corpus(files), tokenizer)
+    train, held = split_documents(documents, config.eval_fraction, config.seed)
+    _check(held, "The corpus needs at least 2 documents (separated by blank lines) to hold some out.")
+    return train, held
+
+
+def _corpus_examples(config, tokenizer, teacher):
+    _check(config.sequence_length <= teacher.max_sequence_length,
+           f"sequence_length={config.sequence_length} is longer than the teacher's "
+           f"{teacher.max_sequence_length} positions.")
+    train_docs, held_docs = _corpus_documents(config, tokenizer)
+    make = lambda docs, seed: create_examples(docs, tokenizer, seq_len=config.sequence_length, objective="none", seed=seed)  # noqa: E731
+    masker = MaskedLMMasker(tokenizer, config.sequence_length, max(1, round(0.15 * config.sequence_length)))
+    return make(train_docs, config.seed), make(held_docs, config.seed + 7), masker
+
+
+def _x_only(ds):
+    return ds.map(lambda x, y, w: {k: v for k, v in x.items() if k != "mask_positions"})
+
+
+# === Measurement ===
+
+
+def _benchmark_inputs(backbone, batch_size, sequence_length, seed=0):
+    rng = np.random.default_rng(seed)
+    low = 999 if backbone.vocabulary_size > 2000 else 5  # past the special tokens
+    ids = rng.integers(low, backbone.vocabulary_size, (batch_size, sequence_length)).astype("int32")
+    x = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    if backbone.num_segments:
+        x["segment_ids"] = np.zeros_like(ids)
+    return x
+
+
+def measure_speedup(teacher, student, batch_size=32, sequence_length=128, repeats=7):
+    """Inference time of `teacher` and `student` (Keras models taking backbone
+    inputs) on one random batch, measured side by side: one warm-up call each,
+    then `repeats` alternating timed calls; medians and their ratio."""
+    x = _benchmark_inputs(getattr(teacher, "backbone", teacher), batch_size, sequence_length)
+    times = {"teacher": [], "student": []}
+    models = {"teacher": teacher, "student": student}
+    inputs = {name: {k: x[k] for k in model.input if k in x} for name, model in models.items()}
+    for name, model in models.items():
+        model.predict_on_batch(inputs[name])
+    for _ in range(repeats):
+        for name, model in models.items():
+            start = time.perf_counter()
+            keras.tree.map_structure(np.asarray, model.predict_on_batch(inputs[name]))
+            times[name].append(time.perf_counter() - start)
+    t, s = float(np.median(times["teacher"])), float(np.median(times["student"]))
+    return {"teacher_seconds": round(t, 5), "student_seconds": round(s, 5), "speedup": round(t / s, 3),
+            "batch_size": batch_size, "sequence_length": sequence_length, "repeats": repeats,
+            "backend": keras.backend.backend()}
+
+
+def _accuracy(model, features, labels, batch_size):
+    logits = np.asarray(model.predict(features, batch_size=batch_size, verbose=0))
+    return float(np.mean(np.argmax(logits, -1) == labels))
+
+
+def _hidden_cosine(distiller, dataset, project):
+    """Mean cosine between the teacher's last hidden state and the
+    student's (projected when the widths differ) at real tokens."""
+    values, counts = [], []
+    for x in dataset:
+        out = distiller(x, training=False)
+        if project:
+            t, s = out["teacher_hidden"][-1], out["student_hidden"][-1]
+        else:
+            t, s = out["teacher_hidden"], out["student_hidden"]
+        mask = np.asarray(x["padding_mask"])
+        values.append(1.0 - float(loss_lib.hidden_cosine_loss(t, s, mask)))
+        counts.append(mask.sum())
+    return float(np.average(values, weights=counts))
+
+
+# === Run ===
+
+
+def _fit(model, dataset, steps, config, tensorboard, stage):
+    tensorboard.start_step = 0
+    print(f"{stage}: {steps} steps")
+    return model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=config.verbose, callbacks=[tensorboard])
+
+
+def _optimizer(config, steps):
+    return make_optimizer("adamw", config.learning_rate, total_steps=steps,
+                          warmup_steps=int(config.warmup_proportion * steps))
+
+
+def _history(fit):
+    return {k: float(v[-1]) for k, v in fit.history.items()}
+
+
+def run_distillation(config):
+    """Runs distillation as `config` says; returns the report written to
+    `report.json`."""
+    validate_config(config)
+    config = resolve_defaults(config)
+    output = Path(config.output)
+    distribution = make_distribution(config.strategy, tpu=config.tpu)
+    distribution.check_batch_size(config.batch_size)
+    keras.utils.set_random_seed(config.seed)
+    teacher_path = resolve_teacher(config)
+    tokenizer = tokenizer_from_preset(teacher_path)
+    task = config.method == "tinybert-task"
+    dtype = {"dtype": config.precision} if config.precision != "float32" else {}
+    started = time.perf_counter()
+    with distribution.scope():
+        if task:
+            teacher = BertClassifier.from_preset(teacher_path, **dtype)
+            _check(teacher.head_loaded and teacher.num_classes >= 2,
+                   f"--method tinybert-task needs a classifier teacher (a fine-tune recipe output with a "
+                   f"classification head); {teacher_path} has none.")
+            t_backbone = teacher.backbone
+        else:
+            t_backbone = BertBackbone.from_preset(teacher_path, **dtype)
+            teacher = t_backbone
+        s_backbone, has_weights = build_student(config, t_backbone)
+        layer_map = config.layer_map
+        if layer_map is None and config.student is None and t_backbone.num_layers % s_backbone.num_layers:
+            layer_map = suggested_layer_map(t_backbone.num_layers, s_backbone.num_layers)
+            print(f"Layer map (default student): student layer i <- teacher layer "
+                  f"{[i + 1 for i in layer_map]} (1-based).")
+        if config.method != "distilbert":
+            layer_map = resolve_layer_map(layer_map, t_backbone.num_layers, s_backbone.num_layers)
+        print(f"Teacher {teacher_path}: {t_backbone.num_layers} layers x {t_backbone.hidden_dim}; student: "
+              f"{s_backbone.num_layers} layers x {s_backbone.hidden_dim}, {s_backbone.num_heads} heads.")
+
+    tensorboard = TensorBoardLogger(output / "logs", every=10)
+    output.mkdir(parents=True, exist_ok=True)
+    stages = {}
+    if task:
+        report_quality, student_model = _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, tensorboard, stages)
+    else:
+        report_quality, student_model = _run_corpus(config, teacher, s_backbone, has_weights, layer_map, tokenizer, distribution, tensorboard, stages)
+    seconds = time.perf_counter() - started
+
+    bench_length = min(config.benchmark_sequence_length, t_backbone.max_sequence_length, s_backbone.max_sequence_length)
+    speed = measure_speedup(teacher, student_model, config.benchmark_batch_size, bench_length)
+    report = {
+        "method": config.method,
+        "teacher": teacher_path,
+        "teacher_params": int(teacher.count_params()),
+        "student_params": int(student_model.count_params()),
+        "speedup": speed["speedup"],
+        "quality_retained": report_quality["quality_retained"],
+        **{k: v for k, v in report_quality.items() if k != "quality_retained"},
+        "inference": speed,
+        "student_layers": s_backbone.num_layers,
+        "student_hidden_dim": s_backbone.hidden_dim,
+        "layer_map": None if layer_map is None else [int(i) for i in layer_map],
+        "stages": stages,
+        "seconds": round(seconds, 1),
+        "student": str(output / STUDENT_DIR),
+        "config": config.to_json(),
+    }
+    _save_student(config, student_model, s_backbone, tokenizer, teacher_path, output / STUDENT_DIR)
+    atomic_write_text(output / REPORT_FILE, json.dumps(report, indent=2) + "\n")
+    for key in ("teacher_params", "student_params", "speedup", "quality_retained"):
+        print(f"{key}: {report[key]}")
+    return report
+
+
+def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, tensorboard, stages):
+    ft = FinetuneConfig(task="classification", text_columns=config.text_columns, label_column=config.label_column,
+                        train=config.train, validation=config.validation)
+    train_path, validation_path = config.train, config.validation
+    if train_path is None:
+        from bertzoo.data import builtin_tasks
+
+        train_path, validation_path, settings = builtin_tasks.write_builtin_task("classification", Path(config.output) / "data", config.seed)
+        ft = dataclasses.replace(ft, train=str(train_path), validation=str(validation_path),
+                                 text_columns=settings["text_columns"], label_column=settings["label_column"])
+    segments = teacher.backbone.num_segments > 0
+    label_set = LabelSet(teacher.label_names) if teacher.label_names else None
+    train, label_set = load_split(ft, train_path, tokenizer, config.sequence_length, segments, label_set)
+    _check(len(label_set) == teacher.num_classes,
+           f"{train_path} has {len(label_set)} labels; the teacher classifies into {teacher.num_classes}.")
+    validation, _ = load_split(ft, validation_path, tokenizer, config.sequence_length, segments, label_set)
+    texts = [e.texts[0] for e in train.examples]
+    _check(all(len(e.texts) == 1 for e in train.examples), "tinybert-task augmentation handles single texts, not pairs.")
+    pool = list(texts)
+    dropped = 0
+    if config.augment:
+        words = {w for t in texts for w in _WORD.findall(t.lower())}
+        neighbours = neighbour_table(tokenizer, keras.ops.convert_to_numpy(teacher.backbone.token_embedding.embeddings), words)
+        extra, dropped = augment_texts(texts, neighbours, config.augment,
+                                       exclude=[e.texts[0] for e in validation.examples], seed=config.seed)
+        pool += extra
+    preprocessor = BertPreprocessor(tokenizer, config.sequence_length, segment_ids=segments)
+    features = {}
+    for i in range(0, len(pool), 1024):
+        packed = preprocessor.pack(tf.constant(pool[i : i + 1024]))
+        for k, v in packed.items():
+            features.setdefault(k, []).append(v.numpy())
+    features = {k: np.concatenate(v) for k, v in features.items()}
+    print(f"Distillation set: {len(texts)} training texts + {len(pool) - len(texts)} augmented "
+          f"({dropped} variants equal to held-out texts dropped).")
+    ds = (tf.data.Dataset.from_tensor_slices(features).shuffle(len(pool), seed=config.seed)
+          .repeat().batch(config.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    with distribution.scope():
+        student = BertClassifier(s_backbone, teacher.num_classes, label_names=teacher.label_names)
+        inter = TinyBertDistiller(teacher, student, layer_map=layer_map, attention_weight=config.attention_weight,
+                                  hidden_weight=config.hidden_weight, embedding_weight=config.embedding_weight)
+        inter.compile(optimizer=_optimizer(config, config.steps))
+    stages["intermediate"] = _history(_fit(inter, ds, config.steps, config, tensorboard, "Stage 2a: intermediate layers"))
+    inter.release()
+    with distribution.scope():
+        pred = prediction_distiller(teacher, student, temperature=config.temperature)
+        pred.compile(optimizer=_optimizer(config, config.prediction_steps), loss="sparse_categorical_crossentropy")
+    stages["prediction"] = _history(_fit(pred, ds, config.prediction_steps, config, tensorboard, "Stage 2b: prediction layer"))
+    teacher_acc = _accuracy(teacher, validation.features, validation.targets, 64)
+    student_acc = _accuracy(student, validation.features, validation.targets, 64)
+    print(f"validation accuracy: teacher {teacher_acc:.4f}, student {student_acc:.4f}")
+    return {
+        "quality_retained": round(student_acc / teacher_acc, 4) if teacher_acc else None,
+        "metric": "accuracy",
+        "teacher_metric": teacher_acc,
+        "student_metric": student_acc,
+        "held_out": {"file": str(validation_path), "examples": len(validation.examples)},
+        "distillation_examples": len(pool),
+    }, student
+
+
+def _run_corpus(config, teacher, s_backbone, has_weights, layer_map, tokenizer, distribution, tensorboard, stages):
+    train_examples, held_examples, masker = _corpus_examples(config, tokenizer, teacher)
+    ds = make_pretraining_dataset(train_examples, config.batch_size, masker, seed=config.seed, repeat=True)
+    held = make_pretraining_dataset(held_examples, min(config.batch_size, len(held_examples)), masker,
+                                    seed=config.seed + 11, shuffle=False, drop_remainder=False)
+    with distribution.scope():
+        if config.method == "distilbert":
+            t_model = DistilBertDistiller._as_pretrainer(teacher, "teacher", need_head=config.kl_weight > 0)
+            s_model = BertPretrainer(s_backbone, objective="none")
+            if not has_weights and s_backbone.hidden_dim == teacher.hidden_dim:
+                used = init_student_from_teacher(s_model, t_model, layer_map)
+                print(f"Student initialised from teacher layers {[i + 1 for i in used]} (1-based).")
+            distiller = DistilBertDistiller(
+                t_model, s_model, temperature=config.temperature, kl_weight=config.kl_weight,
+                mlm_weight=config.mlm_weight, cosine_weight=config.cosine_weight,
+            )
+        else:
+            distiller = TinyBertDistiller(teacher, s_backbone, layer_map=layer_map,
+                                          attention_weight=config.attention_weight,
+                                          hidden_weight=config.hidden_weight, embedding_weight=config.embedding_weight)
+        distiller.compile(optimizer=_optimizer(config, config.steps))
+    data = ds if config.method == "distilbert" else _x_only(ds)
+    stages[config.method] = _history(_fit(distiller, data, config.steps, config, tensorboard, config.method))
+    if config.method == "distilbert":
+        t_model.compile(optimizer="adam")
+        s_model.compile(optimizer="adam")
+        teacher_acc = float(t_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"])
+        student_acc = float(s_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"])
+        cosine = _hidden_cosine(distiller, _x_mask(held), project=False)
+        print(f"held-out masked-LM accuracy: teacher {teacher_acc:.4f}, student {student_acc:.4f}")
+        return {"quality_retained": round(student_acc / teacher_acc, 4) if teacher_acc else None,
+                "metric": "masked_lm_accuracy", "teacher_metric": teacher_acc, "student_metric": student_acc,
+                "hidden_cosine": round(cosine, 4), "held_out": {"examples": len(held_examples)}}, s_backbone
+    cosine = _hidden_cosine(distiller, _x_only(held), project=True)
+    print(f"held-out cosine between teacher and (projected) student last hidden states: {cosine:.4f}")
+    return {"quality_retained": round(cosine, 4), "metric": "hidden_cosine", "teacher_metric": 1.0,
+            "student_metric": cosine, "held_out": {"examples": len(held_examples)}}, s_backbone
+
+
+def _x_mask(ds):
+    return ds.map(lambda x, y, w: x)
+
+
+def _save_student(config, model, backbone, tokenizer, teacher_path, directory):
+    """The student alone, as a preset directory (a classifier preset for
+    task distillation), swapped in complete."""
+    backbone.preset_info = {
+        "description": f"Distilled ({config.method}) from {teacher_path} by bertzoo's recipe.",
+        "tokenizer": tokenizer.preset_section(),
+        "metadata": {"source_checkpoint": f"distilled from {teacher_path}"},
+    }
+    with atomic_directory(directory) as staging:
+        if isinstance(model, BertClassifier):
+            model.save_to_preset(staging, tokenizer=tokenizer)
+        else:
+            tokenizer.save_to_preset(staging)
+            backbone.save_to_preset(staging)

@@ -1,0 +1,169 @@
+"""Distillation end to end through `run_distillation` (the recipe's library
+function) and the recipe's CLI: every method trains a student that loads
+with `from_preset`, the report carries the measured numbers, a task student
+fine-tunes with the fine-tune recipe, and pairs that cannot be distilled fail
+before anything is written."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+import bertzoo
+from bertzoo.models.pretrainer import BertPretrainer
+from bertzoo.tokenizers.train import train_wordpiece
+from bertzoo.training.distill import DistillConfig, run_distillation
+from bertzoo.training.finetune import FinetuneConfig, run_finetuning
+
+ROOT = Path(__file__).resolve().parent.parent
+POSITIVE, NEGATIVE = ("good", "great", "fine", "nice"), ("bad", "awful", "poor", "sad")
+FILLER = ("the", "a", "day", "film", "was", "very", "and", "it", "my", "cat", "seemed", "today")
+TOKENIZER = {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
+STUDENT = {"num_layers": 1, "num_heads": 2, "hidden_dim": 16, "intermediate_dim": 32,
+           "max_sequence_length": 64, "dropout": 0.0}
+
+
+def _rows(seed, n):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        words = list(rng.choice(FILLER, 5)) + [rng.choice(POSITIVE if i % 2 else NEGATIVE)]
+        rng.shuffle(words)
+        rows.append((" ".join(words), str(i % 2)))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """Task files, a corpus, a 2-layer teacher preset with its MLM head, and a
+    classifier teacher fine-tuned from it on the task."""
+    d = tmp_path_factory.mktemp("distill")
+    files = {}
+    for split, seed, n in (("train", 0, 200), ("validation", 1, 80)):
+        files[split] = d / f"{split}.tsv"
+        files[split].write_text("sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in _rows(seed, n)), encoding="utf-8")
+    corpus = d / "corpus.txt"
+    docs = ["\n".join(t + " ." for t, _ in _rows(seed, 6)) for seed in range(12)]
+    corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    tokens = train_wordpiece([corpus, files["train"]], 300, min_frequency=1, output=d / "pre" / "vocab.txt")
+    backbone = bertzoo.BertBackbone(vocabulary_size=len(tokens), num_layers=2, num_heads=2, hidden_dim=64,
+                                    intermediate_dim=128, max_sequence_length=64, dropout=0.0)
+    pretrainer = BertPretrainer(backbone, objective="none")
+    backbone.hf_head_weights = pretrainer.head_tensors()  # as the pre-training recipe saves it
+    backbone.preset_info = {"tokenizer": TOKENIZER}
+    backbone.save_to_preset(d / "pre")
+    run_finetuning(FinetuneConfig(
+        task="classification", train=str(files["train"]), validation=str(files["validation"]),
+        text_columns=("sentence",), label_column="label", init=str(d / "pre"), output=str(d / "ft"),
+        learning_rate=3e-3, epochs=6, batch_size=16, sequence_length=16, dropout=0.0, verbose=0,
+    ))
+    student = d / "student.json"
+    student.write_text(json.dumps({"backbone": {**STUDENT, "vocabulary_size": 1}}), encoding="utf-8")
+    return {"dir": d, "files": files, "corpus": corpus, "pre": d / "pre", "teacher": d / "ft" / "best",
+            "student": student}
+
+
+def _task_config(setup, output, **changes):
+    settings = dict(
+        method="tinybert-task", teacher=str(setup["teacher"]), student=str(setup["student"]),
+        train=str(setup["files"]["train"]), validation=str(setup["files"]["validation"]),
+        text_columns=("sentence",), label_column="label", output=str(output), steps=80,
+        batch_size=16, sequence_length=16, learning_rate=3e-3, augment=2,
+        benchmark_batch_size=4, benchmark_sequence_length=32, verbose=0,
+    )
+    settings.update(changes)
+    return DistillConfig(**settings)
+
+
+@pytest.mark.slow
+def test_tinybert_task_distillation_keeps_the_teachers_accuracy(tmp_path, setup):
+    report = run_distillation(_task_config(setup, tmp_path / "run"))
+    saved = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert saved["quality_retained"] == report["quality_retained"]
+    for key in ("teacher_params", "student_params", "speedup", "quality_retained"):
+        assert key in saved and saved[key] is not None, key
+    assert saved["teacher_metric"] >= 0.95, saved  # the teacher is far above chance
+    assert saved["quality_retained"] >= 0.9, saved  # stated threshold for this tiny student
+    assert saved["student_params"] < saved["teacher_params"]
+    assert saved["inference"]["teacher_seconds"] > 0 and saved["speedup"] > 0
+    assert saved["layer_map"] == [1]  # uniform map 2 -> 1: the last teacher layer
+    # Only the student is saved; it loads with from_preset and gives the
+    # accuracy the report states.
+    student = bertzoo.BertClassifier.from_preset(tmp_path / "run" / "student")
+    assert student.head_loaded and student.backbone.num_layers == 1
+    assert bertzoo.BertBackbone.from_preset(tmp_path / "run" / "student").hidden_dim == 16
+    # ... and fine-tunes with the fine-tune recipe.
+    result = run_finetuning(FinetuneConfig(
+        task="classification", train=str(setup["files"]["train"]), validation=str(setup["files"]["validation"]),
+        text_columns=("sentence",), label_column="label", init=str(tmp_path / "run" / "student"),
+        output=str(tmp_path / "ft"), learning_rate=1e-3, epochs=1, batch_size=16, sequence_length=16, verbose=0,
+    ))
+    assert result["validation"]["accuracy"] >= 0.9, result["validation"]
+
+
+@pytest.mark.slow
+def test_general_and_distilbert_methods_run_on_a_corpus(tmp_path, setup):
+    common = dict(teacher=str(setup["pre"]), corpus=(str(setup["corpus"]),), steps=30, batch_size=8,
+                  sequence_length=32, learning_rate=2e-3, benchmark_batch_size=4,
+                  benchmark_sequence_length=32, verbose=0)
+    general = run_distillation(DistillConfig(method="tinybert-general", student=str(setup["student"]),
+                                             output=str(tmp_path / "general"), **common))
+    assert general["metric"] == "hidden_cosine" and 0 < general["quality_retained"] <= 1
+    assert general["stages"]["tinybert-general"]["loss"] > 0
+    assert bertzoo.BertBackbone.from_preset(tmp_path / "general" / "student").num_layers == 1
+    # DistilBERT: the default student has half the teacher's layers,
+    # initialised from the teacher (same width).
+    distil = run_distillation(DistillConfig(method="distilbert", output=str(tmp_path / "distil"), **common))
+    assert distil["metric"] == "masked_lm_accuracy" and distil["student_layers"] == 1
+    assert set(distil["stages"]["distilbert"]) >= {"kl_loss", "mlm_loss", "cosine_loss"}
+    assert 0 < distil["hidden_cosine"] <= 1
+    student = bertzoo.BertBackbone.from_preset(tmp_path / "distil" / "student")
+    assert student.count_params() == distil["student_params"]
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, str(ROOT / "recipes" / "distill.py"), *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="CLI subprocesses; once is enough")
+def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
+    def write(name, config):
+        path = tmp_path / name
+        path.write_text(json.dumps({"backbone": {**STUDENT, **config}}), encoding="utf-8")
+        return str(path)
+
+    other_vocab = tmp_path / "other"
+    b = bertzoo.BertBackbone(vocabulary_size=50, **{k: v for k, v in STUDENT.items() if k != "dropout"})
+    b.preset_info = {"tokenizer": TOKENIZER}
+    (other_vocab).mkdir()
+    (other_vocab / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]) + "\n")
+    b.save_to_preset(other_vocab)
+    no_head = bertzoo.BertBackbone.from_preset(setup["pre"])
+    no_head.hf_head_weights = {}
+    no_head.save_to_preset(tmp_path / "no_head")
+    (tmp_path / "no_head" / "vocab.txt").write_bytes((setup["pre"] / "vocab.txt").read_bytes())
+    task = ["--teacher", str(setup["teacher"]), "--train", str(setup["files"]["train"]),
+            "--validation", str(setup["files"]["validation"]), "--text-column", "sentence",
+            "--label-column", "label", "--steps", "5"]
+    cases = {
+        "vocab": (task + ["--student", str(other_vocab)], "50-token vocabulary"),
+        "heads": (task + ["--student", write("heads.json", {"num_heads": 4})], "teacher has 2 heads and the student 4"),
+        "layers": (["--method", "tinybert-general", "--teacher", str(setup["pre"]), "--student",
+                    write("deep.json", {"num_layers": 3})], "more layers"),
+        "no-head": (["--method", "distilbert", "--teacher", str(tmp_path / "no_head"), "--corpus", str(setup["corpus"]), "--sequence-length", "32"],
+                    "no masked-LM head"),
+        "method": (["--method", "tinybert-general", "--train", str(setup["files"]["train"]),
+                    "--validation", str(setup["files"]["validation"])], "--method tinybert-task"),
+    }
+    for name, (args, message) in cases.items():
+        out = tmp_path / f"out_{name}"
+        result = _cli(*args, "--output", str(out), cwd=tmp_path)
+        assert result.returncode == 2, (name, result.stderr[-2000:])
+        assert message in result.stderr, (name, result.stderr[-2000:])
+        assert not (out / "student").exists() and not (out / "report.json").exists(), name
