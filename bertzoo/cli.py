@@ -6,6 +6,19 @@ import sys
 import time
 
 
+def comma_strings(text):
+    """argparse type: "a, b,c" -> ("a", "b", "c") (empty items dropped)."""
+    return tuple(x.strip() for x in str(text).split(",") if x.strip())
+
+
+def comma_ints(text):
+    """argparse type: "1,2,3" -> (1, 2, 3)."""
+    try:
+        return tuple(int(x) for x in comma_strings(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
 def presets_table():
     """The built-in presets as a Markdown table (also used in the README)."""
     from bertzoo import presets as preset_lib

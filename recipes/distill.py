@@ -31,19 +31,8 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _strings(text):
-    return tuple(x.strip() for x in str(text).split(",") if x.strip())
-
-
-def _layer_map(text):
-    try:
-        values = tuple(int(x) - 1 for x in _strings(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated 1-based teacher layers, got {text!r}")
-    return values
-
-
 def build_parser():
+    from bertzoo.cli import comma_ints, comma_strings
     from bertzoo.training.distill import METHODS, PRECISIONS, DistillConfig
     from bertzoo.training.distribute import STRATEGIES
 
@@ -62,15 +51,15 @@ def build_parser():
     m.add_argument("--student", help="built-in preset (e.g. tinybert_4l_312d, distilbert_base), "
                    "JSON file of backbone settings, or preset directory with weights; default: "
                    "TinyBERT-4-style (distilbert: half the teacher's layers)")
-    m.add_argument("--layer-map", type=_layer_map,
+    m.add_argument("--layer-map", type=lambda text: tuple(i - 1 for i in comma_ints(text)),
                    help="teacher layer per student layer, 1-based, e.g. 3,6,9,12 (default: uniform)")
     data = p.add_argument_group("data")
-    data.add_argument("--corpus", type=_strings, default=d.corpus,
+    data.add_argument("--corpus", type=comma_strings, default=d.corpus,
                       help="text files for distilbert / tinybert-general, comma-separated "
                       "(default: built-in corpus)")
     data.add_argument("--train", help="tinybert-task training file (TSV/CSV/JSONL); default: built-in sentiment set")
     data.add_argument("--validation", help="held-out file for the quality score, same format")
-    data.add_argument("--text-column", dest="text_columns", type=_strings, default=d.text_columns)
+    data.add_argument("--text-column", dest="text_columns", type=comma_strings, default=d.text_columns)
     data.add_argument("--label-column")
     data.add_argument("--augment", type=int, default=d.augment,
                       help="tinybert-task: augmented copies per training text (0: none)")

@@ -29,11 +29,8 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _strings(text):
-    return tuple(x.strip() for x in str(text).split(",") if x.strip())
-
-
 def build_parser():
+    from bertzoo.cli import comma_strings
     from bertzoo.models.tasks import TASK_KINDS
     from bertzoo.training.distribute import STRATEGIES
     from bertzoo.training.finetune import PRECISIONS, FinetuneConfig
@@ -53,7 +50,7 @@ def build_parser():
     data.add_argument("--validation", help="validation file, same format as --train")
     data.add_argument("--glue-task", help="read GLUE TSV files with their fixed columns and label "
                       "order: sst2, mrpc, mnli, stsb, qnli, rte, qqp")
-    data.add_argument("--text-column", dest="text_columns", type=_strings, default=d.text_columns,
+    data.add_argument("--text-column", dest="text_columns", type=comma_strings, default=d.text_columns,
                       help="text column(s) of TSV/CSV/JSONL files: NAME, or NAME_A,NAME_B for pairs")
     data.add_argument("--label-column", help="label column of TSV/CSV/JSONL files")
     data.add_argument("--format", dest="file_format", choices=("tsv", "csv", "jsonl"),

@@ -25,18 +25,8 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _ints(text):
-    try:
-        return tuple(int(x) for x in str(text).split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def _strings(text):
-    return tuple(x.strip() for x in str(text).split(",") if x.strip())
-
-
 def build_parser():
+    from bertzoo.cli import comma_ints, comma_strings
     from bertzoo.training.pretrain import (
         DATA_MODES, MASKING_CHOICES, OBJECTIVE_CHOICES, PRECISIONS, PretrainConfig,
     )
@@ -56,7 +46,7 @@ def build_parser():
                    help="sentence objective; auto: nsp for BERT, sop for ALBERT-shaped models, none without a pooler")
     g.add_argument("--dropout", type=float, default=d.dropout, help="override the preset's dropout")
     g = p.add_argument_group("data")
-    g.add_argument("--corpus", type=_strings, default=d.corpus,
+    g.add_argument("--corpus", type=comma_strings, default=d.corpus,
                    help="comma-separated text files or globs (one sentence per line, blank line between "
                         "documents); default: the built-in corpus")
     g.add_argument("--corpus-layout", default=d.corpus_layout, choices=("sentences", "documents"),
@@ -70,20 +60,20 @@ def build_parser():
                    help="default: follows --lowercase; use --no-strip-accents for Korean (keeps Hangul syllables whole)")
     g.add_argument("--masking", default=d.masking, choices=MASKING_CHOICES, help="default %(default)s")
     g.add_argument("--mask-rate", type=float, default=d.mask_rate)
-    g.add_argument("--max-predictions", type=_ints, default=d.max_predictions_per_seq,
+    g.add_argument("--max-predictions", type=comma_ints, default=d.max_predictions_per_seq,
                    help="prediction slots per phase; default ceil(seq_len * mask_rate)")
-    g.add_argument("--seq-len", type=_ints, default=d.seq_len,
+    g.add_argument("--seq-len", type=comma_ints, default=d.seq_len,
                    help="sequence length per phase, e.g. 128,512; default %(default)s")
     g.add_argument("--data-mode", default=d.data_mode, choices=DATA_MODES,
                    help="dynamic: re-masked every epoch in tf.data; static: masked TFRecords (dupe factor)")
-    g.add_argument("--data", type=_strings, default=d.data,
+    g.add_argument("--data", type=comma_strings, default=d.data,
                    help="comma-separated TFRecord directories, one per phase (from write_pretraining_tfrecords)")
     g.add_argument("--dupe-factor", type=int, default=d.dupe_factor)
     g.add_argument("--eval-fraction", type=float, default=d.eval_fraction,
                    help="held-out documents for the initial/final evaluation")
     g.add_argument("--seed", type=int, default=d.seed)
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=_ints, default=d.steps, help="steps per phase, e.g. 900,100; default %(default)s")
+    g.add_argument("--steps", type=comma_ints, default=d.steps, help="steps per phase, e.g. 900,100; default %(default)s")
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size")
     g.add_argument("--learning-rate", type=float, default=d.learning_rate)
     g.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS)

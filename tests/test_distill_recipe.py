@@ -167,3 +167,18 @@ def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
         assert result.returncode == 2, (name, result.stderr[-2000:])
         assert message in result.stderr, (name, result.stderr[-2000:])
         assert not (out / "student").exists() and not (out / "report.json").exists(), name
+
+
+def test_recipe_flags_parse_and_bad_values_are_argparse_errors(capsys):
+    from recipes.distill import build_parser
+
+    args = build_parser().parse_args(["--layer-map", "2, 3,5,6", "--corpus", "a.txt,b.txt"])
+    assert args.layer_map == (1, 2, 4, 5) and args.corpus == ("a.txt", "b.txt")
+    help_text = build_parser().format_help()
+    for flag in ("--teacher", "--student", "--method", "--steps", "--batch-size", "--learning-rate",
+                 "--temperature", "--kl-weight", "--attention-weight", "--strategy", "--output"):
+        assert flag in help_text, flag
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["--layer-map", "2,x"])
+    assert e.value.code == 2
+    assert "expected comma-separated integers, got '2,x'" in capsys.readouterr().err

@@ -47,7 +47,7 @@ from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.training.callbacks import TensorBoardLogger
 from bertzoo.training.distribute import STRATEGIES, make_distribution
-from bertzoo.training.finetune import FinetuneConfig, default_init, load_split, run_finetuning
+from bertzoo.training.finetune import FinetuneConfig, default_init, load_split, run_finetuning, text_features
 from bertzoo.training.optimizers import make_optimizer
 from bertzoo.training.pretrain import split_documents
 
@@ -150,6 +150,11 @@ def resolve_defaults(config):
 # === Teacher and student ===
 
 
+def _dtype(config):
+    """Model keyword for the run's precision (float32 is the default)."""
+    return {"dtype": config.precision} if config.precision != "float32" else {}
+
+
 def resolve_teacher(config):
     """The teacher directory/preset. tinybert-task: `--teacher`, else the
     fine-tune recipe's classifier (runs/finetune/best), else a classifier
@@ -192,7 +197,7 @@ def build_student(config, teacher):
     is a preset name or a JSON file (architectures: they take the teacher's
     vocabulary size), or a preset directory with weights (its vocabulary must
     be the teacher's)."""
-    dtype = {"dtype": config.precision} if config.precision != "float32" else {}
+    dtype = _dtype(config)
     spec = config.student
     if spec is None:
         if config.method == "distilbert":
@@ -264,15 +269,18 @@ def augment_texts(texts, neighbours, copies, exclude=(), seed=0, replace_probabi
     texts never enter training. Returns (variants, number dropped)."""
     rng = random.Random(seed)
     norm = lambda t: " ".join(_WORD.findall(t.lower()))  # noqa: E731
-    banned = {norm(t) for t in exclude} | {norm(t) for t in texts}
-    out, dropped, seen = [], 0, set()
+    held_out = {norm(t) for t in exclude}
+    seen = {norm(t) for t in texts}  # the originals, and then every kept variant
+    out, dropped = [], 0
     for text in texts:
         words = _WORD.findall(text.lower())
         for _ in range(copies):
             new = [rng.choice(neighbours[w]) if w in neighbours and rng.random() < replace_probability else w for w in words]
             joined = " ".join(new)
-            if joined in banned or joined in seen:
-                dropped += joined in banned
+            if joined in held_out:
+                dropped += 1
+                continue
+            if joined in seen:
                 continue
             seen.add(joined)
             out.append(joined)
@@ -304,8 +312,10 @@ def _corpus_examples(config, tokenizer, teacher):
     return make(train_docs, config.seed), make(held_docs, config.seed + 7), masker
 
 
-def _x_only(ds):
-    return ds.map(lambda x, y, w: {k: v for k, v in x.items() if k != "mask_positions"})
+def _inputs_only(ds, keep_positions=False):
+    """The model inputs of the pre-training pipeline's (x, y, w) batches,
+    without `mask_positions` unless asked."""
+    return ds.map(lambda x, y, w: {k: v for k, v in x.items() if keep_positions or k != "mask_positions"})
 
 
 # === Measurement ===
@@ -393,7 +403,7 @@ def run_distillation(config):
     teacher_path = resolve_teacher(config)
     tokenizer = tokenizer_from_preset(teacher_path)
     task = config.method == "tinybert-task"
-    dtype = {"dtype": config.precision} if config.precision != "float32" else {}
+    dtype = _dtype(config)
     started = time.perf_counter()
     with distribution.scope():
         if task:
@@ -478,12 +488,7 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
                                        exclude=[e.texts[0] for e in validation.examples], seed=config.seed)
         pool += extra
     preprocessor = BertPreprocessor(tokenizer, config.sequence_length, segment_ids=segments)
-    features = {}
-    for i in range(0, len(pool), 1024):
-        packed = preprocessor.pack(tf.constant(pool[i : i + 1024]))
-        for k, v in packed.items():
-            features.setdefault(k, []).append(v.numpy())
-    features = {k: np.concatenate(v) for k, v in features.items()}
+    features = text_features(preprocessor, [(t,) for t in pool])
     print(f"Distillation set: {len(texts)} training texts + {len(pool) - len(texts)} augmented "
           f"({dropped} variants equal to held-out texts dropped).")
     ds = (tf.data.Dataset.from_tensor_slices(features).shuffle(len(pool), seed=config.seed)
@@ -533,26 +538,22 @@ def _run_corpus(config, teacher, s_backbone, has_weights, layer_map, tokenizer, 
                                           attention_weight=config.attention_weight,
                                           hidden_weight=config.hidden_weight, embedding_weight=config.embedding_weight)
         distiller.compile(optimizer=_optimizer(config, config.steps))
-    data = ds if config.method == "distilbert" else _x_only(ds)
+    data = ds if config.method == "distilbert" else _inputs_only(ds)
     stages[config.method] = _history(_fit(distiller, data, config.steps, config, tensorboard, config.method))
     if config.method == "distilbert":
         t_model.compile(optimizer="adam")
         s_model.compile(optimizer="adam")
         teacher_acc = float(t_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"])
         student_acc = float(s_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"])
-        cosine = _hidden_cosine(distiller, _x_mask(held), project=False)
+        cosine = _hidden_cosine(distiller, _inputs_only(held, keep_positions=True), project=False)
         print(f"held-out masked-LM accuracy: teacher {teacher_acc:.4f}, student {student_acc:.4f}")
         return {"quality_retained": round(student_acc / teacher_acc, 4) if teacher_acc else None,
                 "metric": "masked_lm_accuracy", "teacher_metric": teacher_acc, "student_metric": student_acc,
                 "hidden_cosine": round(cosine, 4), "held_out": {"examples": len(held_examples)}}, s_backbone
-    cosine = _hidden_cosine(distiller, _x_only(held), project=True)
+    cosine = _hidden_cosine(distiller, _inputs_only(held), project=True)
     print(f"held-out cosine between teacher and (projected) student last hidden states: {cosine:.4f}")
     return {"quality_retained": round(cosine, 4), "metric": "hidden_cosine", "teacher_metric": 1.0,
             "student_metric": cosine, "held_out": {"examples": len(held_examples)}}, s_backbone
-
-
-def _x_mask(ds):
-    return ds.map(lambda x, y, w: x)
 
 
 def _save_student(config, model, backbone, tokenizer, teacher_path, directory):

@@ -203,13 +203,13 @@ def _check_labelled(examples, path):
         raise task_data.TaskDataError(f"{path}:{missing[0].line}: the example has no label; training and validation files need labels.")
 
 
-def _text_features(preprocessor, examples, batch_size=1024):
+def text_features(preprocessor, rows, batch_size=1024):
+    """Packs rows of texts (1-tuples, or 2-tuples for pairs) into numpy model
+    inputs, `batch_size` rows at a time."""
     chunks = []
-    for i in range(0, len(examples), batch_size):
-        batch = examples[i : i + batch_size]
-        segments = tuple(
-            tf.constant([e.texts[j] for e in batch]) for j in range(len(batch[0].texts))
-        )
+    for i in range(0, len(rows), batch_size):
+        batch = rows[i : i + batch_size]
+        segments = tuple(tf.constant([r[j] for r in batch]) for j in range(len(batch[0])))
         packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])
         chunks.append({k: v.numpy() for k, v in packed.items()})
     return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
@@ -226,7 +226,7 @@ def load_split(config, path, tokenizer, sequence_length, segment_ids, label_set=
         if len(widths) != 1:
             raise task_data.TaskDataError(f"{path}: rows mix single texts and pairs.")
         preprocessor = BertPreprocessor(tokenizer, sequence_length, segment_ids=segment_ids)
-        features = _text_features(preprocessor, examples)
+        features = text_features(preprocessor, [e.texts for e in examples])
         if config.task == "regression":
             targets = np.array([float(e.label) for e in examples], "float32")
         else:
