@@ -18,7 +18,7 @@ from keras import ops
 from bertzoo.distill import losses
 from bertzoo.distill.init import _backbone
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map
-from bertzoo.models.pretrainer import BertPretrainer, masked_lm_loss
+from bertzoo.models.pretrainer import BertPretrainer, finish_loss, masked_lm_loss
 
 
 def _check_vocabularies(teacher, student):
@@ -59,14 +59,14 @@ class _Distiller(keras.Model):
             raise ValueError(f"{type(self).__name__} computes its loss itself; call compile() without loss=.")
         super().compile(optimizer=optimizer, **kwargs)
 
-    def _total(self, parts, weights):
+    def _total(self, parts):
+        """The weighted sum of the loss parts (each also tracked as a
+        metric), finished like every bertzoo loss."""
         total = 0.0
         for name, value in parts.items():
             self.trackers[name].update_state(value)
-            total = total + weights[name] * value
-        if self.losses:
-            total = total + ops.sum([ops.cast(l, "float32") for l in self.losses])
-        return total
+            total = total + self.weights_by_loss[name] * value
+        return finish_loss(self, total)
 
     def get_config(self):
         raise NotImplementedError(
@@ -183,7 +183,7 @@ class DistilBertDistiller(_Distiller):
                 y_pred["teacher_hidden"], y_pred["student_hidden"], mask
             ),
         }
-        return self._total(parts, self.weights_by_loss)
+        return self._total(parts)
 
 
 class TinyBertDistiller(_Distiller):
@@ -299,7 +299,7 @@ class TinyBertDistiller(_Distiller):
             )
         else:
             parts["attention_loss"] = ops.zeros((), "float32")
-        return self._total(parts, self.weights_by_loss)
+        return self._total(parts)
 
 
 def prediction_distiller(teacher, student, temperature=1.0):

@@ -79,6 +79,15 @@ def _scale_for_replicas(loss):
     return loss
 
 
+def finish_loss(model, loss):
+    """A custom `compute_loss`'s last step: adds the model's own losses
+    (`model.losses`, e.g. regularisers) and scales for tf.distribute
+    replicas."""
+    if model.losses:
+        loss = loss + ops.sum([ops.cast(l, "float32") for l in model.losses])
+    return _scale_for_replicas(loss)
+
+
 def masked_lm_loss(labels, logits, weights=None):
     """The reference MLM loss: `sum(CE * w) / (sum(w) + 1e-5)` over masked
     positions. labels `(B, P)`, logits `(B, P, V)`, weights `(B, P)` (1 for a
@@ -300,9 +309,7 @@ class BertPretrainer(keras.Model):
                     f"objective={self.objective!r} needs y['sentence'] labels."
                 )
             total = total + sentence_loss(y["sentence"], y_pred["sentence"])
-        if self.losses:
-            total = total + ops.sum([ops.cast(l, "float32") for l in self.losses])
-        return _scale_for_replicas(total)
+        return finish_loss(self, total)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         mlm_weights = sample_weight.get("mlm") if isinstance(sample_weight, dict) else None

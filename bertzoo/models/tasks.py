@@ -29,7 +29,7 @@ from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors
 from bertzoo.layers.common import kernel_initializer
 from bertzoo.models.backbone import BertBackbone
-from bertzoo.models.pretrainer import _scale_for_replicas, masked_lm_loss
+from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +86,6 @@ class _TaskModel(keras.Model):
                 f"{type(self).__name__} computes its task loss itself; call compile() without loss=."
             )
         super().compile(optimizer=optimizer, **kwargs)
-
-    def _finish_loss(self, loss):
-        if self.losses:
-            loss = loss + ops.sum([ops.cast(l, "float32") for l in self.losses])
-        return _scale_for_replicas(loss)
 
     # === Presets ===
 
@@ -379,7 +374,7 @@ class BertClassifier(_TaskModel):
                 ops.reshape(y, (-1,)), logits, from_logits=True
             )
         loss = _weighted_mean(per_example, sample_weight)
-        return self._finish_loss(loss)
+        return finish_loss(self, loss)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         if self.accuracy is not None:
@@ -506,7 +501,7 @@ class BertTokenClassifier(_TaskModel):
         labels, weights = self._scored(y)
         if sample_weight is not None:
             weights = weights * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
-        return self._finish_loss(masked_lm_loss(labels, y_pred, weights))
+        return finish_loss(self, masked_lm_loss(labels, y_pred, weights))
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         labels, weights = self._scored(y)
@@ -588,7 +583,7 @@ class BertSpanQA(_TaskModel):
             for t, k in ((start, "start_logits"), (end, "end_logits"))
         ]
         per_example = (losses[0] + losses[1]) / 2.0
-        return self._finish_loss(_weighted_mean(per_example, sample_weight))
+        return finish_loss(self, _weighted_mean(per_example, sample_weight))
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         start, end = self._targets(y)

@@ -150,3 +150,49 @@ def test_prediction_distiller_needs_class_logits():
         prediction_distiller(tiny_backbone(), bertzoo.BertClassifier(tiny_backbone(), 2))
     with pytest.raises(DistillationError, match="3 classes and the student 2"):
         prediction_distiller(bertzoo.BertClassifier(tiny_backbone(), 3), bertzoo.BertClassifier(tiny_backbone(), 2))
+
+
+_MIRRORED_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras, numpy as np
+import bertzoo
+from bertzoo.distill import TinyBertDistiller
+
+def run(strategy):
+    keras.utils.set_random_seed(7)
+    with strategy.scope():
+        cfg = dict(vocabulary_size=40, num_heads=2, max_sequence_length=16, dropout=0.0)
+        teacher = bertzoo.BertBackbone(num_layers=2, hidden_dim=8, intermediate_dim=16, **cfg)
+        student = bertzoo.BertBackbone(num_layers=1, hidden_dim=4, intermediate_dim=8, **cfg)
+        d = TinyBertDistiller(teacher, student)
+        d.compile(optimizer=keras.optimizers.SGD(0.5), jit_compile=False)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 40, (8, 6)).astype("int32")
+    x = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
+    d.fit(tf.data.Dataset.from_tensor_slices(x).batch(8).repeat(), steps_per_epoch=3, epochs=1, verbose=0)
+    return [np.asarray(w) for w in student.get_weights()]
+
+single = run(tf.distribute.get_strategy())
+mirrored = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+print(json.dumps(max(float(np.max(np.abs(a - b))) for a, b in zip(single, mirrored))))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.distribute MirroredStrategy")
+def test_distiller_loss_is_scaled_for_replicas():
+    """Two mirrored replicas train the student exactly as one device does
+    (SGD, so a gradient summed over replicas without the 1/replicas scale
+    would show as a 2x step)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert float(done.stdout.strip().splitlines()[-1]) < 1e-5, done.stdout
