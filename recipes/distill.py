@@ -53,6 +53,10 @@ def build_parser():
                    "TinyBERT-4-style (distilbert: half the teacher's layers)")
     m.add_argument("--layer-map", type=lambda text: tuple(i - 1 for i in comma_ints(text)),
                    help="teacher layer per student layer, 1-based, e.g. 3,6,9,12 (default: uniform)")
+    m.add_argument("--init-from-teacher", action=argparse.BooleanOptionalAction, default=d.init_from_teacher,
+                   help="start a student without weights from the teacher: distilbert at the teacher's "
+                   "width copies its embeddings and every other layer, any other student gets the "
+                   "teacher's embeddings projected onto their principal directions (default: on)")
     data = p.add_argument_group("data")
     data.add_argument("--corpus", type=comma_strings, default=d.corpus,
                       help="text files for distilbert / tinybert-general, comma-separated "

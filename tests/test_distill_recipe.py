@@ -91,6 +91,7 @@ def test_tinybert_task_distillation_keeps_the_teachers_accuracy(tmp_path, setup)
     assert saved["student_params"] < saved["teacher_params"]
     assert saved["inference"]["teacher_seconds"] > 0 and saved["speedup"] > 0
     assert saved["layer_map"] == [1]  # uniform map 2 -> 1: the last teacher layer
+    assert saved["student_init"] == "teacher embeddings, projected 64 -> 16 (PCA)", saved["student_init"]
     # Only the student is saved; it loads with from_preset and gives the
     # accuracy the report states.
     student = bertzoo.BertClassifier.from_preset(tmp_path / "run" / "student")
@@ -114,11 +115,13 @@ def test_general_and_distilbert_methods_run_on_a_corpus(tmp_path, setup):
                                              output=str(tmp_path / "general"), **common))
     assert general["metric"] == "hidden_cosine" and 0 < general["quality_retained"] <= 1
     assert general["stages"]["tinybert-general"]["loss"] > 0
+    assert general["student_init"] == "teacher embeddings, projected 64 -> 16 (PCA)"
     assert bertzoo.BertBackbone.from_preset(tmp_path / "general" / "student").num_layers == 1
     # DistilBERT: the default student has half the teacher's layers,
     # initialised from the teacher (same width).
     distil = run_distillation(DistillConfig(method="distilbert", output=str(tmp_path / "distil"), **common))
     assert distil["metric"] == "masked_lm_accuracy" and distil["student_layers"] == 1
+    assert distil["student_init"] == "teacher embeddings and layers (DistilBERT)"
     assert set(distil["stages"]["distilbert"]) >= {"kl_loss", "mlm_loss", "cosine_loss"}
     assert 0 < distil["hidden_cosine"] <= 1
     student = bertzoo.BertBackbone.from_preset(tmp_path / "distil" / "student")
@@ -174,6 +177,8 @@ def test_recipe_flags_parse_and_bad_values_are_argparse_errors(capsys):
 
     args = build_parser().parse_args(["--layer-map", "2, 3,5,6", "--corpus", "a.txt,b.txt"])
     assert args.layer_map == (1, 2, 4, 5) and args.corpus == ("a.txt", "b.txt")
+    assert args.init_from_teacher is True
+    assert build_parser().parse_args(["--no-init-from-teacher"]).init_from_teacher is False
     help_text = build_parser().format_help()
     for flag in ("--teacher", "--student", "--method", "--steps", "--batch-size", "--learning-rate",
                  "--temperature", "--kl-weight", "--attention-weight", "--strategy", "--output"):

@@ -2,7 +2,7 @@
 the DistilBERT / TinyBERT distillers."""
 
 from bertzoo.distill.distillers import DistilBertDistiller, TinyBertDistiller, prediction_distiller
-from bertzoo.distill.init import init_student_from_teacher
+from bertzoo.distill.init import embedding_projection, init_embeddings_from_teacher, init_student_from_teacher
 from bertzoo.distill.layer_map import (
     DistillationError,
     check_layer_map,
@@ -27,7 +27,9 @@ __all__ = [
     "attention_score_mse",
     "check_layer_map",
     "hidden_cosine_loss",
+    "embedding_projection",
     "hidden_mse",
+    "init_embeddings_from_teacher",
     "init_layer_map",
     "init_student_from_teacher",
     "prediction_distiller",

@@ -1,4 +1,6 @@
-"""DistilBERT-style student initialisation from a teacher of the same width."""
+"""Student initialisation from a teacher: DistilBERT-style (embeddings and
+every other layer, same width) and, for students of any width, the
+embeddings alone projected onto the teacher's principal directions."""
 
 import logging
 
@@ -41,7 +43,8 @@ def init_student_from_teacher(student, teacher, layer_map=None):
     vocabularies must match; the error names what differs. A student without
     segment embeddings (DistilBERT) gets the teacher's segment-0 row folded
     into its position table, so single-segment inputs give the same
-    embeddings. Returns the layer map used (0-based teacher layers).
+    embeddings (see `init_embeddings_from_teacher`, which copies the
+    embeddings). Returns the layer map used (0-based teacher layers).
 
     Example:
     >>> teacher = BertBackbone.from_preset("bert_base")
@@ -59,38 +62,19 @@ def init_student_from_teacher(student, teacher, layer_map=None):
         raise DistillationError(
             "init_student_from_teacher copies teacher weights, so the student must have the "
             f"teacher's widths; these differ: {'; '.join(differ)}. Use a student of the same "
-            "width, or train it from its own initialisation with the TinyBERT losses, which "
-            "project between widths."
+            "width, or init_embeddings_from_teacher (embeddings only, any narrower width) and "
+            "the TinyBERT losses, which project between widths."
         )
     if s.num_groups != s.num_layers:
         raise DistillationError(
             "The student shares layers (num_groups < num_layers); copying distinct teacher "
             "layers into shared ones is not defined."
         )
-    if s.max_sequence_length > t.max_sequence_length:
-        raise DistillationError(
-            f"The student has {s.max_sequence_length} positions, the teacher only "
-            f"{t.max_sequence_length}."
-        )
-    if s.num_segments > 0 and s.num_segments != t.num_segments:
-        raise DistillationError(
-            f"The student has {s.num_segments} segment ids, the teacher {t.num_segments}."
-        )
     if layer_map is None:
         layer_map = init_layer_map(t.num_layers, s.num_layers)
     layer_map = check_layer_map(layer_map, t.num_layers, s.num_layers)
 
-    se, te = s.embeddings_layer, t.embeddings_layer
-    _copy(se.token_embedding, te.token_embedding, "the token embeddings")
-    _copy(se.layer_norm, te.layer_norm, "the embedding LayerNorm")
-    if se.projection is not None:
-        _copy(se.projection, te.projection, "the embedding projection")
-    positions = np.array(te.position_embeddings)[: s.max_sequence_length]
-    if s.num_segments > 0:
-        _copy(se.segment_embedding, te.segment_embedding, "the segment embeddings")
-    elif te.segment_embedding is not None:
-        positions = positions + np.asarray(te.segment_embedding.embeddings)[0]
-    se.position_embeddings.assign(positions)
+    init_embeddings_from_teacher(s, t)
     for j, i in enumerate(layer_map):
         _copy(
             s.transformer_layers[j],
@@ -106,3 +90,78 @@ def init_student_from_teacher(student, teacher, layer_map=None):
         s_head.bias.assign(np.array(t_head.bias))  # a copy: never share buffers
     logger.info("Student initialised from teacher layers %s.", list(layer_map))
     return layer_map
+
+
+
+def _check_embeddings(s, t):
+    problems = []
+    if s.vocabulary_size != t.vocabulary_size:
+        problems.append(f"vocabulary_size: teacher {t.vocabulary_size}, student {s.vocabulary_size} "
+                        "(one tokenizer is needed)")
+    if s.embedding_dim > t.embedding_dim:
+        problems.append(f"embedding_dim: the student's {s.embedding_dim} is wider than the teacher's "
+                        f"{t.embedding_dim} (a projection only narrows)")
+    if s.max_sequence_length > t.max_sequence_length:
+        problems.append(f"max_sequence_length: the student has {s.max_sequence_length} positions, the "
+                        f"teacher only {t.max_sequence_length}")
+    if s.num_segments > 0 and s.num_segments != t.num_segments:
+        problems.append(f"num_segments: teacher {t.num_segments}, student {s.num_segments}")
+    if problems:
+        raise DistillationError("Cannot initialise the student's embeddings from the teacher's: "
+                                + "; ".join(problems) + ".")
+
+
+def embedding_projection(teacher, width):
+    """The (teacher embedding_dim, `width`) matrix whose orthonormal columns
+    are the top `width` principal directions of the teacher's token-embedding
+    table (the identity when `width` is the teacher's own)."""
+    t = _backbone(teacher, "teacher")
+    table = np.asarray(t.embeddings_layer.token_embedding.embeddings, "float64")
+    if width == table.shape[1]:
+        return np.eye(width)
+    _, _, vt = np.linalg.svd(table - table.mean(axis=0), full_matrices=False)
+    return vt[:width].T
+
+
+def init_embeddings_from_teacher(student, teacher):
+    """Initialises the student's embeddings from the teacher's, for a student
+    of any width up to the teacher's: the token, position and segment tables
+    are multiplied by `embedding_projection(teacher, student.embedding_dim)`,
+    so every token keeps the teacher's geometry along the directions where the
+    teacher's embeddings vary most (an exact copy when the widths match; then
+    the embedding LayerNorm and ALBERT-style projection are copied too).
+
+    This is what a narrower TinyBERT student trained from scratch lacks: it
+    only learns embeddings for the tokens its distillation data contains, and
+    every other token (a word met first at test time) keeps its random
+    initialisation. A student without segment embeddings gets the teacher's
+    segment-0 row folded into its positions. Raises `DistillationError` when
+    the vocabularies differ, the student is wider, or it has more positions
+    or other segment ids. Returns the projection used.
+
+    Example:
+    >>> teacher = BertBackbone.from_preset(teacher_dir)       # 384 wide
+    >>> student = BertBackbone(**config_120_wide)
+    >>> init_embeddings_from_teacher(student, teacher).shape
+    (384, 120)
+    """
+    s, t = _backbone(student, "student"), _backbone(teacher, "teacher")
+    _check_embeddings(s, t)
+    basis = embedding_projection(t, s.embedding_dim)
+    se, te = s.embeddings_layer, t.embeddings_layer
+
+    def project(table):
+        return (np.asarray(table, "float64") @ basis).astype("float32")
+
+    positions = np.asarray(te.position_embeddings, "float64")[: s.max_sequence_length]
+    if s.num_segments > 0:
+        se.segment_embedding.embeddings.assign(project(te.segment_embedding.embeddings))
+    elif te.segment_embedding is not None:
+        positions = positions + np.asarray(te.segment_embedding.embeddings, "float64")[0]
+    se.token_embedding.embeddings.assign(project(te.token_embedding.embeddings))
+    se.position_embeddings.assign(project(positions))
+    if s.embedding_dim == t.embedding_dim:
+        _copy(se.layer_norm, te.layer_norm, "the embedding LayerNorm")
+        if se.projection is not None and te.projection is not None:
+            _copy(se.projection, te.projection, "the embedding projection")
+    return basis

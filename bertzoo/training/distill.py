@@ -13,6 +13,9 @@ Methods:
   teacher; scored by accuracy on the validation split, which the student
   never trains on.
 
+A student without weights of its own starts from the teacher's embeddings
+(projected to its width; see `_init_student`).
+
 `run_distillation(DistillConfig(...))` is what the recipe and tests call.
 """
 
@@ -37,7 +40,7 @@ from bertzoo.data.pipeline import make_pretraining_dataset
 from bertzoo.data.tasks import LabelSet
 from bertzoo.distill import losses as loss_lib
 from bertzoo.distill.distillers import DistilBertDistiller, TinyBertDistiller, prediction_distiller
-from bertzoo.distill.init import init_student_from_teacher
+from bertzoo.distill.init import init_embeddings_from_teacher, init_student_from_teacher
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map, suggested_layer_map
 from bertzoo.io_utils import atomic_directory, atomic_write_text
 from bertzoo.models.backbone import BertBackbone
@@ -93,6 +96,7 @@ class DistillConfig:
     hidden_weight: float = 1.0
     embedding_weight: float = 1.0
     layer_map: tuple | None = None  # 0-based teacher layer per student layer
+    init_from_teacher: bool = True  # a student without weights starts from the teacher's (see _init_student)
     augment: int = 20  # tinybert-task: augmented copies per training text (0: none)
     eval_fraction: float = 0.1
     benchmark_batch_size: int = 32
@@ -234,6 +238,29 @@ def build_student(config, teacher):
             "the teacher's tokenizer."
         )
     return student, True
+
+
+_COPY_LAYERS = "teacher embeddings and layers (DistilBERT)"
+
+
+def _init_student(config, teacher, student, has_weights):
+    """Starts a student without weights from the teacher (unless
+    `--no-init-from-teacher`) and says how, for the report. distilbert with a
+    student of the teacher's width: embeddings and every other layer (copied
+    in `_run_corpus`, with the MLM head). Otherwise: the embeddings projected
+    onto the teacher's principal directions (`init_embeddings_from_teacher`):
+    without them, tokens absent from the distillation data keep random
+    embeddings, and a task student fails on words first met at test time."""
+    if has_weights:
+        return "the student preset's weights"
+    if not config.init_from_teacher:
+        return "random"
+    if config.method == "distilbert" and student.hidden_dim == teacher.hidden_dim:
+        return _COPY_LAYERS
+    basis = init_embeddings_from_teacher(student, teacher)
+    how = "copied" if basis.shape[0] == basis.shape[1] else f"projected {basis.shape[0]} -> {basis.shape[1]} (PCA)"
+    print(f"Student embeddings initialised from the teacher's, {how}.")
+    return f"teacher embeddings, {how}"
 
 
 # === Data ===
@@ -425,6 +452,7 @@ def run_distillation(config):
             layer_map = resolve_layer_map(layer_map, t_backbone.num_layers, s_backbone.num_layers)
         print(f"Teacher {teacher_path}: {t_backbone.num_layers} layers x {t_backbone.hidden_dim}; student: "
               f"{s_backbone.num_layers} layers x {s_backbone.hidden_dim}, {s_backbone.num_heads} heads.")
+        student_init = _init_student(config, t_backbone, s_backbone, has_weights)
 
     tensorboard = TensorBoardLogger(output / "logs", every=10)
     output.mkdir(parents=True, exist_ok=True)
@@ -432,7 +460,7 @@ def run_distillation(config):
     if task:
         report_quality, student_model = _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, tensorboard, stages)
     else:
-        report_quality, student_model = _run_corpus(config, teacher, s_backbone, has_weights, layer_map, tokenizer, distribution, tensorboard, stages)
+        report_quality, student_model = _run_corpus(config, teacher, s_backbone, student_init == _COPY_LAYERS, layer_map, tokenizer, distribution, tensorboard, stages)
     seconds = time.perf_counter() - started
 
     bench_length = min(config.benchmark_sequence_length, t_backbone.max_sequence_length, s_backbone.max_sequence_length)
@@ -449,6 +477,7 @@ def run_distillation(config):
         "student_layers": s_backbone.num_layers,
         "student_hidden_dim": s_backbone.hidden_dim,
         "layer_map": None if layer_map is None else [int(i) for i in layer_map],
+        "student_init": student_init,
         "stages": stages,
         "seconds": round(seconds, 1),
         "student": str(output / STUDENT_DIR),
@@ -517,7 +546,7 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
     }, student
 
 
-def _run_corpus(config, teacher, s_backbone, has_weights, layer_map, tokenizer, distribution, tensorboard, stages):
+def _run_corpus(config, teacher, s_backbone, copy_layers, layer_map, tokenizer, distribution, tensorboard, stages):
     train_examples, held_examples, masker = _corpus_examples(config, tokenizer, teacher)
     ds = make_pretraining_dataset(train_examples, config.batch_size, masker, seed=config.seed, repeat=True)
     held = make_pretraining_dataset(held_examples, min(config.batch_size, len(held_examples)), masker,
@@ -526,7 +555,7 @@ def _run_corpus(config, teacher, s_backbone, has_weights, layer_map, tokenizer, 
         if config.method == "distilbert":
             t_model = DistilBertDistiller._as_pretrainer(teacher, "teacher", need_head=config.kl_weight > 0)
             s_model = BertPretrainer(s_backbone, objective="none")
-            if not has_weights and s_backbone.hidden_dim == teacher.hidden_dim:
+            if copy_layers:
                 used = init_student_from_teacher(s_model, t_model, layer_map)
                 print(f"Student initialised from teacher layers {[i + 1 for i in used]} (1-based).")
             distiller = DistilBertDistiller(

@@ -6,6 +6,8 @@ import pytest
 from bertzoo.distill import (
     DistillationError,
     check_layer_map,
+    embedding_projection,
+    init_embeddings_from_teacher,
     init_layer_map,
     init_student_from_teacher,
     resolve_layer_map,
@@ -90,3 +92,57 @@ def test_width_mismatch_is_a_clear_error():
         init_student_from_teacher(tiny_backbone(num_layers=2, num_groups=1), tiny_backbone())
     with pytest.raises(DistillationError, match="BertBackbone"):
         init_student_from_teacher(tiny_backbone(), object())
+
+
+def _table(layer):
+    return np.asarray(layer.embeddings, "float64")
+
+
+def test_embeddings_are_projected_onto_the_teachers_principal_directions():
+    teacher = tiny_backbone()  # width 10
+    rng = np.random.default_rng(0)
+    # A token table of rank 4 around a common offset: a projection onto the
+    # top 6 principal directions keeps every centred row exactly.
+    low_rank = 0.3 + rng.normal(size=(61, 4)) @ rng.normal(size=(4, 10))
+    teacher.embeddings_layer.token_embedding.embeddings.assign(low_rank.astype("float32"))
+    student = tiny_backbone(num_layers=2, hidden_dim=6, intermediate_dim=12)
+    basis = init_embeddings_from_teacher(student, teacher)
+    assert basis.shape == (10, 6)
+    np.testing.assert_allclose(basis.T @ basis, np.eye(6), atol=1e-10)
+    s, t = _table(student.token_embedding), low_rank.astype("float32").astype("float64")
+    centred = lambda a: a - a.mean(axis=0)  # noqa: E731
+    np.testing.assert_allclose(centred(s) @ centred(s).T, centred(t) @ centred(t).T, atol=1e-4)
+    # Positions and segments go through the same projection.
+    se, te = student.embeddings_layer, teacher.embeddings_layer
+    np.testing.assert_allclose(np.asarray(se.position_embeddings), np.asarray(te.position_embeddings) @ basis, atol=1e-6)
+    np.testing.assert_allclose(_table(se.segment_embedding), _table(te.segment_embedding) @ basis, atol=1e-6)
+
+
+def test_projection_takes_the_top_principal_directions():
+    teacher = tiny_backbone()  # a random full-rank table
+    table = _table(teacher.token_embedding)
+    # Reference: eigenvectors of the covariance, largest eigenvalues first.
+    values, vectors = np.linalg.eigh(np.cov(table, rowvar=False))
+    top = vectors[:, np.argsort(-values)[:3]]
+    basis = embedding_projection(teacher, 3)
+    np.testing.assert_allclose(np.abs(np.sum(basis * top, axis=0)), 1.0, atol=1e-6)  # same up to sign
+    np.testing.assert_array_equal(embedding_projection(teacher, 10), np.eye(10))
+
+
+def test_same_width_embeddings_are_copied_exactly():
+    teacher = tiny_backbone()
+    teacher.embeddings_layer.layer_norm.gamma.assign(np.full(10, 1.5, "float32"))
+    student = tiny_backbone(num_layers=1)
+    np.testing.assert_array_equal(init_embeddings_from_teacher(student, teacher), np.eye(10))
+    for a, b in zip(student.embeddings_layer.get_weights(), teacher.embeddings_layer.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_embedding_init_errors_say_what_differs():
+    teacher = tiny_backbone()
+    with pytest.raises(DistillationError, match="wider than the teacher's 10"):
+        init_embeddings_from_teacher(tiny_backbone(num_layers=1, hidden_dim=12), teacher)
+    with pytest.raises(DistillationError, match="vocabulary_size: teacher 61, student 70"):
+        init_embeddings_from_teacher(tiny_backbone(num_layers=1, hidden_dim=6, vocabulary_size=70), teacher)
+    with pytest.raises(DistillationError, match="64 positions, the teacher only 32"):
+        init_embeddings_from_teacher(tiny_backbone(num_layers=1, hidden_dim=6, max_sequence_length=64), teacher)

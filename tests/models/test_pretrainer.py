@@ -1,7 +1,6 @@
 """BertPretrainer: tied masked-only MLM head, NSP/SOP head, reference loss,
 metrics, checkpoint heads and training with fit."""
 
-import math
 from pathlib import Path
 
 import keras
