@@ -187,3 +187,26 @@ def test_recipe_flags_parse_and_bad_values_are_argparse_errors(capsys):
         build_parser().parse_args(["--layer-map", "2,x"])
     assert e.value.code == 2
     assert "expected comma-separated integers, got '2,x'" in capsys.readouterr().err
+
+
+def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_fit(capsys):
+    from bertzoo.distill import embedding_projection
+    from bertzoo.training.distill import _init_student
+    from tests.conftest import tiny_backbone
+
+    teacher = tiny_backbone()  # 10 wide, 32 positions
+    narrow = tiny_backbone(num_layers=1, hidden_dim=6)
+    config = DistillConfig()
+    assert _init_student(config, teacher, narrow, has_weights=False) == "teacher embeddings, projected 10 -> 6 (PCA)"
+    np.testing.assert_allclose(np.asarray(narrow.token_embedding.embeddings),
+                               np.asarray(teacher.token_embedding.embeddings) @ embedding_projection(teacher, 6),
+                               atol=1e-6)
+    assert _init_student(DistillConfig(init_from_teacher=False), teacher, narrow, False) == "random"
+    assert _init_student(config, teacher, narrow, has_weights=True) == "the student preset's weights"
+    assert _init_student(DistillConfig(method="distilbert"), teacher, tiny_backbone(num_layers=2), False) == \
+        "teacher embeddings and layers (DistilBERT)"
+    wide = tiny_backbone(num_layers=1, hidden_dim=12)
+    before = np.asarray(wide.token_embedding.embeddings).copy()
+    assert _init_student(config, teacher, wide, False) == "random (the teacher's embeddings do not fit)"
+    assert "wider than the teacher's 10" in capsys.readouterr().out
+    np.testing.assert_array_equal(np.asarray(wide.token_embedding.embeddings), before)

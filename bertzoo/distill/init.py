@@ -92,7 +92,6 @@ def init_student_from_teacher(student, teacher, layer_map=None):
     return layer_map
 
 
-
 def _check_embeddings(s, t):
     problems = []
     if s.vocabulary_size != t.vocabulary_size:

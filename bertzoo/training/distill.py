@@ -250,14 +250,20 @@ def _init_student(config, teacher, student, has_weights):
     in `_run_corpus`, with the MLM head). Otherwise: the embeddings projected
     onto the teacher's principal directions (`init_embeddings_from_teacher`):
     without them, tokens absent from the distillation data keep random
-    embeddings, and a task student fails on words first met at test time."""
+    embeddings, and a task student fails on words first met at test time.
+    Where the teacher's embeddings do not fit (a wider student, more
+    positions), the student starts at random and a notice says why."""
     if has_weights:
         return "the student preset's weights"
     if not config.init_from_teacher:
         return "random"
     if config.method == "distilbert" and student.hidden_dim == teacher.hidden_dim:
         return _COPY_LAYERS
-    basis = init_embeddings_from_teacher(student, teacher)
+    try:
+        basis = init_embeddings_from_teacher(student, teacher)
+    except DistillationError as e:  # e.g. a student wider than an ALBERT teacher's 128-wide embeddings
+        print(f"Notice: the student starts from random embeddings. {e}")
+        return "random (the teacher's embeddings do not fit)"
     how = "copied" if basis.shape[0] == basis.shape[1] else f"projected {basis.shape[0]} -> {basis.shape[1]} (PCA)"
     print(f"Student embeddings initialised from the teacher's, {how}.")
     return f"teacher embeddings, {how}"
