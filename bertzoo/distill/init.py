@@ -147,10 +147,12 @@ def init_embeddings_from_teacher(student, teacher):
     s, t = _backbone(student, "student"), _backbone(teacher, "teacher")
     _check_embeddings(s, t)
     basis = embedding_projection(t, s.embedding_dim)
+    same = s.embedding_dim == t.embedding_dim
     se, te = s.embeddings_layer, t.embeddings_layer
 
-    def project(table):
-        return (np.asarray(table, "float64") @ basis).astype("float32")
+    def project(table):  # a plain copy at the same width: no (vocabulary x width^2) product
+        table = np.asarray(table, "float64")
+        return (table if same else table @ basis).astype("float32")
 
     positions = np.asarray(te.position_embeddings, "float64")[: s.max_sequence_length]
     if s.num_segments > 0:
@@ -159,7 +161,7 @@ def init_embeddings_from_teacher(student, teacher):
         positions = positions + np.asarray(te.segment_embedding.embeddings, "float64")[0]
     se.token_embedding.embeddings.assign(project(te.token_embedding.embeddings))
     se.position_embeddings.assign(project(positions))
-    if s.embedding_dim == t.embedding_dim:
+    if same:
         _copy(se.layer_norm, te.layer_norm, "the embedding LayerNorm")
         if se.projection is not None and te.projection is not None:
             _copy(se.projection, te.projection, "the embedding projection")
