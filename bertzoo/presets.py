@@ -23,6 +23,8 @@ import functools
 import json
 from pathlib import Path
 
+from bertzoo.errors import PresetError  # noqa: F401  (bertzoo.presets.PresetError)
+
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 # Task-head tensors (MLM, NSP/SOP, classifier) kept with a backbone, in
@@ -59,9 +61,6 @@ _METADATA = {
     "license": str,
 }
 
-
-class PresetError(ValueError):
-    """A preset name, file or directory is invalid."""
 
 
 def _builtin_root():

@@ -17,12 +17,14 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from bertzoo.errors import BertzooError
+
 logger = logging.getLogger("bertzoo.data")
 
 LAYOUTS = ("sentences", "documents")
 
 
-class CorpusError(ValueError):
+class CorpusError(BertzooError, ValueError):
     """A corpus is missing, empty or unusable."""
 
 

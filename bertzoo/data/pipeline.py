@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from bertzoo.errors import BertzooError
 from bertzoo.io_utils import atomic_path, atomic_write_text
 
 METADATA_FILE = "pretraining_metadata.json"
@@ -51,7 +52,7 @@ _INT_FEATURES = ("token_ids", "segment_ids", "padding_mask")
 _AUTOTUNE = tf.data.AUTOTUNE
 
 
-class PretrainingDataError(ValueError):
+class PretrainingDataError(BertzooError, ValueError):
     """Pre-training files do not match what the reader was asked for."""
 
 

@@ -26,13 +26,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertzoo.errors import BertzooError
+
 FORMATS = ("tsv", "csv", "jsonl")
 TABLE_TASKS = ("classification", "regression")
 _SUFFIX_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 _MAX_LISTED = 20  # how many valid labels / columns an error message lists
 
 
-class TaskDataError(ValueError):
+class TaskDataError(BertzooError, ValueError):
     """A fine-tuning data file is missing, malformed or inconsistent.
     The message reads "path:line: what is wrong; what is valid"."""
 

@@ -3,8 +3,10 @@ from (DistilBERT initialisation). Layers are 0-based transformer layers;
 hidden state 0 is the embedding output and hidden state i + 1 the output of
 layer i."""
 
+from bertzoo.errors import BertzooError
 
-class DistillationError(ValueError):
+
+class DistillationError(BertzooError, ValueError):
     """A teacher/student pair or setting that cannot be distilled as asked."""
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from bertzoo.errors import BertzooError
 from bertzoo import presets as preset_lib
 from bertzoo.models.backbone import _check_weights_file
 
@@ -51,7 +52,7 @@ _NAME = re.compile(r"^ckpt-(\d+)$")
 _RESERVED = ("step", "format_version")
 
 
-class TrainingCheckpointError(ValueError):
+class TrainingCheckpointError(BertzooError, ValueError):
     """No usable checkpoint: none readable, or one that does not fit the
     model (another architecture or optimizer set-up)."""
 

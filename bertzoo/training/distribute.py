@@ -72,12 +72,14 @@ import os
 
 import keras
 
+from bertzoo.errors import BertzooError
+
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel")
 
 
-class DistributionError(RuntimeError, ValueError):
+class DistributionError(BertzooError, RuntimeError, ValueError):
     """A strategy cannot be set up here (bad cluster/TPU settings, an
     unsupported backend)."""
 

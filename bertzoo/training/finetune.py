@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertzoo.errors import BertzooError
 from bertzoo import metrics as metric_lib
 from bertzoo import presets as preset_lib
 from bertzoo.data import builtin_tasks, qa, tagging
@@ -48,7 +49,7 @@ MAIN_METRIC = {"classification": "accuracy", "regression": "pearson", "tagging":
 DEFAULTS = {"learning_rate": 5e-5, "epochs": 3, "batch_size": 32, "sequence_length": 128}
 
 
-class FinetuneError(ValueError):
+class FinetuneError(BertzooError, ValueError):
     """A fine-tuning setting or input is invalid."""
 
 

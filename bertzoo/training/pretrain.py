@@ -35,6 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertzoo.errors import BertzooError
 from bertzoo import presets as preset_lib
 from bertzoo.data import (
     MaskedLMMasker,
@@ -70,7 +71,7 @@ INITIAL_EVAL_FILE = "initial_eval.json"
 _RESUME_FREE = ("output", "resume", "checkpoint_every", "keep_checkpoints", "log_every", "verbose", "tpu")
 
 
-class PretrainError(ValueError):
+class PretrainError(BertzooError, ValueError):
     """The run's settings are inconsistent or do not fit the model/data."""
 
 

@@ -1,0 +1,30 @@
+"""bertzoo's errors: one root, so a caller (or a recipe, which exits 2 on
+any of them) can catch everything bertzoo reports about bad input.
+
+Every error derives from `BertzooError`; most also derive from `ValueError`
+(the input was wrong) so that generic callers keep working. Errors of one
+module stay in that module (e.g. `CorpusError` in `bertzoo.data.corpus`) and
+derive from these.
+"""
+
+
+class BertzooError(Exception):
+    """Root of every error bertzoo raises on purpose."""
+
+
+class PresetError(BertzooError, ValueError):
+    """A preset name, file or directory is invalid."""
+
+
+class IntegrityError(PresetError):
+    """A file bertzoo wrote does not match the checksum in its manifest
+    (damaged, truncated or replaced since it was written)."""
+
+
+class OutputError(BertzooError, ValueError):
+    """An output path cannot be used: it is a file, not writable, holds files
+    bertzoo did not write, or another run holds it."""
+
+
+class NonFiniteError(BertzooError, FloatingPointError):
+    """Training produced a NaN or infinite loss or weight."""
