@@ -1,0 +1,8 @@
+"""Floor 0 of bertzoo: files that are never lost and never silently wrong.
+
+- `bertzoo.io.publish`: atomic files, and directories published as one unit
+  with a checksum manifest written last (presets, checkpoints, exports).
+- `bertzoo.io.manifest`: the manifest format and its verification.
+- `bertzoo.io.rundir`: a run's output directory: an exclusive lock, and a
+  record of the files the run wrote (the only ones it may remove).
+"""
