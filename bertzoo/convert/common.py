@@ -27,6 +27,22 @@ def read_json_object(path):
     return data
 
 
+def _require_float(name, value, source, target="it"):
+    if not np.issubdtype(value.dtype, np.floating):
+        raise CheckpointError(
+            f"{source}: tensor {name!r} has dtype {value.dtype}, but {target} is a "
+            "float weight (float16, bfloat16, float32 or float64 expected)."
+        )
+
+
+def check_float_tensors(tensors, source):
+    """Every array of `tensors` (`{name: array}`, weights read for later, such
+    as task heads) must hold floats: an integer, bool or other one is a
+    `CheckpointError` naming `source`, the tensor and its dtype."""
+    for name, value in tensors.items():
+        _require_float(name, np.asarray(value), source)
+
+
 def assign_tensors(mapping, tensors, source, allow_partial=False, ignored=()):
     """Fills Keras variables from named arrays.
 
@@ -40,8 +56,10 @@ def assign_tensors(mapping, tensors, source, allow_partial=False, ignored=()):
             tensors are an error that lists them.
         ignored: names that may be present without being used.
 
-    Every name and shape is checked before any variable is assigned, so a
-    failed load leaves the model untouched.
+    Every name, dtype (weights are floats: an integer or bool tensor is an
+    error, never cast) and shape is checked before any variable is assigned,
+    so a failed load leaves the model untouched. Every checkpoint weight
+    bertzoo loads into a model passes through here.
     """
     missing = sorted(set(mapping) - set(tensors))
     unused = sorted(k for k in tensors if k not in mapping and k not in ignored)
@@ -61,6 +79,7 @@ def assign_tensors(mapping, tensors, source, allow_partial=False, ignored=()):
         if name not in tensors:
             continue
         value = np.asarray(tensors[name])
+        _require_float(name, value, source, variable.path)
         value = value.T if transpose else value
         if tuple(value.shape) != tuple(variable.shape):
             raise CheckpointError(
