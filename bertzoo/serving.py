@@ -1,7 +1,8 @@
 """Serving models: raw strings in, task answers out, tokenizer in the graph.
 
 `export_serving(task_preset_dir, out_dir)` writes, atomically (the folder
-appears complete or not at all):
+appears complete or not at all, with a checksum manifest; an existing
+`out_dir` must be empty or, with `overwrite=True`, an earlier export):
 
 - `out_dir/saved_model/`: a TF SavedModel whose `serving_default` signature
   takes string tensors and needs neither bertzoo nor Keras to run:
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import keras
 
-from bertzoo.io_utils import atomic_directory, atomic_write_text
+from bertzoo.io.publish import atomic_write_text, check_target, publish_directory
 
 SAVED_MODEL_DIR = "saved_model"
 KERAS_FILE = "model.keras"
@@ -263,13 +264,21 @@ def serving_model_from_preset(preset_dir, sequence_length=None, **settings):
     return ServingModel(model, tokenizer, sequence_length=sequence_length, **settings)
 
 
-def export_serving(preset_dir, out_dir, **settings):
+def export_serving(preset_dir, out_dir, overwrite=False, **settings):
     """Writes the SavedModel, the `.keras` file and `serving.json` for a
-    fine-tuned task preset directory (see the module docstring). Returns
-    `out_dir`."""
+    fine-tuned task preset directory (see the module docstring), published
+    as one unit with a checksum manifest (`bertzoo.io.publish`). Returns
+    `out_dir`.
+
+    `out_dir` must be new, empty, or (with `overwrite=True`) an earlier
+    bertzoo export: anything else is an `OutputError` before anything is
+    written, so an export never deletes a user's files."""
     out_dir = Path(out_dir)
+    check_target(out_dir, "export", overwrite)  # before any work
     if keras.backend.backend() != "tensorflow":
         command = [sys.executable, "-m", "bertzoo", "export", str(preset_dir), str(out_dir)]
+        if overwrite:
+            command.append("--overwrite")
         for key, value in settings.items():
             if value is not None:
                 command += [f"--{key.replace('_', '-')}", json.dumps(value)]
@@ -281,7 +290,7 @@ def export_serving(preset_dir, out_dir, **settings):
     import tensorflow as tf
 
     model = serving_model_from_preset(preset_dir, **settings)
-    with atomic_directory(out_dir) as staging:
+    with publish_directory(out_dir, "export", overwrite=overwrite) as staging:
         module = tf.Module()
         module.model = model
         module.tokenizer = model.tokenizer

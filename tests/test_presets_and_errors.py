@@ -6,7 +6,7 @@ import pytest
 import bertzoo
 from bertzoo import BertBackbone, PresetError
 from bertzoo import presets as preset_lib
-from tests.conftest import TINY
+from tests.conftest import TINY, edited_by_hand
 
 ARCH_KEYS = BertBackbone._architecture_keys()
 
@@ -98,6 +98,7 @@ def test_directory_without_config_or_weights(tmp_path):
 
 def test_weights_of_another_architecture_are_rejected(tmp_path):
     BertBackbone(**TINY).save_to_preset(tmp_path)
+    edited_by_hand(tmp_path)
     doc = json.loads((tmp_path / "config.json").read_text())
     doc["backbone"]["intermediate_dim"] = 27
     _write(tmp_path, doc)

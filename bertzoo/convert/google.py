@@ -54,7 +54,8 @@ import numpy as np
 
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import CheckpointError, assign_tensors, read_json_object
-from bertzoo.io_utils import atomic_path, atomic_write_text
+from bertzoo.errors import OutputError
+from bertzoo.io.publish import atomic_write_text, publish_directory
 
 logger = logging.getLogger(__name__)
 
@@ -569,16 +570,11 @@ def convert_google_checkpoint(
     }
 
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    # Vocabulary before save_to_preset, whose config.json (written last) marks
-    # the directory complete.
-    target = _VOCAB_FILES[kind]
-    with atomic_path(output_dir / target) as tmp:
-        shutil.copyfile(vocab, tmp)
-    for other in _VOCAB_FILES.values():
-        if other != target and (output_dir / other).exists():
-            os.remove(output_dir / other)  # from an earlier conversion
-    backbone.save_to_preset(output_dir)
+    # One directory, published with its manifest: the vocabulary and the
+    # backbone files (an earlier conversion's files are replaced).
+    with publish_directory(output_dir, "preset") as staging:
+        shutil.copyfile(vocab, staging / _VOCAB_FILES[kind])
+        backbone.save_to_preset(staging)
     logger.info("Converted %s (%s) to %s.", prefix, model_type, output_dir)
     return output_dir
 
@@ -791,6 +787,13 @@ def download_google_checkpoint(
             )
         logger.info("Using %s, downloaded earlier from %s.", final, record.get("url"))
         actual = record.get("sha256")
+    elif final.exists():
+        # bertzoo renames a complete extraction (its record inside) into
+        # place in one step: this folder is not one of its downloads.
+        raise OutputError(
+            f"{final} exists but holds no {_DOWNLOAD_RECORD}, so bertzoo did not download it "
+            "there and will not replace it; move it or use another cache directory."
+        )
     else:
         fd, tmp_archive = tempfile.mkstemp(prefix=f".{archive_name}.", suffix=".part",
                                            dir=cache_dir)
@@ -816,8 +819,6 @@ def download_google_checkpoint(
                 Path(tmp_dir) / _DOWNLOAD_RECORD,
                 json.dumps({"url": url, "sha256": actual}, indent=2) + "\n",
             )
-            if final.exists():
-                shutil.rmtree(final)  # an incomplete earlier extraction
             os.replace(tmp_dir, final)
             tmp_dir = None
         finally:

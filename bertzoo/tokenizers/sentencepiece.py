@@ -248,9 +248,6 @@ class SentencePieceTokenizer(Tokenizer):
                 self._stops_at_nul = bool(probe.numpy()[0] == b"a")
         return self._stops_at_nul
 
-    def save_to_preset(self, preset_dir):
-        """Writes `spiece.model` into `preset_dir` (atomically)."""
-        path = Path(preset_dir) / self.vocabulary_file
+    def _write_vocabulary(self, path):
         with io_utils.atomic_path(path) as tmp:
             Path(tmp).write_bytes(self.proto)
-        return path

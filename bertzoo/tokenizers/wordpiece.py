@@ -224,11 +224,8 @@ class BertTokenizer(Tokenizer):
         fixed = tf.where(aligned, tf.strings.unicode_encode(fixed, "UTF-8"), chosen)
         return tf.tensor_scatter_nd_update(strings, rows[:, None], fixed)
 
-    def save_to_preset(self, preset_dir):
-        path = Path(preset_dir) / self.vocabulary_file
-        Path(preset_dir).mkdir(parents=True, exist_ok=True)
+    def _write_vocabulary(self, path):
         write_vocabulary(path, self.vocabulary)
-        return path
 
     def reference_pieces(self, text):
         """The plain-Python reference tokenization of one string (pieces)."""

@@ -17,6 +17,8 @@ A checkpoint is a directory `ckpt-{step:09d}/` holding
                        same dropout masks as an uninterrupted one
     state.json         {"step", "format_version", ...caller's state, e.g.
                        the data position}
+    bertzoo-manifest.json  the SHA-256 of each file, written last; restore()
+                       verifies it and falls back past a damaged checkpoint
 
 It is written into a hidden temporary sibling directory, each file and the
 directory are fsynced, and one `os.replace` moves it into place: a reader
@@ -39,8 +41,9 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from bertzoo.errors import BertzooError
 from bertzoo import presets as preset_lib
+from bertzoo.errors import BertzooError, IntegrityError, NonFiniteError
+from bertzoo.io import manifest as manifest_lib
 from bertzoo.models.backbone import _check_weights_file
 
 FORMAT_VERSION = 1
@@ -133,6 +136,18 @@ def _shape_difference(found, expected):
     return f"only in the checkpoint: {listing(extra)}; only in the model: {listing(missing)}"
 
 
+def _check_finite(model, step):
+    """A model whose weights hold NaN or Inf (a diverged step) is not
+    checkpointed: the last good checkpoint stays the newest."""
+    for variable in model.weights:
+        value = keras.ops.convert_to_numpy(variable.value)
+        if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all():
+            raise NonFiniteError(
+                f"Not checkpointing step {step}: weight {variable.path} holds NaN or Inf "
+                "(training diverged); the last good checkpoint is kept."
+            )
+
+
 class CheckpointManager:
     """Atomic, pruned training checkpoints in one directory.
 
@@ -186,6 +201,7 @@ class CheckpointManager:
             raise ValueError(f"state may not set {clash}: the manager writes them.")
         # Serialise first: a bad state fails before anything is written.
         text = json.dumps({"step": step, "format_version": FORMAT_VERSION, **state}, indent=2) + "\n"
+        _check_finite(model, step)
         _build_optimizer(model)  # so that every checkpoint holds the full optimizer state
         rng = [{"path": v.path, "value": np.asarray(v).tolist()} for v in _rng_variables(model)]
 
@@ -199,6 +215,11 @@ class CheckpointManager:
             model.save_weights(tmp / WEIGHTS_FILE)
             (tmp / RNG_FILE).write_text(json.dumps({"seed_generators": rng}) + "\n", encoding="utf-8")
             (tmp / STATE_FILE).write_text(text, encoding="utf-8")
+            # Last: the checksums that restore() verifies.
+            entries = manifest_lib.describe_files(tmp, manifest_lib.list_files(tmp))
+            (tmp / manifest_lib.MANIFEST_FILE).write_text(
+                manifest_lib.manifest_text("checkpoint", entries), encoding="utf-8"
+            )
             for f in tmp.iterdir():
                 _fsync(f)
             _fsync(tmp, directory=True)
@@ -275,6 +296,10 @@ class CheckpointManager:
         raise TrainingCheckpointError(f"No readable checkpoint in {where}: " + "; ".join(problems))
 
     def _load(self, model, path):
+        try:
+            manifest_lib.verify_directory(path)
+        except IntegrityError as e:
+            raise _Unreadable(str(e)) from e
         try:
             state = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -14,7 +14,7 @@ from bertzoo.convert import (
     save_hf,
     write_safetensors,
 )
-from tests.conftest import make_inputs, tiny_backbone
+from tests.conftest import edited_by_hand, make_inputs, tiny_backbone
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "minilm_reference.npz"
 
@@ -68,8 +68,11 @@ def test_hf_round_trip(tmp_path):
 
 
 def _hf_dir(tmp_path, **config_changes):
+    """A Hugging Face directory as another tool would write it (no bertzoo
+    manifest), which the tests then edit."""
     b = tiny_backbone()
     save_hf(b, tmp_path)
+    edited_by_hand(tmp_path)
     if config_changes:
         config = json.loads((tmp_path / "config.json").read_text())
         config.update(config_changes)

@@ -8,7 +8,7 @@ from keras import ops
 import bertzoo
 from bertzoo import BertBackbone
 from bertzoo.models.backbone import group_of_layer
-from tests.conftest import BATCH, SEQ, TINY, make_inputs, tiny_backbone
+from tests.conftest import BATCH, SEQ, TINY, edited_by_hand, make_inputs, tiny_backbone
 
 REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released configs
     "bert_tiny": 4_385_920,
@@ -206,7 +206,9 @@ def test_save_to_preset_round_trip(tmp_path):
     b = BertBackbone.from_preset("bert_tiny", dropout=0.0)
     inputs = make_inputs(vocab=30522)
     b.save_to_preset(tmp_path / "mine")
-    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["config.json", "model.weights.h5"]
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == [
+        "bertzoo-manifest.json", "config.json", "model.weights.h5"
+    ]
     restored = BertBackbone.from_preset(str(tmp_path / "mine"))
     for key in ("sequence_output", "pooled_output"):
         np.testing.assert_array_equal(_np(restored(inputs)[key]), _np(b(inputs)[key]))
@@ -223,7 +225,11 @@ def test_save_to_preset_leaves_no_temporary_files_and_overwrites(tmp_path):
     a.save_to_preset(tmp_path)
     b = tiny_backbone()
     b.save_to_preset(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.weights.h5"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bertzoo-manifest.json", "config.json", "model.weights.h5"
+    ]
+    # The staging folders beside it are gone too.
+    assert not [p for p in tmp_path.parent.iterdir() if p.name.startswith(f".{tmp_path.name}.")]
     restored = BertBackbone.from_preset(tmp_path)
     inputs = make_inputs()
     np.testing.assert_array_equal(
@@ -291,6 +297,7 @@ def test_saved_preset_dropout_override_moves_attention_dropout(tmp_path):
 @pytest.mark.parametrize("change", [dict(use_pooler=False), dict(num_groups=2)])
 def test_weights_with_extra_tensors_are_rejected(tmp_path, change):
     tiny_backbone().save_to_preset(tmp_path)
+    edited_by_hand(tmp_path)
     doc = json.loads((tmp_path / "config.json").read_text())
     doc["backbone"].update(change)
     (tmp_path / "config.json").write_text(json.dumps(doc))

@@ -11,7 +11,7 @@ from keras import ops
 from bertzoo import BertClassifier, BertSpanQA, BertTokenClassifier, PresetError
 from bertzoo.convert import read_safetensors, save_hf, write_safetensors
 from bertzoo.models.tasks import IGNORE_LABEL, task_model_from_preset
-from tests.conftest import BATCH, SEQ, make_inputs, tiny_backbone
+from tests.conftest import BATCH, SEQ, edited_by_hand, make_inputs, tiny_backbone
 
 
 def _np(x):
@@ -144,6 +144,7 @@ def test_hugging_face_classifier_and_qa_heads_load(tmp_path):
     for directory, prefix, rows, arch in ((cls_dir, "classifier", 4, "BertForSequenceClassification"),
                                           (qa_dir, "qa_outputs", 2, "BertForQuestionAnswering")):
         save_hf(backbone, directory)
+        edited_by_hand(directory)
         tensors = {f"bert.{k}": v for k, v in read_safetensors(directory / "model.safetensors").items()}
         tensors[f"{prefix}.weight"], tensors[f"{prefix}.bias"] = weight[:rows], bias[:rows]
         write_safetensors(directory / "model.safetensors", tensors)

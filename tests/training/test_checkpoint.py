@@ -142,7 +142,9 @@ def test_save_layout_pruning_and_leftovers(tmp_path):
     with pytest.raises(FileNotFoundError, match="No checkpoint in .*run"):
         manager.restore(model)
     path = manager.save(model, 1, {"phase": 0, "data_batch": 1})
-    assert sorted(os.listdir(path)) == ["model.weights.h5", "rng_state.json", "state.json"]
+    assert sorted(os.listdir(path)) == [
+        "bertzoo-manifest.json", "model.weights.h5", "rng_state.json", "state.json"
+    ]
     assert json.loads((path / "state.json").read_text()) == {"step": 1, "format_version": 1, "phase": 0, "data_batch": 1}
     # What a kill -9 mid-save or mid-prune leaves: hidden directories, never
     # listed, removed by the next save.

@@ -1,0 +1,319 @@
+"""Publishing files and directories so that nothing is lost and nothing is
+seen half-written.
+
+- `atomic_path(path)` / `atomic_write_text(path, text)`: one file, written
+  beside its target and renamed onto it.
+- `publish_directory(target, kind)`: a whole directory (a preset, an export)
+  is written into a hidden staging folder beside the target, its manifest
+  (`bertzoo.io.manifest`) is written last, and one atomic exchange of the two
+  folders (Linux `renameat2(RENAME_EXCHANGE)`) makes it the target. At any
+  moment, a kill included, the target holds the complete old directory or
+  the complete new one. Leftover staging folders of killed writers are
+  removed by the next publish of the same target.
+
+Nothing a user wrote is lost: a target that is not empty must hold a
+bertzoo manifest of the same kind, or publishing stops with an
+`OutputError` before anything is written; files in it that the manifest
+does not list (a user's notes) are carried over into the new directory.
+"""
+
+import contextlib
+import ctypes
+import errno
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from bertzoo.errors import OutputError
+from bertzoo.io import manifest as manifest_lib
+
+# Staging folders of publications in progress in this process: a save into
+# one of them (a task model saving its backbone into the folder its own
+# publication staged) writes there directly; the outermost publication
+# publishes.
+_active = set()
+_active_lock = threading.Lock()
+
+
+def _fsync(path, directory=False):
+    fd = os.open(path, os.O_RDONLY if directory else os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale(parent, name, pattern):
+    """Removes `parent`'s entries whose names match `pattern` (group `pid`)
+    and whose writing process is gone: leftovers of a killed writer of
+    `name`. The patterns match only names bertzoo makes."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if not match:
+            continue
+        pid = match.group("pid")
+        if pid is not None and _pid_alive(int(pid)):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+
+
+def _temp_pattern(name, kind):
+    # .NAME.tmp-PID-RANDOM[...]: this module's; .NAME.XXXXXXXX.tmp[...]: bertzoo
+    # 0.1's (no pid: always stale by the time a new writer runs).
+    escaped = re.escape(name)
+    return re.compile(
+        rf"^\.{escaped}\.(?:{kind}-(?P<pid>\d+)-[a-z0-9_]+|[a-z0-9_]{{8}}\.tmp|old)(?:\..*)?$"
+    )
+
+
+@contextlib.contextmanager
+def atomic_path(path, suffix=""):
+    """Yields a temporary path beside `path`; on success it is fsynced and
+    renamed onto `path` in one `os.replace`, on error it is removed and
+    `path` is untouched.
+
+    `suffix` keeps the temporary name's ending for writers that check it
+    (Keras wants `.weights.h5`). Temporary files of killed writers of the
+    same path are removed first.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(path.parent, path.name, _temp_pattern(path.name, "tmp"))
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.tmp-{os.getpid()}-", suffix=suffix, dir=path.parent
+    )
+    os.close(fd)
+    os.unlink(tmp)  # writers such as h5py want to create the file themselves
+    try:
+        yield Path(tmp)
+        _fsync(tmp)
+        os.replace(tmp, path)
+        # Make the rename itself durable, so files written in order stay in
+        # that order after a crash.
+        _fsync(path.parent, directory=True)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write_text(path, text):
+    """Writes `text` (UTF-8) to `path` atomically."""
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
+
+
+# === Directories ===
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a, b):
+    """Atomically swaps the directories `a` and `b` (Linux renameat2 with
+    RENAME_EXCHANGE). Returns False where the system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, f"cannot swap {a} and {b}: {os.strerror(code)}")
+
+
+def check_target(target, kind, overwrite=True):
+    """Raises `OutputError` when publishing a `kind` directory at `target`
+    would replace something bertzoo did not write (a file, or a non-empty
+    directory without a bertzoo manifest), a bertzoo directory of another
+    kind, or (with `overwrite=False`) an earlier one of the same kind.
+    Returns the target's manifest (None when it is new or empty)."""
+    target = Path(target)
+    if not target.exists():
+        if target.is_symlink():
+            raise OutputError(f"{target} is a dangling symbolic link; remove it or choose another path.")
+        return None
+    if not target.is_dir():
+        raise OutputError(
+            f"{target} exists and is not a directory; bertzoo writes a {kind} directory there "
+            "and never replaces files it did not write: choose another path."
+        )
+    found = manifest_lib.read_manifest(target)
+    if found is None:
+        if any(target.iterdir()):
+            raise OutputError(
+                f"{target} is not empty and was not written by bertzoo (it has no "
+                f"{manifest_lib.MANIFEST_FILE}); bertzoo never replaces files it did not "
+                "write: choose an empty or new directory."
+            )
+        return None
+    if found.get("kind") != kind:
+        raise OutputError(
+            f"{target} holds a bertzoo {found.get('kind')}, not a {kind}; choose another path."
+        )
+    if not overwrite:
+        raise OutputError(
+            f"{target} holds an earlier bertzoo {kind}; pass --overwrite (overwrite=True) to "
+            "replace it, or choose another path."
+        )
+    return found
+
+
+def is_staging(path):
+    """True for a staging folder of a publication in progress in this
+    process (saves into it write directly)."""
+    with _active_lock:
+        return str(Path(path).resolve()) in _active
+
+
+@contextlib.contextmanager
+def publish_directory(target, kind, overwrite=True, replaces=None):
+    """Yields a staging folder to fill; on success it becomes `target`
+    atomically (see the module docstring).
+
+    Args:
+        target: the directory to publish.
+        kind: what it is, one of `bertzoo.io.manifest.KINDS`; recorded in
+            the manifest, and an existing target must be of the same kind.
+        overwrite: False: an existing bertzoo directory at `target` is an
+            `OutputError` (exports without --overwrite).
+        replaces: None: the new directory replaces every file bertzoo wrote
+            in the old one. A collection of relative names: a merge; bertzoo
+            files of the old directory are kept unless listed here or
+            written anew (a tokenizer saving its vocabulary into a preset).
+
+    Every check runs before the first byte is written. Inside another
+    publication's staging folder this writes there directly and leaves the
+    manifest to the outer publication.
+    """
+    target = Path(target)
+    if is_staging(target):
+        yield target
+        return
+    old = check_target(target, kind, overwrite)
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(parent, target.name, _temp_pattern(target.name, "tmp"))
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=parent)
+    ).resolve()
+    with _active_lock:
+        _active.add(str(staging))
+    try:
+        yield staging
+        _finish(staging, target, kind, old, replaces)
+    finally:
+        with _active_lock:
+            _active.discard(str(staging))
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _carry(source, destination):
+    """Hard-links (or copies) `source` to `destination`."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir() and not source.is_symlink():
+        shutil.copytree(source, destination, symlinks=True, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(source, destination)
+
+
+def _link_or_copy(source, destination):
+    try:
+        os.link(source, destination, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, destination, follow_symlinks=False)
+
+
+def _finish(staging, target, kind, old, replaces):
+    written = manifest_lib.list_files(staging)
+    entries = manifest_lib.describe_files(staging, written)
+    if old is not None:
+        old_files = old["files"]
+        if replaces is not None:
+            # A merge: earlier bertzoo files this save neither replaces nor rewrites.
+            keep = [n for n in old_files if n not in entries and n not in set(replaces)]
+            for name in keep:
+                if (target / name).is_file():
+                    _carry(target / name, staging / name)
+                    entries[name] = old_files[name]
+        # Files bertzoo did not write (not in the old manifest) stay.
+        for entry in target.iterdir():
+            name = entry.name
+            if name == manifest_lib.MANIFEST_FILE or (staging / name).exists():
+                continue
+            if name in old_files or any(f.startswith(name + "/") for f in old_files):
+                if entry.is_dir() and not entry.is_symlink():
+                    _carry_foreign_below(entry, staging / name, name, old_files)
+                continue
+            _carry(entry, staging / name)
+    for name in written:
+        _fsync(staging / name)
+    manifest_path = staging / manifest_lib.MANIFEST_FILE
+    manifest_path.write_text(manifest_lib.manifest_text(kind, entries), encoding="utf-8")
+    _fsync(manifest_path)
+    for root, dirs, _ in os.walk(staging):
+        for d in dirs:
+            _fsync(Path(root) / d, directory=True)
+    _fsync(staging, directory=True)
+    if target.exists() and any(target.iterdir()):
+        if not _exchange(staging, target):
+            # No atomic exchange here: move the old one aside first; a kill
+            # between the two renames leaves it complete beside the target.
+            aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
+            os.rmdir(aside)
+            os.replace(target, aside)
+            os.replace(staging, target)
+            staging = aside
+        # `staging` now holds the old directory.
+        shutil.rmtree(staging, ignore_errors=True)
+    else:
+        os.replace(staging, target)  # onto nothing, or onto an empty folder
+    _fsync(target.parent, directory=True)
+
+
+def _carry_foreign_below(directory, destination, prefix, old_files):
+    """Inside a directory bertzoo wrote, carries the files it did not."""
+    for entry in directory.iterdir():
+        name = f"{prefix}/{entry.name}"
+        if name in old_files:
+            continue
+        if entry.is_dir() and not entry.is_symlink() and any(f.startswith(name + "/") for f in old_files):
+            _carry_foreign_below(entry, destination / entry.name, name, old_files)
+        elif not (destination / entry.name).exists():
+            _carry(entry, destination / entry.name)
+
+
+def atomic_directory(path):
+    """`publish_directory(path, "preset")`: a preset directory replaced as
+    one unit."""
+    return publish_directory(path, "preset")
