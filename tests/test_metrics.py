@@ -25,6 +25,9 @@ from bertzoo.metrics import (
     squad_scores,
 )
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 @pytest.fixture(autouse=True)
 def _seed():
     """Overrides conftest's autouse fixture of the same name: these tests hold

@@ -13,6 +13,9 @@ import pytest
 from bertzoo import presets as preset_lib
 from bertzoo.cli import main, presets_table
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -11,6 +11,9 @@ import bertzoo
 from bertzoo.preprocessing import truncate_longest_first
 from tests.conftest import FIXTURES
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 
 def _np(x):
     return np.asarray(x.numpy() if hasattr(x, "numpy") else x)

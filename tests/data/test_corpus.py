@@ -6,6 +6,9 @@ import pytest
 from bertzoo import data
 from bertzoo.tokenizers import BertTokenizer, train_wordpiece
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 KOREAN = "tests/fixtures/korean_corpus.txt"
 
 

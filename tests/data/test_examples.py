@@ -5,6 +5,9 @@ from bertzoo import data
 
 from tests.data.helpers import numbered_documents
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 CLS, SEP, PAD = 2, 3, 0
 
 

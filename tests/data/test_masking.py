@@ -7,6 +7,9 @@ import tensorflow as tf
 from bertzoo import data
 from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 CLS, SEP, PAD, MASK = 2, 3, 0, 4
 X, Y, Z = 3005, 3006, 3007  # 'x', '##y', '##z'
 

@@ -8,6 +8,9 @@ import tensorflow as tf
 from bertzoo import data
 from tests.data.helpers import numbered_documents
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 S, P, B = 32, 5, 8
 
 

@@ -22,6 +22,9 @@ from bertzoo.data.qa import (
 from bertzoo.tokenizers import BertTokenizer, basic
 from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SPIECE = Path(__file__).resolve().parents[1] / "fixtures" / "sentencepiece" / "spiece.model"
 Example = collections.namedtuple("Example", "id question context answers is_impossible")

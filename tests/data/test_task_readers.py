@@ -18,6 +18,9 @@ from bertzoo.data.tasks import (
     read_table,
 )
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 T = "\t"
 
 

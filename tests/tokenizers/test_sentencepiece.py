@@ -17,6 +17,9 @@ import tensorflow as tf
 from bertzoo.tokenizers.base import TokenizerError
 from bertzoo.tokenizers.sentencepiece import AlbertPreprocessor, SentencePieceTokenizer
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sentencepiece"
 MODEL = FIXTURES / "spiece.model"
 REFERENCE = json.loads((FIXTURES / "reference_ids.json").read_text(encoding="utf-8"))

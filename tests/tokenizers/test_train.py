@@ -14,6 +14,9 @@ from bertzoo.tokenizers.basic import BasicTokenizer, tokenize_to_pieces
 from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer, model_pieces
 from bertzoo.tokenizers.wordpiece import BertTokenizer
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 KOREAN = Path(__file__).resolve().parents[1] / "fixtures" / "korean_corpus.txt"
 KOREAN_LINES = [line for line in KOREAN.read_text(encoding="utf-8").splitlines() if line.strip()]
 ENGLISH = """\

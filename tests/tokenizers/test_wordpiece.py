@@ -18,6 +18,9 @@ from bertzoo.tokenizers import BertTokenizer, TokenizerError
 from bertzoo.tokenizers import basic, unicode
 from tests.conftest import FIXTURES
 
+# Data, tokenizer and metric code: the same under every Keras backend.
+pytestmark = pytest.mark.backend_independent
+
 MODES = {
     "uncased": dict(lowercase=True),
     "cased": dict(lowercase=False),
