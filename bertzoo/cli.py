@@ -1,4 +1,4 @@
-"""Command line: `python -m bertzoo presets | demo | train-vocab | convert-google | export`."""
+"""Command line: `python -m bertzoo presets | demo | train-vocab | convert-google | export | verify`."""
 
 import argparse
 import json
@@ -87,6 +87,11 @@ def main(argv=None):
     _add_train_vocab(sub)
     _add_convert_google(sub)
     _add_export(sub)
+    v = sub.add_parser(
+        "verify",
+        help="check a directory bertzoo wrote (preset, checkpoint, export) against its manifest",
+    )
+    v.add_argument("directory", metavar="DIR")
     args = parser.parse_args(argv)
     if args.command == "presets":
         print(presets_table())
@@ -96,6 +101,8 @@ def main(argv=None):
         return train_vocab(args)
     elif args.command == "export":
         return export(args)
+    elif args.command == "verify":
+        return verify(args.directory)
     else:
         demo(args.preset, args.batch, args.seq)
     return 0
@@ -193,6 +200,8 @@ def _add_train_vocab(sub):
     )
     t.add_argument("files", nargs="+", metavar="FILE", help="text files")
     t.add_argument("--output", required=True, help="the vocab.txt / spiece.model to write")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace an existing file at --output (without it, one is an error)")
     t.add_argument("--kind", choices=("wordpiece", "sentencepiece"), default="wordpiece")
     t.add_argument("--vocab-size", type=int, default=30000)
     t.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True)
@@ -203,12 +212,23 @@ def _add_train_vocab(sub):
 
 
 def train_vocab(args):
-    """`train-vocab`: returns the exit status."""
-    from bertzoo.tokenizers import TokenizerError
+    """`train-vocab`: returns the exit status (2: bad input, one line)."""
+    from pathlib import Path
+
+    from bertzoo.errors import BertzooError
     from bertzoo.tokenizers.train import read_lines, train_sentencepiece, train_wordpiece
 
     from bertzoo.tokenizers import BertTokenizer, SentencePieceTokenizer
 
+    if Path(args.output).is_dir():
+        name = "vocab.txt" if args.kind == "wordpiece" else "spiece.model"
+        print(f"error: --output {args.output} is a directory; it must name the file to write "
+              f"(e.g. {Path(args.output) / name}).", file=sys.stderr)
+        return 2
+    if Path(args.output).exists() and not args.overwrite:
+        print(f"error: --output {args.output} exists; pass --overwrite to replace it, or name "
+              "a new file.", file=sys.stderr)
+        return 2
     # BERT's rule: accents are stripped exactly when lowercasing, unless told.
     strip = args.lowercase if args.strip_accents is None else args.strip_accents
     try:
@@ -220,9 +240,9 @@ def train_vocab(args):
             train_sentencepiece(args.files, args.vocab_size, args.output, lowercase=args.lowercase,
                                 strip_accents=strip)
             tokenizer = SentencePieceTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
-    except (TokenizerError, FileNotFoundError, ValueError) as e:
+    except (BertzooError, ValueError, OSError) as e:  # OSError: a missing file, an unwritable --output
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2
     print(f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens "
           f"(lowercase={tokenizer.lowercase}, strip_accents={tokenizer.strip_accents}).")
     shown = 0
@@ -232,6 +252,28 @@ def train_vocab(args):
         if line.strip():
             print(f"  {line.strip()}\n    -> {' '.join(tokenizer.detokenize(tokenizer(line)))}")
             shown += 1
+    return 0
+
+
+def verify(directory):
+    """`verify`: checks every file a bertzoo manifest lists (even with
+    BERTZOO_VERIFY=0); returns the exit status."""
+    from bertzoo.errors import BertzooError
+    from bertzoo.io import manifest as manifest_lib
+
+    try:
+        found = manifest_lib.verify_directory(directory, force=True)
+    except BertzooError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if found is None:
+        print(
+            f"error: {directory} has no {manifest_lib.MANIFEST_FILE}: bertzoo did not write it, "
+            "so there is nothing to verify.",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"{directory}: {len(found['files'])} files match the manifest ({found['kind']}).")
     return 0
 
 
@@ -247,7 +289,10 @@ def _add_export(sub):
         ),
     )
     e.add_argument("preset", metavar="PRESET_DIR", help="the fine-tuned task preset directory")
-    e.add_argument("output", metavar="OUTPUT", help="the export directory to write")
+    e.add_argument("output", metavar="OUTPUT",
+                   help="the export directory to write: new, empty, or an earlier export with --overwrite")
+    e.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier bertzoo export in OUTPUT (nothing else is ever replaced)")
     # Values are JSON (numbers, true/false), so settings pass through unchanged.
     for name in ("sequence-length", "doc-stride", "max-query-length", "max-answer-length",
                  "null-score-diff-threshold"):
@@ -256,15 +301,15 @@ def _add_export(sub):
 
 def export(args):
     """`export`: returns the exit status."""
-    from bertzoo.presets import PresetError
+    from bertzoo.errors import BertzooError
     from bertzoo.serving import export_serving
 
     settings = {k: getattr(args, k) for k in ("sequence_length", "doc_stride", "max_query_length",
                                               "max_answer_length", "null_score_diff_threshold")}
     try:
-        out = export_serving(args.preset, args.output, **settings)
-    except (PresetError, ValueError, RuntimeError) as e:
+        out = export_serving(args.preset, args.output, overwrite=args.overwrite, **settings)
+    except (BertzooError, ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2
     print(f"Wrote the serving model {out}")
     return 0

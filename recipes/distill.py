@@ -92,18 +92,15 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from bertzoo.data.tasks import TaskDataError
-    from bertzoo.distill import DistillationError
-    from bertzoo.presets import PresetError
-    from bertzoo.training import DistributionError
+    from bertzoo.errors import BertzooError
     from bertzoo.training.distill import DistillConfig, run_distillation
-    from bertzoo.training.finetune import FinetuneError
 
     config = DistillConfig(**vars(args))
-    expected = (DistillationError, TaskDataError, PresetError, DistributionError, FinetuneError, FileNotFoundError)
+    # Bad settings, inputs or output, another run on --output, a NaN loss:
+    # one line saying what is wrong, no traceback.
     try:
         report = run_distillation(config)
-    except expected as e:
+    except BertzooError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps({k: report[k] for k in ("teacher_params", "student_params", "speedup", "quality_retained",

@@ -89,7 +89,10 @@ def build_parser():
     out.add_argument("--resume", action=argparse.BooleanOptionalAction, default=d.resume,
                      help="continue from the last finished epoch in --output (default); "
                      "--no-resume starts over")
-    out.add_argument("--export", help="also write a serving model here (SavedModel + .keras, strings in)")
+    out.add_argument("--export", help="also write a serving model here (SavedModel + .keras, strings in): "
+                     "a new or empty directory, or an earlier export with --overwrite")
+    out.add_argument("--overwrite", action="store_true",
+                     help="replace an earlier bertzoo export at --export (nothing else is ever replaced)")
     out.add_argument("--verbose", type=int, default=d.verbose, choices=(0, 1, 2), help="Keras progress output")
     return p
 
@@ -97,17 +100,15 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from bertzoo.data.tasks import TaskDataError
-    from bertzoo.presets import PresetError
-    from bertzoo.training import DistributionError, TrainingCheckpointError
-    from bertzoo.training.finetune import FinetuneConfig, FinetuneError, run_finetuning
+    from bertzoo.errors import BertzooError
+    from bertzoo.training.finetune import FinetuneConfig, run_finetuning
 
     config = FinetuneConfig(**{k: v for k, v in vars(args).items()})
-    expected = (FinetuneError, TaskDataError, PresetError, DistributionError, TrainingCheckpointError,
-                FileNotFoundError)
+    # Bad settings, inputs or output, another run on --output, a NaN loss:
+    # one line saying what is wrong, no traceback.
     try:
         metrics = run_finetuning(config)
-    except expected as e:
+    except BertzooError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps({"task": metrics["task"], "best_epoch": metrics["best_epoch"],

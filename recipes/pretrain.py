@@ -91,7 +91,8 @@ def build_parser():
     g = p.add_argument_group("output")
     g.add_argument("--output", default=d.output, help="default %(default)s")
     g.add_argument("--resume", action=argparse.BooleanOptionalAction, default=d.resume,
-                   help="resume from --output's last checkpoint (default); --no-resume deletes them and starts over")
+                   help="resume from --output's last checkpoint (default); --no-resume starts over, deleting what "
+                        "earlier runs wrote there (never files bertzoo did not write)")
     g.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every)
     g.add_argument("--log-every", type=int, default=d.log_every, help="TensorBoard interval (steps)")
     g.add_argument("--verbose", type=int, default=d.verbose, choices=(0, 1, 2), help="Keras progress output")
@@ -120,17 +121,14 @@ def config_from_args(args):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from bertzoo.data import CorpusError, PretrainingDataError
-    from bertzoo.presets import PresetError
-    from bertzoo.training import DistributionError, TrainingCheckpointError
-    from bertzoo.training.pretrain import PretrainError, run_pretraining
+    from bertzoo.errors import BertzooError
+    from bertzoo.training.pretrain import run_pretraining
 
-    # Bad settings or inputs: one line saying what is wrong, no traceback.
-    expected = (PretrainError, CorpusError, PretrainingDataError, PresetError, DistributionError,
-                TrainingCheckpointError, FileNotFoundError)
+    # Bad settings, inputs or output, another run on --output, a NaN loss:
+    # one line saying what is wrong, no traceback.
     try:
         metrics = run_pretraining(config_from_args(args))
-    except expected as e:
+    except BertzooError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     keys = ("initial_masked_lm_accuracy", "final_masked_lm_accuracy", "steps", "examples_per_second")

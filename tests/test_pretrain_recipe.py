@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import bertzoo
 from bertzoo.training.pretrain import PretrainConfig, PretrainError, run_pretraining
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, edited_by_hand
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -276,7 +276,9 @@ def test_albert_style_run_with_lamb_accumulation_and_bfloat16(tmp_path):
         embedding_dim=16, num_groups=1, max_sequence_length=64,
     )
     backbone.save_to_preset(preset)
-    (preset / "model.weights.h5").unlink()  # an architecture: the run initialises it
+    # An architecture, assembled by hand (so no manifest): the run initialises it.
+    edited_by_hand(preset)
+    (preset / "model.weights.h5").unlink()
     config = PretrainConfig(
         **{**SMALL, "preset": str(preset), "seq_len": (32,), "steps": (12,), "optimizer": "lamb",
            "gradient_accumulation_steps": 2, "precision": "mixed_bfloat16", "masking": "ngram",

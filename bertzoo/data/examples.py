@@ -120,6 +120,12 @@ def _document_examples(documents, document_index, seq_len, objective, short_seq_
         i += 1
 
 
+def min_seq_len(objective):
+    """The shortest `seq_len` `create_examples` takes: 5 for sentence pairs
+    (nsp, sop: [CLS] A [SEP] B [SEP]), 4 without ("none")."""
+    return 4 if objective == "none" else 5
+
+
 def create_examples(
     documents,
     tokenizer,
@@ -148,7 +154,7 @@ def create_examples(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
-    min_len = 4 if objective == "none" else 5
+    min_len = min_seq_len(objective)
     if seq_len < min_len:
         raise ValueError(f"seq_len={seq_len} is too small: {objective!r} examples need at least {min_len}.")
     if dupe_factor < 1:

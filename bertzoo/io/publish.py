@@ -11,10 +11,13 @@ seen half-written.
   the complete new one. Leftover staging folders of killed writers are
   removed by the next publish of the same target.
 
-Nothing a user wrote is lost: a target that is not empty must hold a
-bertzoo manifest of the same kind, or publishing stops with an
-`OutputError` before anything is written; files in it that the manifest
-does not list (a user's notes) are carried over into the new directory.
+Nothing a user wrote is lost: files in the target that its manifest does
+not list (a user's notes, a vocabulary put there by hand) are carried over
+into the new directory, and a new file of the same name as one of them
+stops the publication with an `OutputError`, the target unchanged. A
+bertzoo directory of another kind, and for an export any non-empty
+directory that is not an earlier export, is refused before anything is
+written.
 """
 
 import contextlib
@@ -153,10 +156,12 @@ def _exchange(a, b):
 
 def check_target(target, kind, overwrite=True):
     """Raises `OutputError` when publishing a `kind` directory at `target`
-    would replace something bertzoo did not write (a file, or a non-empty
-    directory without a bertzoo manifest), a bertzoo directory of another
-    kind, or (with `overwrite=False`) an earlier one of the same kind.
-    Returns the target's manifest (None when it is new or empty)."""
+    would replace something bertzoo did not write (a file; for an export,
+    any non-empty directory without a bertzoo manifest), a bertzoo directory
+    of another kind, or (with `overwrite=False`) an earlier one of the same
+    kind. Returns the target's manifest: None when it is new or empty, one
+    listing no files when it holds only files bertzoo did not write (they
+    are carried over, and writing one of their names is an error)."""
     target = Path(target)
     if not target.exists():
         if target.is_symlink():
@@ -169,13 +174,15 @@ def check_target(target, kind, overwrite=True):
         )
     found = manifest_lib.read_manifest(target)
     if found is None:
-        if any(target.iterdir()):
+        if not any(target.iterdir()):
+            return None
+        if kind == "export":
             raise OutputError(
-                f"{target} is not empty and was not written by bertzoo (it has no "
+                f"{target} is not empty and is not a bertzoo export (it has no "
                 f"{manifest_lib.MANIFEST_FILE}); bertzoo never replaces files it did not "
                 "write: choose an empty or new directory."
             )
-        return None
+        return {"kind": kind, "files": {}}
     if found.get("kind") != kind:
         raise OutputError(
             f"{target} holds a bertzoo {found.get('kind')}, not a {kind}; choose another path."
@@ -269,13 +276,13 @@ def _finish(staging, target, kind, old, replaces):
         # Files bertzoo did not write (not in the old manifest) stay.
         for entry in target.iterdir():
             name = entry.name
-            if name == manifest_lib.MANIFEST_FILE or (staging / name).exists():
+            if name == manifest_lib.MANIFEST_FILE:
                 continue
             if name in old_files or any(f.startswith(name + "/") for f in old_files):
                 if entry.is_dir() and not entry.is_symlink():
                     _carry_foreign_below(entry, staging / name, name, old_files)
                 continue
-            _carry(entry, staging / name)
+            _carry_foreign(entry, staging / name)
     for name in written:
         _fsync(staging / name)
     manifest_path = staging / manifest_lib.MANIFEST_FILE
@@ -301,6 +308,17 @@ def _finish(staging, target, kind, old, replaces):
     _fsync(target.parent, directory=True)
 
 
+def _carry_foreign(source, destination):
+    """Carries a file bertzoo did not write into the new version; one that
+    the new version would replace stops the publication."""
+    if destination.exists() or destination.is_symlink():
+        raise OutputError(
+            f"{source} exists and was not written by bertzoo, which would replace it; "
+            "move it or choose another directory (nothing was changed)."
+        )
+    _carry(source, destination)
+
+
 def _carry_foreign_below(directory, destination, prefix, old_files):
     """Inside a directory bertzoo wrote, carries the files it did not."""
     for entry in directory.iterdir():
@@ -309,8 +327,8 @@ def _carry_foreign_below(directory, destination, prefix, old_files):
             continue
         if entry.is_dir() and not entry.is_symlink() and any(f.startswith(name + "/") for f in old_files):
             _carry_foreign_below(entry, destination / entry.name, name, old_files)
-        elif not (destination / entry.name).exists():
-            _carry(entry, destination / entry.name)
+        else:
+            _carry_foreign(entry, destination / entry.name)
 
 
 def atomic_directory(path):

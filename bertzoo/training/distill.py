@@ -16,6 +16,11 @@ Methods:
 A student without weights of its own starts from the teacher's embeddings
 (projected to its width; see `_init_student`).
 
+One run at a time per output directory (`bertzoo.io.rundir`): the run locks
+it and claims the paths it writes before writing them (a user's file there is
+an `OutputError`). A NaN or infinite loss in either stage stops the run with
+`NonFiniteError` (`bertzoo.training.guards`); student/ stays as it was.
+
 `run_distillation(DistillConfig(...))` is what the recipe and tests call.
 """
 
@@ -42,6 +47,8 @@ from bertzoo.distill import losses as loss_lib
 from bertzoo.distill.distillers import DistilBertDistiller, TinyBertDistiller, prediction_distiller
 from bertzoo.distill.init import init_embeddings_from_teacher, init_student_from_teacher
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map, suggested_layer_map
+from bertzoo.data.examples import min_seq_len
+from bertzoo.io.rundir import RunDirectory
 from bertzoo.io_utils import atomic_directory, atomic_write_text
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.pretrainer import BertPretrainer
@@ -50,7 +57,10 @@ from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.training.callbacks import TensorBoardLogger
 from bertzoo.training.distribute import STRATEGIES, make_distribution
-from bertzoo.training.finetune import FinetuneConfig, default_init, load_split, run_finetuning, text_features
+from bertzoo.training.finetune import (
+    BUILTIN_FILES, LOGS, FinetuneConfig, default_init, load_split, run_finetuning, text_features,
+)
+from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
 from bertzoo.training.optimizers import make_optimizer
 from bertzoo.training.pretrain import split_documents
 
@@ -118,6 +128,7 @@ def _check(condition, message):
 
 def validate_config(config):
     """Checks every setting before any work; errors say what is valid."""
+    check_finite_settings(config, DistillationError)
     _check(config.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {config.method!r}.")
     _check((config.train is None) == (config.validation is None),
            "Pass both --train and --validation, or neither (the built-in sentiment set).")
@@ -136,6 +147,12 @@ def validate_config(config):
     for name in ("kl_weight", "mlm_weight", "cosine_weight", "attention_weight", "hidden_weight",
                  "embedding_weight", "augment"):
         _check(getattr(config, name) >= 0, f"{name} must be >= 0, got {getattr(config, name)}.")
+    if config.sequence_length is not None and config.method in METHODS:
+        # tinybert-task: [CLS] text [SEP]; corpus methods: create_examples' minimum.
+        needed = 3 if config.method == "tinybert-task" else min_seq_len("none")
+        _check(config.sequence_length >= needed,
+               f"--sequence-length {config.sequence_length} is too short: --method {config.method} needs at "
+               f"least {needed} tokens ([CLS] text [SEP]{', with room to mask' if needed > 3 else ''}).")
     _check(0 <= config.warmup_proportion < 1, f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.")
     _check(0 <= config.eval_fraction < 1, f"eval_fraction must be in [0, 1), got {config.eval_fraction}.")
     _check(config.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.")
@@ -157,6 +174,12 @@ def resolve_defaults(config):
 def _dtype(config):
     """Model keyword for the run's precision (float32 is the default)."""
     return {"dtype": config.precision} if config.precision != "float32" else {}
+
+
+def _needs_own_teacher(config):
+    """Whether `resolve_teacher` fine-tunes a teacher into output/teacher."""
+    return (config.teacher is None and config.method == "tinybert-task" and config.train is None
+            and read_task_section(DEFAULT_TASK_TEACHER).get("kind") != "classification")
 
 
 def resolve_teacher(config):
@@ -412,7 +435,10 @@ def _hidden_cosine(distiller, dataset, project):
 def _fit(model, dataset, steps, config, tensorboard, stage):
     tensorboard.start_step = 0
     print(f"{stage}: {steps} steps")
-    return model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=config.verbose, callbacks=[tensorboard])
+    # A NaN loss stops the run: the student is not published.
+    guard = NonFiniteGuard(stage=stage, kept=f"Distillation keeps no checkpoints; "
+                           f"{Path(config.output) / STUDENT_DIR} was not updated.")
+    return model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=config.verbose, callbacks=[guard, tensorboard])
 
 
 def _optimizer(config, steps):
@@ -429,10 +455,40 @@ def run_distillation(config):
     `report.json`."""
     validate_config(config)
     config = resolve_defaults(config)
-    output = Path(config.output)
     distribution = make_distribution(config.strategy, tpu=config.tpu)
     distribution.check_batch_size(config.batch_size)
+    rundir = RunDirectory(config.output, chief=distribution.is_chief)
+    try:
+        return _run(config, distribution, rundir)
+    finally:
+        rundir.release()
+
+
+def _written(config):
+    """The paths (under the output) the run writes, claimed before any is."""
+    names = [LOGS, STUDENT_DIR, REPORT_FILE]
+    if _needs_own_teacher(config):
+        names.append("teacher")
+    if config.method == "tinybert-task" and config.train is None:
+        names += [f"data/{name}" for name in BUILTIN_FILES["classification"]]
+    if config.method != "tinybert-task" and not config.corpus:
+        names.append("data/corpus.txt")
+    return names
+
+
+def _open_output(config, rundir):
+    """Locks the output (one run at a time) and claims what the run writes:
+    a user's file there is an `OutputError`, before anything is written."""
+    if not rundir.locked:
+        rundir.lock()
+        rundir.claim(*_written(config))
+
+
+def _run(config, distribution, rundir):
+    output = Path(config.output)
     keras.utils.set_random_seed(config.seed)
+    if _needs_own_teacher(config):
+        _open_output(config, rundir)  # before the teacher is fine-tuned into output/teacher
     teacher_path = resolve_teacher(config)
     tokenizer = tokenizer_from_preset(teacher_path)
     task = config.method == "tinybert-task"
@@ -460,6 +516,7 @@ def run_distillation(config):
               f"{s_backbone.num_layers} layers x {s_backbone.hidden_dim}, {s_backbone.num_heads} heads.")
         student_init = _init_student(config, t_backbone, s_backbone, has_weights)
 
+    _open_output(config, rundir)
     tensorboard = TensorBoardLogger(output / "logs", every=10)
     output.mkdir(parents=True, exist_ok=True)
     stages = {}

@@ -3,6 +3,12 @@ task head on a pre-trained backbone, evaluate every epoch, keep the best
 epoch as a preset directory, write metrics and TensorBoard logs, and
 optionally export a serving model.
 
+One run at a time per output directory (`bertzoo.io.rundir`): the run locks
+it, claims the paths it writes before writing them (a user's file there is an
+`OutputError`), and `resume=False` removes only checkpoints bertzoo wrote. A
+NaN or infinite training loss stops the run with `NonFiniteError`
+(`bertzoo.training.guards`): the last checkpoint and best/ stay as they were.
+
 `run_finetuning(FinetuneConfig(...))` is what the recipe calls and what the
 tests call with tiny settings.
 """
@@ -11,7 +17,6 @@ import dataclasses
 import json
 import logging
 import math
-import shutil
 import time
 from pathlib import Path
 
@@ -24,7 +29,8 @@ from bertzoo import metrics as metric_lib
 from bertzoo import presets as preset_lib
 from bertzoo.data import builtin_tasks, qa, tagging
 from bertzoo.data import tasks as task_data
-from bertzoo.io_utils import atomic_directory, atomic_write_text
+from bertzoo.io.publish import atomic_directory, atomic_write_text, check_target
+from bertzoo.io.rundir import RunDirectory
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.tasks import TASK_KINDS, BertClassifier, BertSpanQA, BertTokenClassifier
 from bertzoo.preprocessing import BertPreprocessor
@@ -32,6 +38,7 @@ from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.training.callbacks import TensorBoardLogger, Throughput
 from bertzoo.training.checkpoint import CheckpointManager
 from bertzoo.training.distribute import STRATEGIES, make_distribution
+from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
 from bertzoo.training.optimizers import make_optimizer
 
 logger = logging.getLogger(__name__)
@@ -43,6 +50,14 @@ BEST_DIR = "best"
 # The metric that picks the best epoch, per task.
 MAIN_METRIC = {"classification": "accuracy", "regression": "pearson", "tagging": "f1", "qa": "f1"}
 
+
+LOGS = "logs/events.out.tfevents.*"  # TensorBoard's files (a user's files in logs/ are not bertzoo's)
+# The built-in datasets' files, written into output/data/.
+BUILTIN_FILES = {
+    "classification": ("train.tsv", "validation.tsv"),
+    "tagging": ("train.conll", "validation.conll"),
+    "qa": ("train.json", "validation.json"),
+}
 
 # What None settings become; the built-in datasets are small, so their tagging
 # and QA runs take more, smaller steps (builtin_tasks.BUILTIN_SETTINGS).
@@ -84,6 +99,7 @@ class FinetuneConfig:
     tpu: str | None = None
     jit_compile: bool = True
     export: str | None = None
+    overwrite: bool = False  # replace an earlier bertzoo export at `export`
     resume: bool = True  # continue from the last finished epoch in `output`
     verbose: int = 1
 
@@ -98,6 +114,7 @@ def _check(condition, message):
 
 def validate_config(config):
     """Checks every setting before any work; errors say what is valid."""
+    check_finite_settings(config, FinetuneError)
     _check(config.task in TASK_KINDS, f"task must be one of {', '.join(TASK_KINDS)}, got {config.task!r}.")
     _check(
         (config.train is None) == (config.validation is None),
@@ -126,6 +143,16 @@ def validate_config(config):
     for name in ("learning_rate", "batch_size", "epochs", "sequence_length", "doc_stride", "max_query_length", "max_answer_length"):
         value = getattr(config, name)
         _check(value is None or value > 0, f"{name} must be positive, got {value}.")
+    if config.sequence_length is not None:
+        glue = task_data.GLUE_TASKS.get(config.glue_task, {})
+        pairs = len(config.text_columns) == 2 or len(glue.get("text_columns", ())) == 2
+        needed = 5 if pairs else 3
+        _check(
+            config.sequence_length >= needed,
+            f"--sequence-length {config.sequence_length} is too short: "
+            + ("sentence pairs need at least 5 tokens ([CLS] A [SEP] B [SEP])." if pairs
+               else "a text needs at least 3 tokens ([CLS] text [SEP]; 5 for pairs)."),
+        )
     _check(0 <= config.warmup_proportion < 1, f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.")
     _check(0 <= config.dropout < 1, f"dropout must be in [0, 1), got {config.dropout}.")
     _check(config.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.")
@@ -314,17 +341,42 @@ def evaluate(config, model, data, batch_size):
 
 
 # Settings that may differ between a run and its resumption.
-_NOT_COMPARED = ("verbose", "export", "resume")
+_NOT_COMPARED = ("verbose", "export", "overwrite", "resume")
 
 
-def _resume(config, output, model, manager):
+def _written(config, output):
+    """The paths (under `output`) the run writes, claimed before any is."""
+    names = [RUN_SETTINGS_FILE, "checkpoints", LOGS, BEST_DIR, METRICS_FILE]
+    if config.train is None:
+        names += [f"data/{name}" for name in BUILTIN_FILES[config.task]]
+    if config.export:
+        export, root = Path(config.export).resolve(), output.resolve()
+        if export == root or root in export.parents:
+            _check(export != root, f"--export {config.export} is the --output directory; export into a new folder.")
+            names.append(export.relative_to(root).as_posix())
+    return names
+
+
+def _open_output(config, output, rundir):
+    """Locks `output` (one run at a time) and claims what the run writes: a
+    user's file there is an `OutputError`, before anything is written."""
+    if not rundir.locked:
+        rundir.lock()
+        rundir.claim(*_written(config, output))
+        if config.export:
+            # A user's folder, or an earlier export without --overwrite, is
+            # refused now, not after training.
+            check_target(config.export, "export", config.overwrite)
+
+
+def _resume(config, output, model, manager, rundir):
     """Restores the last finished epoch (model, optimizer, RNG state,
     history) when `output` holds one from a run with the same settings.
     Returns (history, best, best_epoch, first epoch to run)."""
     settings = {k: v for k, v in config.to_json().items() if k not in _NOT_COMPARED}
     settings_file = output / RUN_SETTINGS_FILE
     if not config.resume:
-        shutil.rmtree(manager.directory, ignore_errors=True)
+        rundir.remove("checkpoints")  # only checkpoints bertzoo wrote
     elif manager.latest() is not None:
         recorded = json.loads(settings_file.read_text("utf-8")) if settings_file.is_file() else None
         if recorded != settings:
@@ -372,6 +424,15 @@ def run_finetuning(config):
     init = config.init or default_init()
     distribution = make_distribution(config.strategy, tpu=config.tpu)
     distribution.check_batch_size(config.batch_size)
+    rundir = RunDirectory(output, chief=distribution.is_chief)
+    try:
+        return _run(config, init, distribution, rundir)
+    finally:
+        rundir.release()
+
+
+def _run(config, init, distribution, rundir):
+    output = Path(config.output)
     keras.utils.set_random_seed(config.seed)
 
     # --- data (read and checked before anything is written) ---
@@ -387,6 +448,7 @@ def run_finetuning(config):
     train_path, validation_path = config.train, config.validation
     builtin = None
     if train_path is None:
+        _open_output(config, output, rundir)  # before the built-in files are written
         data_dir = output / "data"
         train_path, validation_path, settings = builtin_tasks.write_builtin_task(config.task, data_dir, config.seed)
         config = dataclasses.replace(config, **settings)
@@ -394,6 +456,7 @@ def run_finetuning(config):
         print(f"Built-in dataset: {builtin} ({train_path}, {validation_path})")
     train, label_set = load_split(config, train_path, tokenizer, config.sequence_length, segment_ids)
     validation, _ = load_split(config, validation_path, tokenizer, config.sequence_length, segment_ids, label_set)
+    _open_output(config, output, rundir)
 
     # --- model ---
     steps_per_epoch = len(train.examples) if config.task != "qa" else len(train.targets["start_positions"])
@@ -425,15 +488,20 @@ def run_finetuning(config):
             version_2=any(e.is_impossible for e in train.examples),
         )
     timings = []
-    history, best, best_epoch, start = _resume(config, output, model, manager)
+    history, best, best_epoch, start = _resume(config, output, model, manager, rundir)
     started = time.perf_counter()
     for epoch in range(start, config.epochs):
         tensorboard.start_step = epoch * steps_per_epoch
         timings.append(Throughput(config.batch_size))
         train_ds = _dataset(train, config.batch_size, config.seed + epoch, drop_remainder=True)
+        guard = NonFiniteGuard(  # a NaN loss stops the run before best/ or a checkpoint is written
+            epoch * steps_per_epoch, stage=f"epoch {epoch + 1}",
+            kept=(f"The last good checkpoint (epoch {epoch}) was kept; " if epoch else "No checkpoint was written; ")
+            + f"{output / BEST_DIR} was not updated.",
+        )
         fit = model.fit(
             train_ds, epochs=1, steps_per_epoch=steps_per_epoch, verbose=config.verbose, shuffle=False,
-            callbacks=[tensorboard, timings[-1]],
+            callbacks=[guard, tensorboard, timings[-1]],
         )
         scores = evaluate(config, model, validation, config.batch_size)
         scores = {k: float(v) for k, v in scores.items()}
@@ -471,7 +539,7 @@ def run_finetuning(config):
     if config.export:
         from bertzoo.serving import export_serving
 
-        export_serving(output / BEST_DIR, config.export)  # settings from finetune.json
+        export_serving(output / BEST_DIR, config.export, overwrite=config.overwrite)  # settings from finetune.json
         result["export"] = str(config.export)
     atomic_write_text(output / METRICS_FILE, json.dumps(result, indent=2) + "\n")
     return result

@@ -7,6 +7,10 @@ preset directory at the end.
 
 Everything the run writes goes under `config.output`:
 
+    .bertzoo.lock          held for the whole run: one run per output at a time
+    .bertzoo-run.json      what bertzoo wrote here (bertzoo.io.rundir): a run
+                           claims these paths first (a user's file at one is
+                           an error), and removes only what it lists
     run_config.json        the settings (a resumed run must match them)
     corpus.txt             the built-in corpus, when no corpus files are given
     vocab.txt|spiece.model the vocabulary (given, the preset's, or trained)
@@ -18,7 +22,12 @@ Everything the run writes goes under `config.output`:
 
 Rerunning the same command resumes from the newest checkpoint, at the same
 place in the (deterministic) data stream; at most `checkpoint_every` steps are
-repeated. Phases (`seq_len=(128, 512)`, `steps=(900, 100)`) run one after the
+repeated. Other settings are refused while there is a checkpoint; before the
+first one (a run that failed early), the files derived from the earlier
+settings (vocabulary, data, initial evaluation) are discarded and the run
+starts over, as with `resume=False`. A NaN or infinite loss stops the run
+with `NonFiniteError` (bertzoo.training.guards): no checkpoint of that state,
+no preset. Phases (`seq_len=(128, 512)`, `steps=(900, 100)`) run one after the
 other on one learning-rate schedule, as in the BERT paper.
 """
 
@@ -27,7 +36,6 @@ import json
 import logging
 import math
 import random
-import shutil
 import time
 from pathlib import Path
 
@@ -48,12 +56,17 @@ from bertzoo.data import (
     write_pretraining_tfrecords,
 )
 from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
-from bertzoo.io_utils import atomic_write_text
+from bertzoo.data.corpus import expand_files
+from bertzoo.data.examples import min_seq_len
+from bertzoo.io.rundir import RunDirectory
+from bertzoo.io.publish import atomic_write_text, publish_directory
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.training.callbacks import TensorBoardLogger, Throughput
+from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
 from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint
 from bertzoo.training.distribute import make_distribution
+from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
 from bertzoo.training.optimizers import OPTIMIZERS, make_optimizer
 
 logger = logging.getLogger(__name__)
@@ -141,6 +154,7 @@ def _positive(name, value):
 
 def validate_config(config):
     """Checks the settings that need no model or data; raises PretrainError."""
+    check_finite_settings(config, PretrainError)
     _choice("objective", config.objective, OBJECTIVE_CHOICES)
     _choice("masking", config.masking, MASKING_CHOICES)
     _choice("optimizer", config.optimizer, OPTIMIZERS)
@@ -193,25 +207,48 @@ def max_predictions(config):
     return tuple(max(1, math.ceil(s * config.mask_rate - 1e-9)) for s in config.seq_len)
 
 
-def _check_resumable(output, config):
-    """A resumed run must train the same thing on the same data."""
+def _changed_settings(output, config):
+    """"key: old -> new" for each setting (other than `_RESUME_FREE`) that
+    differs from the run recorded in `output`; None when none is recorded."""
     path = output / RUN_CONFIG_FILE
-    derived = [output / name for name in ("checkpoints", "data", "vocab.txt", "spiece.model", INITIAL_EVAL_FILE)]
-    if not path.is_file() or not any(p.exists() for p in derived):
-        return  # nothing made with the earlier settings (e.g. it failed on its input)
+    if not path.is_file():
+        return None
     previous = json.loads(path.read_text(encoding="utf-8"))
     current = config.to_json()
-    changed = sorted(
-        k for k in set(previous) | set(current)
+    return [
+        f"{k}: {previous.get(k)!r} -> {current.get(k)!r}"
+        for k in sorted(set(previous) | set(current))
         if k not in _RESUME_FREE and previous.get(k) != current.get(k)
-    )
+    ]
+
+
+def _has_checkpoint(output):
+    return any(p.is_dir() for p in (output / "checkpoints").glob(f"{CHECKPOINT_PREFIX}*"))
+
+
+def _check_resumable(output, config):
+    """A run resumed from a checkpoint must train the same thing on the same
+    data (checked only when there is a checkpoint)."""
+    changed = _changed_settings(output, config)
     if changed:
-        details = "; ".join(f"{k}: {previous.get(k)!r} -> {current.get(k)!r}" for k in changed)
         raise PretrainError(
-            f"{output} holds a run with other settings ({details}). Rerun with the "
+            f"{output} holds a run with other settings ({'; '.join(changed)}). Rerun with the "
             "same settings to resume, pick another --output, or pass --no-resume to start over "
-            "(this deletes its checkpoints, logs, trained vocabulary and data files)."
+            "(this deletes the checkpoints, logs, trained vocabulary and data files bertzoo wrote there)."
         )
+
+
+def _check_inputs(config):
+    """The input files exist (checked before anything is written)."""
+    try:
+        if config.corpus:
+            expand_files(list(config.corpus))
+        for directory in config.data:
+            read_metadata(directory)
+    except FileNotFoundError as e:
+        raise PretrainError(str(e)) from None
+    if config.vocab is not None and not Path(config.vocab).is_file():
+        raise PretrainError(f"--vocab file {config.vocab} does not exist.")
 
 
 # === Data ===
@@ -241,11 +278,10 @@ def _tokenizer_settings(config, document):
     return kind, settings
 
 
-def prepare_tokenizer(config, output, files, chief=True):
-    """The given vocabulary, the preset directory's, or one trained on the
-    corpus (written to `output` once and reused on resume)."""
+def _vocabulary_plan(config):
+    """(tokenizer class, kind, settings, vocabulary file): the given file,
+    the preset directory's, or None when the run trains one."""
     from bertzoo.tokenizers.base import _tokenizer_class
-    from bertzoo.tokenizers.train import train_sentencepiece, train_wordpiece
 
     document, directory, _ = _preset_document(config.preset)
     kind, settings = _tokenizer_settings(config, document)
@@ -253,6 +289,15 @@ def prepare_tokenizer(config, output, files, chief=True):
     vocabulary = config.vocab
     if vocabulary is None and directory is not None and (Path(directory) / cls.vocabulary_file).is_file():
         vocabulary = Path(directory) / cls.vocabulary_file
+    return cls, kind, settings, vocabulary
+
+
+def prepare_tokenizer(config, output, files, chief=True):
+    """The given vocabulary, the preset directory's, or one trained on the
+    corpus (written to `output` once and reused on resume)."""
+    from bertzoo.tokenizers.train import train_sentencepiece, train_wordpiece
+
+    cls, kind, settings, vocabulary = _vocabulary_plan(config)
     if vocabulary is None:
         vocabulary = output / cls.vocabulary_file
         if chief and not vocabulary.is_file():
@@ -296,9 +341,27 @@ def split_documents(documents, eval_fraction, seed):
 
 
 def check_positions(config, document=None):
-    """Every phase's sequence length must fit the preset's position table."""
+    """Every phase's sequence length must fit the preset's position table,
+    and hold an example: [CLS] A [SEP] B [SEP] with a sentence objective
+    (auto: with the preset's pooler), a little less without."""
     if document is None:
         document = _preset_document(config.preset)[0]
+    pairs = config.objective in ("nsp", "sop") or (
+        config.objective == "auto" and document["backbone"].get("use_pooler", True)
+    )
+    shortest, needed = min(config.seq_len), min_seq_len("nsp" if pairs else "none")
+    if shortest < needed and pairs:
+        which = " (nsp or sop for this preset)" if config.objective == "auto" else ""
+        raise PretrainError(
+            f"seq_len={shortest} is too short: with objective {config.objective}{which} an example is a "
+            f"sentence pair, [CLS] A [SEP] B [SEP], of at least {needed} tokens. Use seq_len >= {needed}, "
+            f"or objective none (seq_len >= {min_seq_len('none')})."
+        )
+    if shortest < needed:
+        raise PretrainError(
+            f"seq_len={shortest} is too short: an example needs at least {needed} tokens ([CLS] text [SEP] "
+            f"with room to mask). Use seq_len >= {needed}."
+        )
     positions = document["backbone"].get("max_sequence_length", 512)
     longest = max(config.seq_len)
     if longest > positions:
@@ -351,20 +414,36 @@ def resolve_objective(config, backbone):
 # === The run ===
 
 
-def _fresh_output(output, chief, given_vocab=None):
-    """--no-resume: what an earlier run in `output` derived from its settings
-    goes (checkpoints, logs, trained vocabulary, data files, metrics); corpus
-    files given by the user and the last preset/ stay until overwritten."""
-    if not chief:
-        return
-    for name in ("checkpoints", "logs", "data", "vocab.txt", "spiece.model", INITIAL_EVAL_FILE, METRICS_FILE):
-        path = output / name
-        if given_vocab is not None and path.exists() and path.resolve() == Path(given_vocab).resolve():
-            continue
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+LOGS = "logs/events.out.tfevents.*"  # TensorBoard's files (a user's files in logs/ are not bertzoo's)
+
+
+def _written(config):
+    """The paths (under `output`) this run writes, claimed at its start."""
+    names = [RUN_CONFIG_FILE, "checkpoints", LOGS, INITIAL_EVAL_FILE, "preset", METRICS_FILE]
+    if not config.corpus:
+        names.append("corpus.txt")
+    cls, _, _, vocabulary = _vocabulary_plan(config)
+    if vocabulary is None:
+        names.append(cls.vocabulary_file)
+    if config.data_mode == "static" and not config.data:
+        names += sorted({f"data/seq{s}" for s in config.seq_len})
+    return names
+
+
+def _discard_derived(config, output, run):
+    """Starting over: what earlier runs here derived from their settings
+    goes (checkpoints, logs, trained vocabulary, data files, metrics), if
+    bertzoo wrote it and it is not an input of this run. The built-in
+    corpus and the last preset/ stay until rewritten."""
+    derived = ["checkpoints", LOGS, "vocab.txt", "spiece.model", INITIAL_EVAL_FILE, METRICS_FILE]
+    derived += [name for name in run.recorded if name.startswith("data/")]
+    inputs = [Path(p).resolve() for p in (config.vocab, *config.data) if p]
+    if config.corpus:
+        inputs += [p.resolve() for p in expand_files(list(config.corpus))]
+    for name in derived:
+        path = (output / name).resolve()
+        if not any(p == path or path in p.parents for p in inputs):
+            run.remove(name)
 
 
 def _phase_data(config, phase, train_examples, tokenizer, masker, output, chief, start_batch):
@@ -395,19 +474,25 @@ def run_pretraining(config):
     written to `metrics.json`."""
     validate_config(config)
     check_positions(config)  # before any data work
-    output = Path(config.output)
+    _check_inputs(config)
     distribution = make_distribution(config.strategy, tpu=config.tpu)
     distribution.check_batch_size(config.batch_size)
+    with RunDirectory(config.output, chief=distribution.is_chief) as run:  # one run at a time
+        return _run(config, distribution, run)
+
+
+def _run(config, distribution, run):
+    output = Path(config.output)
     chief = distribution.is_chief
-    if chief:
-        output.mkdir(parents=True, exist_ok=True)
     manager = CheckpointManager(output / "checkpoints", keep=config.keep_checkpoints)
-    if config.resume:
-        # Also before the first checkpoint: the vocabulary and data files
-        # already in `output` were made with the earlier settings.
+    resuming = config.resume and _has_checkpoint(output)
+    if resuming:
         _check_resumable(output, config)
-    else:
-        _fresh_output(output, chief, config.vocab)
+    run.claim(*_written(config))  # a user's file in the way: an error, before anything is written
+    if not resuming and (not config.resume or _changed_settings(output, config)):
+        # Starting over, or no checkpoint yet and the files here were made
+        # with other settings (an earlier run failed early): they go.
+        _discard_derived(config, output, run)
     if chief:
         atomic_write_text(output / RUN_CONFIG_FILE, json.dumps(config.to_json(), indent=2) + "\n")
     keras.utils.set_random_seed(config.seed)
@@ -509,6 +594,10 @@ def run_pretraining(config):
         tensorboard.start_step = tensorboard._last = step
         meter = Throughput(config.batch_size)
         callbacks = [
+            # Before the checkpoint callback: a NaN loss raises before a
+            # checkpoint of that state is written.
+            NonFiniteGuard(step, kept=f"The last good checkpoint in {manager.directory} was kept; "
+                           f"{output / 'preset'} was not updated."),
             PeriodicCheckpoint(manager, config.checkpoint_every, start_step=step, state_fn=state_fn, enabled=chief),
             tensorboard,
             meter,
@@ -560,8 +649,14 @@ def _evaluate(model, eval_set):
 
 
 def _save_preset(config, backbone, tokenizer, objective, directory):
-    """The trained backbone + vocabulary as a bertzoo preset directory (the
-    vocabulary first: config.json, written last, marks it complete)."""
+    """The trained backbone + vocabulary, published as one bertzoo preset
+    directory (`bertzoo.io.publish`)."""
+    with publish_directory(directory, "preset") as staging:
+        _write_preset(config, backbone, tokenizer, objective, staging)
+    return directory
+
+
+def _write_preset(config, backbone, tokenizer, objective, directory):
     tokenizer.save_to_preset(directory)
     backbone.preset_info = {
         "description": (
@@ -576,5 +671,4 @@ def _save_preset(config, backbone, tokenizer, objective, directory):
     # Presets record no dtype policy (precision is a setting of each run);
     # mixed-precision variables are float32 anyway.
     backbone.save_to_preset(directory)
-    return directory
 
