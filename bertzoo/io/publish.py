@@ -184,8 +184,9 @@ def check_target(target, kind, overwrite=True):
             )
         return {"kind": kind, "files": {}}
     if found.get("kind") != kind:
+        article = "an" if kind[0] in "aeiou" else "a"
         raise OutputError(
-            f"{target} holds a bertzoo {found.get('kind')}, not a {kind}; choose another path."
+            f"{target} holds a bertzoo {found.get('kind')}, not {article} {kind}; choose another path."
         )
     if not overwrite:
         raise OutputError(
@@ -275,14 +276,8 @@ def _finish(staging, target, kind, old, replaces):
                     entries[name] = old_files[name]
         # Files bertzoo did not write (not in the old manifest) stay.
         for entry in target.iterdir():
-            name = entry.name
-            if name == manifest_lib.MANIFEST_FILE:
-                continue
-            if name in old_files or any(f.startswith(name + "/") for f in old_files):
-                if entry.is_dir() and not entry.is_symlink():
-                    _carry_foreign_below(entry, staging / name, name, old_files)
-                continue
-            _carry_foreign(entry, staging / name)
+            if entry.name not in (manifest_lib.MANIFEST_FILE, *old_files):
+                _carry_foreign(entry, staging / entry.name, entry.name, old_files)
     for name in written:
         _fsync(staging / name)
     manifest_path = staging / manifest_lib.MANIFEST_FILE
@@ -308,27 +303,23 @@ def _finish(staging, target, kind, old, replaces):
     _fsync(target.parent, directory=True)
 
 
-def _carry_foreign(source, destination):
-    """Carries a file bertzoo did not write into the new version; one that
-    the new version would replace stops the publication."""
+def _carry_foreign(source, destination, name, old_files):
+    """Carries what bertzoo did not write below `source` (relative name
+    `name`) into the new version at `destination`: files the old manifest
+    does not list, folder by folder. A file the new version would replace
+    stops the publication."""
+    if source.is_dir() and not source.is_symlink():
+        for child in source.iterdir():
+            child_name = f"{name}/{child.name}"
+            if child_name not in old_files:
+                _carry_foreign(child, destination / child.name, child_name, old_files)
+        return
     if destination.exists() or destination.is_symlink():
         raise OutputError(
             f"{source} exists and was not written by bertzoo, which would replace it; "
             "move it or choose another directory (nothing was changed)."
         )
     _carry(source, destination)
-
-
-def _carry_foreign_below(directory, destination, prefix, old_files):
-    """Inside a directory bertzoo wrote, carries the files it did not."""
-    for entry in directory.iterdir():
-        name = f"{prefix}/{entry.name}"
-        if name in old_files:
-            continue
-        if entry.is_dir() and not entry.is_symlink() and any(f.startswith(name + "/") for f in old_files):
-            _carry_foreign_below(entry, destination / entry.name, name, old_files)
-        else:
-            _carry_foreign(entry, destination / entry.name)
 
 
 def atomic_directory(path):
