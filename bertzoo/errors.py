@@ -28,3 +28,25 @@ class OutputError(BertzooError, ValueError):
 
 class NonFiniteError(BertzooError, FloatingPointError):
     """Training produced a NaN or infinite loss or weight."""
+
+
+class InputError(BertzooError, ValueError):
+    """An input handed to a model, layer, tokenizer or preprocessor is
+    invalid: token ids outside the vocabulary, missing or unexpected input
+    keys, ids of a float dtype, text that is not valid UTF-8, a bad
+    `sequence_length`.
+
+    Keras re-raises an exception from inside a layer's `call()` as a new one
+    with the call's arguments appended (a long multi-line message); this
+    attribute tells it that the message already says what is wrong, so the
+    one-line message reaches the caller unchanged.
+    """
+
+    _keras_call_info_injected = True
+
+
+class InputTypeError(BertzooError, TypeError):
+    """An input has the wrong type (e.g. None or a number where texts are
+    expected)."""
+
+    _keras_call_info_injected = True

@@ -4,9 +4,11 @@ to a fixed length, in TensorFlow ops (eager, `tf.data`, exported graphs)."""
 import keras
 import tensorflow as tf
 
+from bertzoo.input_checks import check_sequence_length
 from bertzoo.tokenizers.base import (
     Tokenizer,
     TokenizerError,
+    check_utf8,
     from_preset as tokenizer_from_preset,
     to_backend_output,
     to_string_tensor,
@@ -49,7 +51,13 @@ class BertPreprocessor(keras.layers.Layer):
 
     Args:
         tokenizer: a `bertzoo.tokenizers.Tokenizer`.
-        sequence_length: packed length, special tokens included.
+        sequence_length: packed length, special tokens included: an int
+            >= 3 ([CLS] A [SEP] with one token).
+
+    Texts must be valid Unicode: bytes that are not UTF-8 (or a str with a
+    lone surrogate) are an error naming the text, not silently dropped --
+    eagerly a `TextEncodingError`, inside `tf.data`/`tf.function` a failed
+    assertion at run time.
         segment_ids: whether to output segment ids.
     """
 
@@ -58,12 +66,10 @@ class BertPreprocessor(keras.layers.Layer):
         super().__init__(trainable=False, **kwargs)
         if not isinstance(tokenizer, Tokenizer):
             raise TypeError(f"tokenizer must be a bertzoo Tokenizer, got {type(tokenizer).__name__}.")
-        if int(sequence_length) < 3:
-            raise ValueError(
-                f"sequence_length must be at least 3 ([CLS] A [SEP] with one token), got {sequence_length}."
-            )
+        # An int >= 3 ([CLS] A [SEP] with one token); 5.7 or True would be
+        # silently truncated.
         self.tokenizer = tokenizer
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = check_sequence_length(sequence_length)
         self.segment_ids = bool(segment_ids)
         # Strings are not backend tensors: let them through Layer.__call__.
         self._convert_input_args = False
@@ -83,6 +89,7 @@ class BertPreprocessor(keras.layers.Layer):
         max_length = backbone.get("max_sequence_length", 512)
         if sequence_length is None:
             sequence_length = max_length
+        sequence_length = check_sequence_length(sequence_length)
         if sequence_length > max_length:
             raise TokenizerError(
                 f"sequence_length={sequence_length} is longer than the model's "
@@ -109,6 +116,9 @@ class BertPreprocessor(keras.layers.Layer):
                 f"BertPreprocessor packs one or two segments, got a tuple of {len(segments)}."
             )
         segments = [to_string_tensor(s) for s in segments]
+        # Invalid UTF-8 is an error, not silently dropped bytes.
+        names = ("", "") if len(segments) == 1 else (" of the first segment", " of the second segment")
+        segments = [check_utf8(s, of) for s, of in zip(segments, names)]
         for s in segments:
             # A (batch, 1) column (e.g. keras.Input(shape=(1,), dtype="string"))
             # is a batch; anything wider would be silently flattened.

@@ -16,20 +16,32 @@ is installed as the `bertzoo.presets_data` package. A preset *directory*
 the weights as `model.weights.h5`, the task-head tensors of a converted
 checkpoint as `heads.safetensors` (Hugging Face names) and the vocabulary
 (`vocab.txt` or `spiece.model`).
+
+A built-in preset is named "bert_base" or, explicitly, "builtin:bert_base";
+a directory by its path ("./bert_base", "/models/bert_base" or a
+`pathlib.Path`). A bare name that is both a built-in and a preset directory
+under the current directory is ambiguous: an error saying how to pick each.
 """
 
 import difflib
 import functools
 import json
+import os
 from pathlib import Path
 
 from bertzoo.errors import PresetError  # noqa: F401  (bertzoo.presets.PresetError)
+from bertzoo.io.manifest import verify_directory
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 # Task-head tensors (MLM, NSP/SOP, classifier) kept with a backbone, in
 # Hugging Face names and layouts, for the task models.
 HEADS_FILE = "heads.safetensors"
+# A fine-tuned task model's head (bertzoo.models.tasks).
+TASK_HEAD_FILE = "task_head.safetensors"
+# What a model's save replaces in a preset directory (the vocabulary, saved
+# by the tokenizer, stays).
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, HEADS_FILE, TASK_HEAD_FILE)
 
 # Allowed keys and their JSON types, per section.
 _TOP_LEVEL = {
@@ -158,17 +170,74 @@ def unknown_preset_error(name):
     )
 
 
+# === Preset names (issue 14) ===
+# "bert_tiny" names the built-in preset unless ./bert_tiny is a preset
+# directory too: then the name is ambiguous, an error. "builtin:bert_tiny"
+# always names the built-in; "./bert_tiny" or pathlib.Path("bert_tiny")
+# always a directory. An empty name is an error (it used to load the
+# current directory: pass "." for that).
+BUILTIN_PREFIX = "builtin:"
+
+
+def builtin_name(preset):
+    """The built-in preset that `preset` names ("bert_tiny" or
+    "builtin:bert_tiny"), or None (a path, or not a built-in name)."""
+    if not isinstance(preset, str):
+        return None
+    name = preset.removeprefix(BUILTIN_PREFIX)
+    return name if name in builtin_presets() else None
+
+
+def _check_preset_argument(preset):
+    names = ", ".join(sorted(builtin_presets()))
+    if not isinstance(preset, str | os.PathLike):
+        raise PresetError(
+            f"A preset is a built-in name ({names}) or a preset directory (a str or "
+            f"pathlib.Path), got {type(preset).__name__}: {preset!r}."
+        )
+    if isinstance(preset, str) and not preset.strip():
+        raise PresetError(
+            f"The preset name {preset!r} is empty. Pass a built-in preset ({names}) or a "
+            'preset directory (for the current directory, "." explicitly).'
+        )
+    if isinstance(preset, str) and preset.startswith(BUILTIN_PREFIX):
+        name = preset[len(BUILTIN_PREFIX):]
+        if name not in builtin_presets():
+            close = difflib.get_close_matches(name, sorted(builtin_presets()), n=1)
+            hint = f" Did you mean '{BUILTIN_PREFIX}{close[0]}'?" if close else ""
+            raise PresetError(f"Unknown built-in preset {name!r}.{hint} Built-in presets: {names}.")
+    elif isinstance(preset, str) and preset in builtin_presets():
+        local = Path(preset)
+        if (local / CONFIG_FILE).is_file():
+            raise PresetError(
+                f"Preset {preset!r} is ambiguous: it is a built-in preset (an architecture, "
+                f"randomly initialised) and also the preset directory {local.resolve()}. "
+                f"Pass '{BUILTIN_PREFIX}{preset}' for the built-in, or './{preset}' (or "
+                f"pathlib.Path('{preset}')) for the directory."
+            )
+
+
+# === End of preset names ===
+
+
 def resolve(name_or_dir, backbone_keys):
     """Finds a preset by built-in name or directory.
+
+    A built-in name may be written "builtin:NAME"; a bare NAME that is also
+    a preset directory under the current directory is ambiguous (a
+    PresetError saying how to pick either), and an empty name is an error.
 
     Returns `(document, directory, kind)`: kind is "builtin" (directory None:
     built-in presets ship no weights), "bertzoo" (written by save_to_preset)
     or "hf" (a Hugging Face checkpoint directory, its config mapped to a
-    preset document).
+    preset document). A directory with a bertzoo manifest is verified
+    against it first (`bertzoo.io.manifest`).
     """
+    _check_preset_argument(name_or_dir)
     presets = builtin_presets()
-    if isinstance(name_or_dir, str) and name_or_dir in presets:
-        return read_preset_file(presets[name_or_dir], backbone_keys), None, "builtin"
+    name = builtin_name(name_or_dir)
+    if name is not None:
+        return read_preset_file(presets[name], backbone_keys), None, "builtin"
     path = Path(name_or_dir)
     if path.is_dir():
         config = path / CONFIG_FILE
@@ -179,6 +248,9 @@ def resolve(name_or_dir, backbone_keys):
                 "save_to_preset), a Hugging Face checkpoint directory config.json "
                 "and model.safetensors."
             )
+        # A directory bertzoo wrote is checked against its manifest before
+        # any of it is read (IntegrityError names a damaged file).
+        verify_directory(path)
         try:
             raw = json.loads(config.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):

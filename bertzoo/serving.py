@@ -109,7 +109,9 @@ class ServingModel(keras.Model):
 
         self.task_model = task_model
         self.tokenizer = tokenizer
-        self.sequence_length = int(sequence_length)
+        from bertzoo.input_checks import check_sequence_length
+
+        self.sequence_length = check_sequence_length(sequence_length)  # 5.7 is an error, not 5
         self.pairs = bool(pairs)
         if isinstance(task_model, BertSpanQA):
             self.kind = "qa"

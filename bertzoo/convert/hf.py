@@ -28,9 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bertzoo.convert.common import CheckpointError, assign_tensors, read_json_object
+from bertzoo.convert.common import (
+    CheckpointError,
+    assign_tensors,
+    check_float_tensors,
+    read_json_object,
+)
 from bertzoo.convert.safetensors_io import read_safetensors, tensor_names, write_safetensors
-from bertzoo.io_utils import atomic_write_text
+from bertzoo.io.publish import atomic_write_text, publish_directory
 
 logger = logging.getLogger(__name__)
 
@@ -552,6 +557,8 @@ def load_hf_weights(backbone, directory, allow_partial=False, allow_pickle=False
         file_name[key] = name
     prefix = spec.prefix if any(k.startswith(spec.prefix) for k in raw) else ""
     heads = {k: raw[n] for k, n in file_name.items() if k.startswith(spec.heads)}
+    # Head tensors are kept for task models and save_hf: weights too.
+    check_float_tensors({file_name[k]: v for k, v in heads.items()}, path)
     mapping = {
         file_name.get(k, prefix + k): v for k, v in _variable_map(backbone, spec).items()
     }
@@ -660,8 +667,10 @@ def save_hf(backbone, directory, tokenizer=None):
     (e.g. from a converted BertForPreTraining) are written too, with the
     backbone tensors under the base-model prefix as transformers expects.
 
-    Writes `model.safetensors`, then (with `tokenizer`) its vocabulary file
-    and `tokenizer_config.json`, and `config.json` last, each atomically.
+    Writes `model.safetensors`, (with `tokenizer`) its vocabulary file and
+    `tokenizer_config.json`, and `config.json`, published as one directory
+    with a checksum manifest (`bertzoo.io.publish`; an existing `directory`
+    must be empty or an earlier bertzoo export of this kind).
 
     Args:
         backbone: a `BertBackbone`.
@@ -699,16 +708,17 @@ def save_hf(backbone, directory, tokenizer=None):
         tensors[prefix + name] = np.ascontiguousarray(value.T if transpose else value)
     tensors.update(heads)
     config = _hf_config(backbone, spec, _architecture(spec, heads, backbone.use_pooler))
-    write_safetensors(directory / SAFETENSORS_FILE, tensors, metadata={"format": "pt"})
-    if tokenizer is not None:
-        tokenizer.save_to_preset(directory)
+    with publish_directory(directory, "hf") as staging:
+        write_safetensors(staging / SAFETENSORS_FILE, tensors, metadata={"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save_to_preset(staging)
+            atomic_write_text(
+                staging / "tokenizer_config.json",
+                json.dumps(_tokenizer_config(tokenizer, spec), indent=2, sort_keys=True) + "\n",
+            )
         atomic_write_text(
-            directory / "tokenizer_config.json",
-            json.dumps(_tokenizer_config(tokenizer, spec), indent=2, sort_keys=True) + "\n",
+            staging / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
         )
-    atomic_write_text(
-        directory / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
-    )
     return directory
 
 

@@ -159,10 +159,14 @@ def check_target(target, kind, overwrite=True):
     would replace something bertzoo did not write (a file; for an export,
     any non-empty directory without a bertzoo manifest), a bertzoo directory
     of another kind, or (with `overwrite=False`) an earlier one of the same
-    kind. Returns the target's manifest: None when it is new or empty, one
-    listing no files when it holds only files bertzoo did not write (they
-    are carried over, and writing one of their names is an error)."""
+    kind. `kind` may be a tuple of the kinds that may be updated (the first
+    for a new directory). Returns the target's manifest: None when it is
+    new or empty, one listing no files when it holds only files bertzoo did
+    not write (they are carried over, and writing one of their names is an
+    error)."""
     target = Path(target)
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    kind = kinds[0]
     if not target.exists():
         if target.is_symlink():
             raise OutputError(f"{target} is a dangling symbolic link; remove it or choose another path.")
@@ -183,7 +187,7 @@ def check_target(target, kind, overwrite=True):
                 "write: choose an empty or new directory."
             )
         return {"kind": kind, "files": {}}
-    if found.get("kind") != kind:
+    if found.get("kind") not in kinds:
         article = "an" if kind[0] in "aeiou" else "a"
         raise OutputError(
             f"{target} holds a bertzoo {found.get('kind')}, not {article} {kind}; choose another path."
@@ -211,7 +215,8 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
     Args:
         target: the directory to publish.
         kind: what it is, one of `bertzoo.io.manifest.KINDS`; recorded in
-            the manifest, and an existing target must be of the same kind.
+            the manifest, and an existing target must be of the same kind
+            (a tuple: any of these; the first for a new directory).
         overwrite: False: an existing bertzoo directory at `target` is an
             `OutputError` (exports without --overwrite).
         replaces: None: the new directory replaces every file bertzoo wrote
@@ -238,7 +243,8 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
         _active.add(str(staging))
     try:
         yield staging
-        _finish(staging, target, kind, old, replaces)
+        kept_kind = old["kind"] if old is not None else (kind if isinstance(kind, str) else kind[0])
+        _finish(staging, target, kept_kind, old, replaces)
     finally:
         with _active_lock:
             _active.discard(str(staging))

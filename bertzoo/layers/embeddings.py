@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from bertzoo.layers.common import constructor_config, kernel_initializer
+from bertzoo.input_checks import check_id_range, check_integer_ids, in_range
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
@@ -14,6 +15,16 @@ class BertEmbeddings(keras.layers.Layer):
     When `embedding_dim != hidden_dim` (ALBERT, ELECTRA-small) the tables and
     the LayerNorm are `embedding_dim` wide and a Dense layer
     (`embedding_projection`) maps the result to `hidden_dim`.
+
+    Ids must be integers in `[0, vocabulary_size)` (tokens) and
+    `[0, num_segments)` (segments); nothing is wrapped around or clipped.
+    On values known when the layer runs (eager calls) another id is an
+    `InputError` naming the input, the value and the valid range. Inside a
+    traced graph (tf.function, jax.jit, `fit`/`predict`), where no exception
+    can be raised under XLA, the embedding of such a token is NaN, which
+    spreads through attention to its whole sequence (and makes a training
+    loss NaN): a loud result instead of a silently wrong one. For valid ids
+    this is an exact select, so results are bit-identical.
 
     Args:
         vocabulary_size: number of token ids.
@@ -116,7 +127,19 @@ class BertEmbeddings(keras.layers.Layer):
                 f"Input sequence length {seq_len} is longer than the model's "
                 f"max_sequence_length={self.max_sequence_length} learned positions."
             )
-        x = self.token_embedding(token_ids)  # (B, S, E)
+        if self.segment_embedding is not None and segment_ids is None:
+            raise ValueError(
+                "segment_ids are required: this model has "
+                f"num_segments={self.num_segments}."
+            )
+        # Out-of-range ids (issue 14): with known values (eager) an error;
+        # in traced graphs, where none can be raised, the lookup reads row 0
+        # instead and the token's output becomes NaN. Valid ids are untouched
+        # (exact selects), so their results are bit-identical.
+        check_integer_ids("token_ids", token_ids)
+        check_id_range("token_ids", token_ids, self.vocabulary_size, "vocabulary_size")
+        valid = in_range(token_ids, self.vocabulary_size)
+        x = self.token_embedding(ops.where(valid, token_ids, 0))  # (B, S, E)
         positions = ops.slice(
             ops.convert_to_tensor(self.position_embeddings),
             (0, 0),
@@ -124,13 +147,15 @@ class BertEmbeddings(keras.layers.Layer):
         )  # (S, E)
         x = x + ops.cast(positions, x.dtype)[None, :, :]
         if self.segment_embedding is not None:
-            if segment_ids is None:
-                raise ValueError(
-                    "segment_ids are required: this model has "
-                    f"num_segments={self.num_segments}."
-                )
-            x = x + self.segment_embedding(segment_ids)
+            check_integer_ids("segment_ids", segment_ids)
+            check_id_range("segment_ids", segment_ids, self.num_segments, "num_segments")
+            valid_segment = in_range(segment_ids, self.num_segments)
+            x = x + self.segment_embedding(ops.where(valid_segment, segment_ids, 0))
+            valid = ops.logical_and(valid, valid_segment)
         x = self.layer_norm(x)
+        # After the LayerNorm, not before: there XLA keeps the LayerNorm one
+        # fused kernel, and the select costs nothing measurable.
+        x = ops.where(valid[:, :, None], x, ops.cast(float("nan"), x.dtype))
         x = self.dropout_layer(x, training=training)
         if self.projection is not None:
             x = self.projection(x)  # (B, S, E) -> (B, S, H)

@@ -2,13 +2,14 @@
 
 import json
 import logging
-import os
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import keras
 
 from bertzoo import presets as preset_lib
-from bertzoo.io_utils import atomic_path, atomic_write_text
+from bertzoo.input_checks import check_id_range, check_model_inputs
 from bertzoo.layers import (
     ACTIVATION_NAMES,
     BertEmbeddings,
@@ -127,6 +128,58 @@ def _check_rate(name, value):
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
 
 
+# === Input checks (issue 14) ===
+# Keras' functional models flatten a dict input by sorted key: an extra key
+# ("label") silently moves the others onto the wrong inputs, and float ids
+# are cast to int (3.7 -> 3). The backbone and its feature model check their
+# inputs in `__call__` (eager and symbolic calls, and `predict`/`fit` under
+# TensorFlow) and in `call` (JAX's `predict`/`fit` run `stateless_call`,
+# which calls `call` directly). Ids out of range: `BertEmbeddings`.
+
+
+def _first_input(args, kwargs):
+    return args[0] if args else kwargs.get("inputs")
+
+
+def _check_predict_inputs(model, x):
+    """`predict` checks a dict of arrays (ids in range too) or a
+    `tf.data.Dataset`'s element spec before Keras starts: errors come
+    early, and under JAX an exception inside Keras' predict loop would leave
+    the model's variables emptied (Keras releases them for the loop)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(x, tf.data.Dataset):
+        x = x.element_spec
+        if isinstance(x, tuple) and x:
+            x = x[0]  # (x, y) or (x, y, sample_weight)
+    if not isinstance(x, Mapping):
+        return  # generators and the like: checked when called
+    check_model_inputs(x, model.input, model.name)
+    embeddings = model.get_layer("embeddings")
+    check_id_range("token_ids", x["token_ids"], embeddings.vocabulary_size, "vocabulary_size")
+    if "segment_ids" in x:
+        check_id_range("segment_ids", x["segment_ids"], embeddings.num_segments, "num_segments")
+
+
+class _BertFeatureModel(keras.Model):
+    """`BertBackbone.feature_model()`: a functional model with the
+    backbone's input checks."""
+
+    def __call__(self, *args, **kwargs):
+        check_model_inputs(_first_input(args, kwargs), self.input, self.name)
+        return super().__call__(*args, **kwargs)
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        check_model_inputs(inputs, self.input, self.name)
+        return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        _check_predict_inputs(self, x)
+        return super().predict(x, *args, **kwargs)
+
+
+# === End of input checks ===
+
+
 @keras.saving.register_keras_serializable(package="bertzoo")
 class BertBackbone(keras.Model):
     """The BERT-family encoder: embeddings, `num_layers` post-LN transformer
@@ -147,6 +200,13 @@ class BertBackbone(keras.Model):
     each `(batch, seq)` int32. Outputs: a dict with `sequence_output`
     `(batch, seq, hidden_dim)` and, with a pooler, `pooled_output`
     `(batch, hidden_dim)`.
+
+    Inputs are checked (`bertzoo.errors.InputError`, a ValueError): exactly
+    these keys (an extra one such as `label` would silently reorder Keras'
+    inputs), integer dtypes (a bool padding mask too), and, where the values
+    are known (eager calls, `predict` on arrays), ids in
+    `[0, vocabulary_size)` and `[0, num_segments)`. Inside compiled graphs an
+    out-of-range id makes its sequence's outputs NaN (see `BertEmbeddings`).
 
     Per-layer hidden states and pre-softmax attention scores come from
     `feature_model()`, a second functional model over the same layers.
@@ -332,6 +392,22 @@ class BertBackbone(keras.Model):
         inputs["padding_mask"] = keras.Input((None,), dtype="int32", name="padding_mask")
         return inputs
 
+    # === Input checks (issue 14; see the comment above _BertFeatureModel) ===
+
+    def __call__(self, *args, **kwargs):
+        check_model_inputs(_first_input(args, kwargs), self.input, self.name)
+        return super().__call__(*args, **kwargs)
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        check_model_inputs(inputs, self.input, self.name)
+        return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        _check_predict_inputs(self, x)
+        return super().predict(x, *args, **kwargs)
+
+    # === End of input checks ===
+
     @property
     def token_embedding(self):
         """The `keras.layers.Embedding` holding the token table (tied by MLM
@@ -368,7 +444,7 @@ class BertBackbone(keras.Model):
             self.num_groups,
             features=True,
         )
-        return keras.Model(inputs, outputs, name=name or f"{self.name}_features")
+        return _BertFeatureModel(inputs, outputs, name=name or f"{self.name}_features")
 
     def get_config(self):
         return {
@@ -474,19 +550,27 @@ class BertBackbone(keras.Model):
         if heads.is_file():
             from bertzoo.convert.safetensors_io import read_safetensors
 
-            backbone.hf_head_weights = read_safetensors(heads)
+            backbone.hf_head_weights = read_safetensors(heads, float_only=True)
         return backbone
 
     def save_to_preset(self, preset_dir, extra=None):
-        """Writes `config.json` and `model.weights.h5` (and the task-head
-        tensors of a converted checkpoint as `heads.safetensors`) to
-        `preset_dir`, each atomically (weights first, so a present config always comes with
-        complete weights). `BertBackbone.from_preset(preset_dir)` rebuilds the
-        same model. `extra`: more top-level sections for `config.json` (a
-        task model's `task` section).
+        """Writes `config.json`, `model.weights.h5` and (for a model loaded
+        from a checkpoint with pre-training or task heads) `heads.safetensors`
+        to `preset_dir`, published as one unit with a checksum manifest
+        (`bertzoo.io.publish`): at any moment, a kill included, the directory
+        holds the complete earlier preset or the complete new one.
+        `BertBackbone.from_preset(preset_dir)` rebuilds the same model and
+        verifies every file first.
+
+        A vocabulary saved there earlier (`tokenizer.save_to_preset`) stays;
+        an existing directory must be empty or a bertzoo preset (bertzoo
+        never replaces files it did not write), and files in it that bertzoo
+        did not write are kept. `extra`: more top-level sections for
+        `config.json` (a task model's `task` section).
         """
+        from bertzoo.io.publish import publish_directory
+
         preset_dir = Path(preset_dir)
-        os.makedirs(preset_dir, exist_ok=True)
         config = self.get_config()
         backbone_config = {
             k: config[k] for k in self._architecture_keys() if k in config
@@ -501,16 +585,12 @@ class BertBackbone(keras.Model):
             document["tokenizer"] = info["tokenizer"]
         document["metadata"] = metadata
         document.update(extra or {})
-        with atomic_path(preset_dir / preset_lib.WEIGHTS_FILE, suffix=".weights.h5") as tmp:
-            self.save_weights(tmp)
-        heads = preset_dir / preset_lib.HEADS_FILE
-        if self.hf_head_weights:
-            from bertzoo.convert.safetensors_io import write_safetensors
+        text = json.dumps(document, indent=2) + "\n"
+        with publish_directory(preset_dir, "preset", replaces=preset_lib.MODEL_FILES) as staging:
+            self.save_weights(staging / preset_lib.WEIGHTS_FILE)
+            if self.hf_head_weights:
+                from bertzoo.convert.safetensors_io import write_safetensors
 
-            write_safetensors(heads, self.hf_head_weights)
-        elif heads.exists():
-            os.remove(heads)  # from an earlier save: not this model's heads
-        atomic_write_text(
-            preset_dir / preset_lib.CONFIG_FILE, json.dumps(document, indent=2) + "\n"
-        )
+                write_safetensors(staging / preset_lib.HEADS_FILE, self.hf_head_weights)
+            (staging / preset_lib.CONFIG_FILE).write_text(text, encoding="utf-8")
         return preset_dir

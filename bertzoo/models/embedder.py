@@ -9,10 +9,12 @@ import numpy as np
 import tensorflow as tf
 
 from bertzoo import presets as preset_lib
+from bertzoo.errors import InputTypeError
+from bertzoo.input_checks import check_model_inputs
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
-from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.backbone import BertBackbone, _check_predict_inputs
 from bertzoo.preprocessing import BertPreprocessor
-from bertzoo.tokenizers.base import to_string_tensor
+from bertzoo.tokenizers.base import check_utf8, to_string_tensor
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,61 @@ def _is_empty_text(x):
     return False
 
 
+# === Input checks (issue 14) ===
+
+_TEXTS = (
+    "a string, a list of strings, or a tuple (texts_a, texts_b) of two equally "
+    "long lists for pairs"
+)
+
+
+def _is_preprocessed(x):
+    """Inputs Keras' predict takes as they are: the backbone's dict of ids,
+    a dataset, a generator."""
+    if isinstance(x, dict | tf.data.Dataset | keras.utils.PyDataset):
+        return True
+    return hasattr(x, "__next__")  # generators and iterators
+
+
+def _check_texts(x):
+    """Everything else a TextEmbedder with a preprocessor is given must be
+    text: one clear TypeError (naming the element) instead of a traceback
+    deep in TensorFlow."""
+    if isinstance(x, tuple):
+        if not 1 <= len(x) <= 2:
+            raise InputTypeError(f"TextEmbedder takes {_TEXTS}; got a tuple of {len(x)}.")
+        if all(isinstance(s, str | bytes) for s in x):
+            return
+        for s, which in zip(x, ("texts_a", "texts_b")):
+            if isinstance(s, str | bytes):
+                raise InputTypeError(
+                    f"TextEmbedder takes {_TEXTS}; got a tuple mixing single strings and batches."
+                )
+            _check_batch(s, which)
+        return
+    if isinstance(x, str | bytes):
+        return
+    _check_batch(x, "texts")
+
+
+def _check_batch(x, which):
+    if isinstance(x, tf.Tensor):
+        if x.dtype != tf.string:
+            raise InputTypeError(f"TextEmbedder takes {_TEXTS}; got a {x.dtype.name} tensor.")
+        return
+    if not isinstance(x, list | np.ndarray):
+        raise InputTypeError(f"TextEmbedder takes {_TEXTS}; got {type(x).__name__}: {x!r:.80}.")
+    for i, text in enumerate(np.asarray(x, dtype=object).flat):
+        if not isinstance(text, str | bytes):
+            raise InputTypeError(
+                f"TextEmbedder takes {_TEXTS}; element {i} of {which} is "
+                f"{type(text).__name__} ({text!r:.80}), not a string."
+            )
+
+
+# === End of input checks ===
+
+
 class TextEmbedder(keras.Model):
     """A backbone plus pooling: token ids -> one vector per text, and with a
     preprocessor attached, strings -> vectors via `predict` / `embed`.
@@ -117,11 +174,11 @@ class TextEmbedder(keras.Model):
         pooling, normalised, and the backbone's maximum length."""
         backbone = BertBackbone.from_preset(preset, load_weights=load_weights)
         settings = {}
-        if not (isinstance(preset, str) and preset in preset_lib.builtin_presets()):
+        if preset_lib.builtin_name(preset) is None:
             settings = sentence_transformers_settings(preset)
         preprocessor = BertPreprocessor.from_preset(
             preset,
-            sequence_length=sequence_length or settings.get("sequence_length"),
+            sequence_length=settings.get("sequence_length") if sequence_length is None else sequence_length,
             vocabulary=vocabulary,
         )
         return cls(
@@ -139,7 +196,10 @@ class TextEmbedder(keras.Model):
                 "(a dict like the backbone's inputs), not strings."
             )
         if isinstance(x, tuple):
-            slices = tuple(to_string_tensor(s) for s in x)
+            slices = tuple(
+                check_utf8(to_string_tensor(s), of)
+                for s, of in zip(x, (" of texts_a", " of texts_b"))
+            )
             sizes = [s.shape[0] if s.shape.rank else None for s in slices]
             if len(slices) > 2 or None in sizes or len(set(sizes)) > 1:
                 raise ValueError(
@@ -149,12 +209,25 @@ class TextEmbedder(keras.Model):
                 )
             ds = tf.data.Dataset.from_tensor_slices(slices).batch(batch_size)
             return ds.map(lambda *segments: self.preprocessor(tuple(segments)))
-        ds = tf.data.Dataset.from_tensor_slices(to_string_tensor(x)).batch(batch_size)
+        ds = tf.data.Dataset.from_tensor_slices(check_utf8(to_string_tensor(x))).batch(batch_size)
         return ds.map(self.preprocessor)
 
     def predict(self, x, batch_size=32, verbose="auto", **kwargs):
         """Strings (a list, a tuple of two lists for pairs, or a string
-        tensor) or preprocessed inputs -> embeddings, `(n, hidden_dim)`."""
+        tensor) or preprocessed inputs -> embeddings, `(n, hidden_dim)`; a
+        single string (or a tuple of two) -> one embedding `(hidden_dim,)`,
+        an empty list -> `(0, hidden_dim)`. Anything else (None, numbers, a
+        list mixing strings and other things) is an `InputTypeError`; text
+        that is not valid UTF-8 a `TextEncodingError` naming the text."""
+        if x is None:
+            raise InputTypeError(
+                f"TextEmbedder takes {_TEXTS}; got None."
+                if self.preprocessor is not None
+                else "This TextEmbedder has no preprocessor: it takes the backbone's dict "
+                "of token ids; got None."
+            )
+        if self.preprocessor is not None and not _is_preprocessed(x):
+            _check_texts(x)
         if self.preprocessor is not None and _is_empty_text(x):
             return np.zeros((0, self.outputs[0].shape[-1]), "float32")
         if _is_text(x):
@@ -164,7 +237,20 @@ class TextEmbedder(keras.Model):
                 # One pair (or a 1-tuple) of single strings.
                 return self.predict(tuple([s] for s in x), batch_size, verbose, **kwargs)[0]
             return super().predict(self._text_dataset(x, batch_size), verbose=verbose, **kwargs)
+        _check_predict_inputs(self.backbone, x)  # a dict of ids: keys, dtypes, ranges
         return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
+
+    # Token-id inputs: the backbone's checks at this model's own entry
+    # (its functional graph would otherwise reorder a dict with an extra
+    # key, or cast float ids, before the backbone sees them).
+
+    def __call__(self, *args, **kwargs):
+        check_model_inputs(args[0] if args else kwargs.get("inputs"), self.input, self.name)
+        return super().__call__(*args, **kwargs)
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        check_model_inputs(inputs, self.input, self.name)
+        return super().call(inputs, training=training, mask=mask, **kwargs)
 
     def embed(self, texts, batch_size=32):
         """`predict` without a progress bar: texts -> numpy embeddings."""

@@ -18,7 +18,6 @@ of Hugging Face checkpoints (`*ForSequenceClassification`,
 
 import json
 import logging
-import os
 from pathlib import Path
 
 import keras
@@ -33,7 +32,7 @@ from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
 
 logger = logging.getLogger(__name__)
 
-HEAD_FILE = "task_head.safetensors"
+HEAD_FILE = preset_lib.TASK_HEAD_FILE
 IGNORE_LABEL = -100  # token-classification positions that are not scored
 TASK_KINDS = ("classification", "regression", "tagging", "qa")
 
@@ -57,6 +56,7 @@ def read_task_section(preset):
     config = Path(preset) / preset_lib.CONFIG_FILE
     if not config.is_file():
         return {}
+    preset_lib.verify_directory(config.parent)  # IntegrityError names a damaged file
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -155,8 +155,8 @@ class _TaskModel(keras.Model):
             )
             self.head_loaded = False
             return
-        for name, variable in variables.items():
-            variable.assign(np.asarray(tensors[name], dtype="float32"))
+        # Checked (dtypes) and assigned like every checkpoint weight.
+        assign_tensors({k: (v, False) for k, v in variables.items()}, tensors, path)
         self.head_loaded = True
 
     def _load_hf_head(self, tensors, source):
@@ -192,24 +192,27 @@ class _TaskModel(keras.Model):
 
     def save_to_preset(self, preset_dir, tokenizer=None):
         """Writes the backbone files, the head (`task_head.safetensors`) and
-        a `task` section in `config.json` (written last, atomically, so a
-        config always comes with complete weights). With `tokenizer`, its
-        vocabulary and settings too, so `from_preset(dir)` and the
-        preprocessor load from the directory alone."""
+        a `task` section in `config.json`, published as one unit with a
+        checksum manifest (see `BertBackbone.save_to_preset`). With
+        `tokenizer`, its vocabulary and settings too, so `from_preset(dir)`
+        and the preprocessor load from the directory alone."""
         from bertzoo.convert.safetensors_io import write_safetensors
+        from bertzoo.io.publish import publish_directory
+        from bertzoo.tokenizers.base import VOCABULARY_FILES
 
         preset_dir = Path(preset_dir)
-        os.makedirs(preset_dir, exist_ok=True)
-        if tokenizer is not None:
-            tokenizer.save_to_preset(preset_dir)
-            info = dict(self.backbone.preset_info)
-            info["tokenizer"] = tokenizer.preset_section()
-            self.backbone.preset_info = info
-        write_safetensors(
-            preset_dir / HEAD_FILE,
-            {k: np.asarray(keras.ops.convert_to_numpy(v.value), "float32") for k, v in self.head_variables().items()},
-        )
-        self.backbone.save_to_preset(preset_dir, extra={"task": self.task_config()})
+        replaces = preset_lib.MODEL_FILES + (VOCABULARY_FILES if tokenizer is not None else ())
+        with publish_directory(preset_dir, "preset", replaces=replaces) as staging:
+            if tokenizer is not None:
+                tokenizer.save_to_preset(staging)
+                info = dict(self.backbone.preset_info)
+                info["tokenizer"] = tokenizer.preset_section()
+                self.backbone.preset_info = info
+            write_safetensors(
+                staging / HEAD_FILE,
+                {k: np.asarray(keras.ops.convert_to_numpy(v.value), "float32") for k, v in self.head_variables().items()},
+            )
+            self.backbone.save_to_preset(staging, extra={"task": self.task_config()})
         return preset_dir
 
     # === Serialisation ===
