@@ -154,15 +154,20 @@ def _check_predict_inputs(model, x):
     if not isinstance(x, Mapping):
         return  # generators and the like: checked when called
     check_model_inputs(x, model.input, model.name)
-    embeddings = model.get_layer("embeddings")
+    embeddings = model._checked_embeddings()
     check_id_range("token_ids", x["token_ids"], embeddings.vocabulary_size, "vocabulary_size")
     if "segment_ids" in x:
         check_id_range("segment_ids", x["segment_ids"], embeddings.num_segments, "num_segments")
 
 
-class _BertFeatureModel(keras.Model):
-    """`BertBackbone.feature_model()`: a functional model with the
-    backbone's input checks."""
+class InputChecks:
+    """Mixin for the functional models that take the backbone's input dict
+    (the backbone, its feature model, the task models): the checks above
+    in `__call__`, `call` and `predict`. `_checked_embeddings()` is the
+    `BertEmbeddings` layer whose sizes bound the ids."""
+
+    def _checked_embeddings(self):
+        return self.get_layer("embeddings")
 
     def __call__(self, *args, **kwargs):
         check_model_inputs(_first_input(args, kwargs), self.input, self.name)
@@ -177,11 +182,16 @@ class _BertFeatureModel(keras.Model):
         return super().predict(x, *args, **kwargs)
 
 
+class _BertFeatureModel(InputChecks, keras.Model):
+    """`BertBackbone.feature_model()`: a functional model with the
+    backbone's input checks."""
+
+
 # === End of input checks ===
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class BertBackbone(keras.Model):
+class BertBackbone(InputChecks, keras.Model):
     """The BERT-family encoder: embeddings, `num_layers` post-LN transformer
     blocks and an optional pooler, as a functional `keras.Model`.
 
@@ -391,22 +401,6 @@ class BertBackbone(keras.Model):
             inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
         inputs["padding_mask"] = keras.Input((None,), dtype="int32", name="padding_mask")
         return inputs
-
-    # === Input checks (issue 14; see the comment above _BertFeatureModel) ===
-
-    def __call__(self, *args, **kwargs):
-        check_model_inputs(_first_input(args, kwargs), self.input, self.name)
-        return super().__call__(*args, **kwargs)
-
-    def call(self, inputs, training=None, mask=None, **kwargs):
-        check_model_inputs(inputs, self.input, self.name)
-        return super().call(inputs, training=training, mask=mask, **kwargs)
-
-    def predict(self, x, *args, **kwargs):
-        _check_predict_inputs(self, x)
-        return super().predict(x, *args, **kwargs)
-
-    # === End of input checks ===
 
     @property
     def token_embedding(self):

@@ -27,7 +27,7 @@ from keras import ops
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors
 from bertzoo.layers.common import kernel_initializer
-from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.backbone import BertBackbone, InputChecks
 from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
 
 logger = logging.getLogger(__name__)
@@ -67,9 +67,13 @@ def read_task_section(preset):
     return task
 
 
-class _TaskModel(keras.Model):
-    """Shared plumbing: inputs, loss scaling, presets. Subclasses set
-    `kind`/`kinds`, `_head_layers()`, `_hf_head(tensors)`, `task_config()`."""
+class _TaskModel(InputChecks, keras.Model):
+    """Shared plumbing: inputs (checked as the backbone checks them), loss
+    scaling, presets. Subclasses set `kind`/`kinds`, `_head_layers()`,
+    `_hf_head(tensors)`, `task_config()`."""
+
+    def _checked_embeddings(self):
+        return self.backbone.embeddings_layer
 
     kinds = ()
 

@@ -148,6 +148,15 @@ def test_extra_or_missing_keys_are_an_error():
         backbone(symbolic)
     with pytest.raises(InputError, match="'label'"):
         backbone.feature_model()({**x, "label": x["token_ids"]})
+    # The task models built on the backbone check their inputs the same way,
+    # ids in range included.
+    classifier = bertzoo.BertClassifier(backbone, num_classes=3)
+    with pytest.raises(InputError, match=rf"unexpected key\(s\) 'label'; {expected}"):
+        classifier({**x, "label": x["token_ids"]})
+    with pytest.raises(InputError, match="'label'"):
+        classifier.predict({**x, "label": x["token_ids"]}, verbose=0)
+    with pytest.raises(InputError, match=r"token_ids holds -1"):
+        classifier.predict({**x, "token_ids": x["token_ids"] - 1}, verbose=0)
     # Without segment embeddings, segment_ids is an unexpected key.
     distil = tiny_backbone(num_segments=0, use_pooler=False)
     with pytest.raises(InputError, match="'segment_ids'.*num_segments=0"):
