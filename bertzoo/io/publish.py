@@ -42,7 +42,8 @@ _active = set()
 _active_lock = threading.Lock()
 
 
-def _fsync(path, directory=False):
+def fsync_path(path, directory=False):
+    """fsyncs a file, or with `directory=True` a folder (its entries)."""
     fd = os.open(path, os.O_RDONLY if directory else os.O_RDWR)
     try:
         os.fsync(fd)
@@ -113,11 +114,11 @@ def atomic_path(path, suffix=""):
     os.unlink(tmp)  # writers such as h5py want to create the file themselves
     try:
         yield Path(tmp)
-        _fsync(tmp)
+        fsync_path(tmp)
         os.replace(tmp, path)
         # Make the rename itself durable, so files written in order stay in
         # that order after a crash.
-        _fsync(path.parent, directory=True)
+        fsync_path(path.parent, directory=True)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -285,14 +286,14 @@ def _finish(staging, target, kind, old, replaces):
             if entry.name not in (manifest_lib.MANIFEST_FILE, *old_files):
                 _carry_foreign(entry, staging / entry.name, entry.name, old_files)
     for name in written:
-        _fsync(staging / name)
+        fsync_path(staging / name)
     manifest_path = staging / manifest_lib.MANIFEST_FILE
     manifest_path.write_text(manifest_lib.manifest_text(kind, entries), encoding="utf-8")
-    _fsync(manifest_path)
+    fsync_path(manifest_path)
     for root, dirs, _ in os.walk(staging):
         for d in dirs:
-            _fsync(Path(root) / d, directory=True)
-    _fsync(staging, directory=True)
+            fsync_path(Path(root) / d, directory=True)
+    fsync_path(staging, directory=True)
     if target.exists() and any(target.iterdir()):
         if not _exchange(staging, target):
             # No atomic exchange here: move the old one aside first; a kill
@@ -306,7 +307,7 @@ def _finish(staging, target, kind, old, replaces):
         shutil.rmtree(staging, ignore_errors=True)
     else:
         os.replace(staging, target)  # onto nothing, or onto an empty folder
-    _fsync(target.parent, directory=True)
+    fsync_path(target.parent, directory=True)
 
 
 def _carry_foreign(source, destination, name, old_files):

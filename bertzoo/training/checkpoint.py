@@ -44,6 +44,7 @@ import numpy as np
 from bertzoo import presets as preset_lib
 from bertzoo.errors import BertzooError, IntegrityError, NonFiniteError
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.publish import fsync_path
 from bertzoo.models.backbone import _check_weights_file
 
 FORMAT_VERSION = 1
@@ -62,14 +63,6 @@ class TrainingCheckpointError(BertzooError, ValueError):
 
 class _Unreadable(Exception):
     """A checkpoint that cannot be read (damaged): fall back to an older one."""
-
-
-def _fsync(path, directory=False):
-    fd = os.open(path, os.O_RDONLY if directory else os.O_RDWR)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _rng_variables(model):
@@ -221,8 +214,8 @@ class CheckpointManager:
                 manifest_lib.manifest_text("checkpoint", entries), encoding="utf-8"
             )
             for f in tmp.iterdir():
-                _fsync(f)
-            _fsync(tmp, directory=True)
+                fsync_path(f)
+            fsync_path(tmp, directory=True)
             if final.exists():
                 # A directory cannot be renamed onto a non-empty one: move the
                 # old one aside first (only this step's copy is at risk).
@@ -232,7 +225,7 @@ class CheckpointManager:
                 shutil.rmtree(aside, ignore_errors=True)
             else:
                 os.replace(tmp, final)
-            _fsync(self.directory, directory=True)
+            fsync_path(self.directory, directory=True)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
