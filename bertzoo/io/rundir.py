@@ -40,10 +40,10 @@ import fnmatch
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path, PurePosixPath
 
 from bertzoo.errors import OutputError
+from bertzoo.io.publish import atomic_write_text
 
 LOCK_FILE = ".bertzoo.lock"
 RECORD_FILE = ".bertzoo-run.json"
@@ -227,21 +227,7 @@ class RunDirectory:
         """Writes the record atomically (temporary file, fsync, rename)."""
         text = json.dumps({"format_version": FORMAT_VERSION, "paths": sorted(self._paths)}, indent=1) + "\n"
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f"{RECORD_FILE}.", suffix=".tmp", dir=self.path)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(text)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.path / RECORD_FILE)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-            dir_fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            atomic_write_text(self.path / RECORD_FILE, text)
         except OSError as e:
             raise OutputError(
                 f"--output {self.path} cannot be written ({e.strerror or e}); choose a writable directory."
