@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import bertzoo
 from bertzoo.training.pretrain import PretrainConfig, PretrainError, run_pretraining
-from tests.conftest import FIXTURES, edited_by_hand
+from tests.conftest import FIXTURES, edited_by_hand, subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,11 +37,7 @@ SMALL = dict(
 
 
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.setdefault("KERAS_BACKEND", keras.backend.backend())
-    return env
+    return subprocess_env("2")
 
 
 def _scalars(log_dir, tag):

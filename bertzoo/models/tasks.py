@@ -56,7 +56,9 @@ def read_task_section(preset):
     config = Path(preset) / preset_lib.CONFIG_FILE
     if not config.is_file():
         return {}
-    preset_lib.verify_directory(config.parent)  # IntegrityError names a damaged file
+    # Only the file read here: resolve() verifies the whole directory
+    # before any weights load (hashing them here too would repeat that).
+    preset_lib.verify_directory(config.parent, names=[preset_lib.CONFIG_FILE])
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):

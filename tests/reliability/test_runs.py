@@ -36,6 +36,7 @@ from bertzoo.training.pretrain import PretrainConfig, run_pretraining
 from recipes import distill as distill_recipe
 from recipes import finetune as finetune_recipe
 from recipes import pretrain as pretrain_recipe
+from tests.conftest import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 backend_independent = pytest.mark.backend_independent
@@ -46,11 +47,7 @@ WORDS = ("the cat sat on a mat while my dog ran to the park and it was very good
 
 
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    env.setdefault("KERAS_BACKEND", keras.backend.backend())
-    return env
+    return subprocess_env("3")
 
 
 @pytest.fixture(scope="module")
