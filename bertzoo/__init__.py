@@ -1,39 +1,83 @@
 """bertzoo: BERT and its derived variants (ALBERT, DistilBERT, TinyBERT) for
-Keras 3, from named presets."""
+Keras 3, from named presets.
 
-from bertzoo import data, layers, tokenizers, training
-from bertzoo.models import (
-    BertBackbone,
-    BertClassifier,
-    BertPretrainer,
-    BertSpanQA,
-    BertTokenClassifier,
-    TextEmbedder,
-)
-from bertzoo.preprocessing import BertPreprocessor
-from bertzoo.presets import PresetError, list_presets
-from bertzoo.serving import ServingModel, export_serving
-from bertzoo.tokenizers import BertTokenizer, TokenizerError
+`import bertzoo` is light: each name below is imported on first use (PEP 562),
+so `bertzoo.metrics` and the task-file readers work without TensorFlow. Once
+Keras is imported (before or after bertzoo), bertzoo's Keras classes are
+registered, so `keras.saving.load_model` reads bertzoo's `.keras` files.
+"""
+
+import importlib
+import sys
+
+from bertzoo.lazy import lazy_exports, when_imported
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BertBackbone",
-    "BertClassifier",
-    "BertPreprocessor",
-    "BertPretrainer",
-    "BertSpanQA",
-    "BertTokenClassifier",
-    "BertTokenizer",
-    "PresetError",
-    "ServingModel",
-    "TextEmbedder",
-    "TokenizerError",
+_EXPORTS = {
+    "BertBackbone": "bertzoo.models.backbone",
+    "BertClassifier": "bertzoo.models.tasks",
+    "BertPreprocessor": "bertzoo.preprocessing",
+    "BertPretrainer": "bertzoo.models.pretrainer",
+    "BertSpanQA": "bertzoo.models.tasks",
+    "BertTokenClassifier": "bertzoo.models.tasks",
+    "BertTokenizer": "bertzoo.tokenizers",
+    "BertzooError": "bertzoo.errors",
+    "PresetError": "bertzoo.errors",
+    "ServingModel": "bertzoo.serving",
+    "TextEmbedder": "bertzoo.models.embedder",
+    "TokenizerError": "bertzoo.tokenizers",
+    "export_serving": "bertzoo.serving",
+    "list_presets": "bertzoo.presets",
+}
+_SUBMODULES = (
+    "convert",
     "data",
-    "export_serving",
+    "distill",
+    "errors",
+    "io",
     "layers",
-    "list_presets",
+    "metrics",
+    "models",
+    "presets",
+    "serving",
+    "tasks",
     "tokenizers",
     "training",
-    "__version__",
-]
+)
+
+__all__ = sorted(_EXPORTS) + ["data", "layers", "tokenizers", "training", "__version__"]
+
+
+def _register_keras_objects():
+    """Imports the modules that register bertzoo's Keras classes (layers,
+    models, task models, the serving model, optimizers, schedules), once.
+
+    Keras first imported by a bertzoo module that is still being imported
+    cannot register here (that would import the half-made module); the next
+    name looked up on the package does it instead."""
+    global _keras_registered
+    if _keras_registered or "keras" not in sys.modules:
+        return
+    if any(
+        getattr(getattr(module, "__spec__", None), "_initializing", False)
+        for name, module in list(sys.modules.items())
+        if name.startswith("bertzoo.")
+    ):
+        return
+    _keras_registered = True
+    for module in ("bertzoo.models", "bertzoo.serving", "bertzoo.training.optimizers"):
+        importlib.import_module(module)
+
+
+_keras_registered = False
+_lazy_getattr, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
+
+
+def __getattr__(name):
+    value = _lazy_getattr(name)
+    _register_keras_objects()
+    return value
+
+
+when_imported("keras", _register_keras_objects)

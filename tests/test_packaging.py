@@ -66,3 +66,76 @@ def test_cli_presets_and_demo(capsys):
     assert "parameters: 4,385,920" in out
     assert "sequence_output: shape (3, 5, 128)" in out
     assert "pooled_output: shape (3, 128)" in out
+
+
+def test_every_package_directory_is_in_the_wheel_list():
+    """A new subpackage missing from pyproject's `packages` would be left out
+    of the installed wheel (and only fail for users)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "bertzoo").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert found - listed == set(), "add these to [tool.setuptools] packages"
+
+
+def _run_python(code):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_import_bertzoo_is_light_and_metrics_need_no_tensorflow():
+    out = _run_python(
+        "import sys, bertzoo, bertzoo.metrics, bertzoo.errors, bertzoo.presets\n"
+        "heavy = sorted(m for m in ('tensorflow', 'keras', 'jax') if m in sys.modules)\n"
+        "print(heavy)\n"
+        "assert bertzoo.metrics.accuracy([1, 0], [1, 1]) == 0.5\n"
+    )
+    assert out.strip() == "[]"
+
+
+def test_lazy_names_all_resolve():
+    """Every name the package exports loads on first use, is cached, and is
+    listed by dir(); an unknown name is an AttributeError."""
+    out = _run_python(
+        "import bertzoo\n"
+        "for name in bertzoo.__all__:\n"
+        "    value = getattr(bertzoo, name)\n"
+        "    assert value is getattr(bertzoo, name), name\n"
+        "    assert name in dir(bertzoo), name\n"
+        "assert bertzoo.BertBackbone.__module__ == 'bertzoo.models.backbone'\n"
+        "assert issubclass(bertzoo.PresetError, bertzoo.BertzooError)\n"
+        "try:\n"
+        "    bertzoo.NoSuchName\n"
+        "except AttributeError as e:\n"
+        "    print('AttributeError', e)\n"
+    )
+    assert "AttributeError module 'bertzoo' has no attribute 'NoSuchName'" in out
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        "import bertzoo, keras",
+        "import keras, bertzoo",
+        # Keras first imported by a bertzoo module, through a lazy name.
+        "import bertzoo; bertzoo.BertTokenizer; import keras",
+    ],
+)
+def test_keras_classes_are_registered_whichever_is_imported_first(order):
+    """`keras.saving.load_model` finds bertzoo's classes by registered name:
+    they are registered as soon as both packages are imported."""
+    out = _run_python(
+        f"{order}\n"
+        "names = ['BertBackbone', 'BertClassifier', 'BertSpanQA', 'ServingModel',\n"
+        "         'BertTransformerBlock', 'WarmupLinearDecay']\n"
+        "print([keras.saving.get_registered_object('bertzoo>' + n) is not None for n in names])\n"
+    )
+    assert out.strip().splitlines()[-1] == str([True] * 6)
