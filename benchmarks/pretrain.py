@@ -30,7 +30,12 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import bertzoo  # noqa: E402
-from bertzoo.data import MaskedLMMasker, create_examples, make_pretraining_dataset, tokenize_documents  # noqa: E402
+from bertzoo.data import (  # noqa: E402
+    MaskedLMMasker,
+    create_examples,
+    make_pretraining_dataset,
+    tokenize_documents,
+)
 from bertzoo.tokenizers import train_wordpiece  # noqa: E402
 from bertzoo.training import make_optimizer  # noqa: E402
 
@@ -39,7 +44,7 @@ CORPUS = ROOT / "tests" / "fixtures" / "korean_corpus.txt"
 
 
 def pipeline_throughput(seq, predictions, copies=100, tmp="/tmp/bertzoo_bench_corpus.txt"):
-    lines = [l for l in CORPUS.read_text(encoding="utf-8").splitlines() if l.strip()]
+    lines = [line for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
     vocab = train_wordpiece([CORPUS], vocab_size=1000, lowercase=False, strip_accents=False)
     tokenizer = bertzoo.BertTokenizer(vocab, lowercase=False, strip_accents=False)
     # Documents of 10 sentences, the corpus repeated `copies` times.

@@ -6,23 +6,11 @@ import sys
 import time
 
 
-def comma_strings(text):
-    """argparse type: "a, b,c" -> ("a", "b", "c") (empty items dropped)."""
-    return tuple(x.strip() for x in str(text).split(",") if x.strip())
-
-
-def comma_ints(text):
-    """argparse type: "1,2,3" -> (1, 2, 3)."""
-    try:
-        return tuple(int(x) for x in comma_strings(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
 def presets_table():
     """The built-in presets as a Markdown table (also used in the README)."""
-    from bertzoo import presets as preset_lib
     import json
+
+    from bertzoo import presets as preset_lib
 
     rows = [
         "| preset | layers (groups) | hidden | heads | intermediate | embedding | vocab | params |",
@@ -160,7 +148,7 @@ def _add_convert_google(sub):
 def convert_google(args):
     """`convert-google`: returns the exit status."""
     from bertzoo.convert.common import CheckpointError
-    from bertzoo.convert.google import convert_google_checkpoint, download_google_checkpoint
+    from bertzoo.models.loading import convert_google_checkpoint, download_google_checkpoint
 
     try:
         if args.download:
@@ -216,9 +204,8 @@ def train_vocab(args):
     from pathlib import Path
 
     from bertzoo.errors import BertzooError
-    from bertzoo.tokenizers.train import read_lines, train_sentencepiece, train_wordpiece
-
     from bertzoo.tokenizers import BertTokenizer, SentencePieceTokenizer
+    from bertzoo.tokenizers.train import read_lines, train_sentencepiece, train_wordpiece
 
     if Path(args.output).is_dir():
         name = "vocab.txt" if args.kind == "wordpiece" else "spiece.model"

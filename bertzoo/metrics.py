@@ -384,8 +384,9 @@ def regression_metrics(labels, predictions):
 # ---------------------------------------------------------------------------
 
 
-def _parse_tag(tag, where=""):
-    """``(prefix, type)`` of a BIO tag: ``("O", None)``, ``("B", T)``, ``("I", T)``."""
+def parse_bio_tag(tag, where=""):
+    """``(prefix, type)`` of a BIO tag: ``("O", None)``, ``("B", T)``, ``("I", T)``;
+    anything else (a non-empty type is required) is a ValueError."""
     if not isinstance(tag, str):
         raise ValueError(f"Invalid BIO tag {tag!r}{where}: tags must be strings.")
     if tag == "O":
@@ -421,7 +422,7 @@ def bio_entities(tags):
     current_type = None  # type of the open chunk, None when none is open
     current_start = 0
     for position, tag in enumerate(tags):
-        prefix, entity_type = _parse_tag(tag, f" at position {position}")
+        prefix, entity_type = parse_bio_tag(tag, f" at position {position}")
         continues = prefix == "I" and entity_type == current_type
         if continues:
             continue

@@ -9,9 +9,11 @@ from bertzoo.tokenizers.base import (
     Tokenizer,
     TokenizerError,
     check_utf8,
-    from_preset as tokenizer_from_preset,
     to_backend_output,
     to_string_tensor,
+)
+from bertzoo.tokenizers.base import (
+    from_preset as tokenizer_from_preset,
 )
 
 
@@ -81,10 +83,9 @@ class BertPreprocessor(keras.layers.Layer):
         """The preprocessor of a preset directory (bertzoo or Hugging Face
         format) or of a built-in preset with `vocabulary=` given.
         `sequence_length` defaults to the backbone's maximum."""
-        from bertzoo import presets as preset_lib
-        from bertzoo.models.backbone import BertBackbone
+        from bertzoo.models.loading import resolve_preset
 
-        data, _, _ = preset_lib.resolve(preset, BertBackbone._architecture_keys())
+        data, _, _ = resolve_preset(preset)
         backbone = data["backbone"]
         max_length = backbone.get("max_sequence_length", 512)
         if sequence_length is None:
@@ -151,7 +152,7 @@ class BertPreprocessor(keras.layers.Layer):
             )
             with tf.control_dependencies([check]):
                 flat = [tf.identity(f) for f in flat]
-        ids = [self.tokenizer._tokenize_ids(f) for f in flat]
+        ids = [self.tokenizer.tokenize_ids(f) for f in flat]
         tok = self.tokenizer
         rows = ids[0].row_lengths()
         # A (batch, 1) ragged column for the special tokens.

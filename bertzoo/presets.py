@@ -21,6 +21,11 @@ A built-in preset is named "bert_base" or, explicitly, "builtin:bert_base";
 a directory by its path ("./bert_base", "/models/bert_base" or a
 `pathlib.Path`). A bare name that is both a built-in and a preset directory
 under the current directory is ambiguous: an error saying how to pick each.
+
+This module only classifies a preset argument (`classify`: a built-in name, a
+bertzoo preset directory or a Hugging Face checkpoint directory) and reads
+and validates preset documents; reading weights, and mapping a Hugging Face
+config to a preset document, is `bertzoo.models.loading`.
 """
 
 import difflib
@@ -112,20 +117,21 @@ def _check_types(section, spec, source, where):
             )
 
 
-def validate_preset(data, source, backbone_keys):
+def validate_preset(data, source, backbone_keys=None):
     """Checks a preset document; errors name `source` and the offending key.
 
     Args:
         data: the parsed JSON document.
         source: file path or name used in error messages.
-        backbone_keys: the backbone constructor arguments that are valid.
+        backbone_keys: the backbone constructor arguments that are valid
+            (None: the backbone section's keys are not checked).
     """
     if not isinstance(data, dict):
         raise PresetError(f"{source}: a preset must be a JSON object, got {type(data).__name__}.")
     _check_types(data, _TOP_LEVEL, source, "")
     if "backbone" not in data:
         raise PresetError(f"{source}: missing the required key 'backbone'.")
-    for key in data["backbone"]:
+    for key in data["backbone"] if backbone_keys is not None else ():
         if key not in backbone_keys:
             close = difflib.get_close_matches(key, backbone_keys, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -144,7 +150,7 @@ def validate_preset(data, source, backbone_keys):
     return data
 
 
-def read_preset_file(path, backbone_keys):
+def read_preset_file(path, backbone_keys=None):
     """Reads and validates one preset JSON file."""
     path = Path(path)
     try:
@@ -161,6 +167,8 @@ def read_preset_file(path, backbone_keys):
 
 
 def unknown_preset_error(name):
+    """The error for a preset argument that names nothing, with the closest
+    built-in name."""
     names = sorted(builtin_presets())
     close = difflib.get_close_matches(str(name), names, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -220,47 +228,59 @@ def _check_preset_argument(preset):
 # === End of preset names ===
 
 
-def resolve(name_or_dir, backbone_keys):
-    """Finds a preset by built-in name or directory.
+def _is_hf_config(config):
+    """Whether `config` (a directory's config.json) is a Hugging Face model
+    config rather than a bertzoo preset document."""
+    try:
+        raw = json.loads(config.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False  # read_preset_file reports the position
+    return isinstance(raw, dict) and "model_type" in raw and "backbone" not in raw
 
-    A built-in name may be written "builtin:NAME"; a bare NAME that is also
-    a preset directory under the current directory is ambiguous (a
-    PresetError saying how to pick either), and an empty name is an error.
 
-    Returns `(document, directory, kind)`: kind is "builtin" (directory None:
-    built-in presets ship no weights), "bertzoo" (written by save_to_preset)
-    or "hf" (a Hugging Face checkpoint directory, its config mapped to a
-    preset document). A directory with a bertzoo manifest is verified
-    against it first (`bertzoo.io.manifest`).
+def classify(name_or_dir):
+    """What a preset argument names, as `(kind, location)`.
+
+    kind is "builtin" (location: the built-in name; built-in presets ship no
+    weights), "bertzoo" (a directory written by save_to_preset) or "hf" (a
+    Hugging Face checkpoint directory); location is then the directory's
+    `Path`. A built-in name may be written "builtin:NAME"; a bare NAME that is
+    also a preset directory under the current directory is ambiguous (a
+    PresetError saying how to pick either), and an empty name is an error. A
+    directory with a bertzoo manifest is verified against it first
+    (`bertzoo.io.manifest`; IntegrityError names a damaged file).
     """
     _check_preset_argument(name_or_dir)
-    presets = builtin_presets()
     name = builtin_name(name_or_dir)
     if name is not None:
-        return read_preset_file(presets[name], backbone_keys), None, "builtin"
+        return "builtin", name
     path = Path(name_or_dir)
-    if path.is_dir():
-        config = path / CONFIG_FILE
-        if not config.is_file():
-            raise PresetError(
-                f"{path} is a directory but has no {CONFIG_FILE}; a preset "
-                f"directory holds {CONFIG_FILE} and {WEIGHTS_FILE} (written by "
-                "save_to_preset), a Hugging Face checkpoint directory config.json "
-                "and model.safetensors."
-            )
-        # A directory bertzoo wrote is checked against its manifest before
-        # any of it is read (IntegrityError names a damaged file).
-        verify_directory(path)
-        try:
-            raw = json.loads(config.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raw = None  # read_preset_file reports the position
-        if isinstance(raw, dict) and "model_type" in raw and "backbone" not in raw:
-            from bertzoo.convert.hf import hf_to_preset
+    if not path.is_dir():
+        raise unknown_preset_error(name_or_dir)
+    config = path / CONFIG_FILE
+    if not config.is_file():
+        raise PresetError(
+            f"{path} is a directory but has no {CONFIG_FILE}; a preset "
+            f"directory holds {CONFIG_FILE} and {WEIGHTS_FILE} (written by "
+            "save_to_preset), a Hugging Face checkpoint directory config.json "
+            "and model.safetensors."
+        )
+    verify_directory(path)
+    return ("hf" if _is_hf_config(config) else "bertzoo"), path
 
-            return validate_preset(hf_to_preset(path), str(config), backbone_keys), path, "hf"
-        return read_preset_file(config, backbone_keys), path, "bertzoo"
-    raise unknown_preset_error(name_or_dir)
+
+def read_document(kind, location, backbone_keys=None):
+    """The validated preset document of a "builtin" or "bertzoo" preset that
+    `classify` returned. `backbone_keys`: the valid backbone constructor
+    arguments (None: the backbone section's keys are not checked, for
+    callers that read only the other sections). A Hugging Face directory's
+    config is mapped to a document by the checkpoint converters
+    (`bertzoo.models.loading.resolve_preset` does both)."""
+    if kind == "builtin":
+        return read_preset_file(builtin_presets()[location], backbone_keys)
+    if kind == "bertzoo":
+        return read_preset_file(Path(location) / CONFIG_FILE, backbone_keys)
+    raise PresetError(f"{location}: a {kind!r} directory has no bertzoo preset document.")
 
 
 def list_presets():

@@ -51,28 +51,21 @@ def _tokenizer_config(tokenizer):
 
 
 def _tokenizer_from_config(config):
-    from bertzoo.tokenizers.base import _tokenizer_class
+    from bertzoo.tokenizers import tokenizer_class
 
-    cls = _tokenizer_class(config["kind"])
+    cls = tokenizer_class(config["kind"])
     source = (
         base64.b64decode(config["proto_base64"]) if "proto_base64" in config else config["vocabulary"]
     )
     return cls(source, **config["settings"])
 
 
-def _inputs_of(kind, pairs):
-    if kind == "qa":
-        return ("question", "context")
-    if kind in ("classification", "regression") and pairs:
-        return ("text", "text_pair")
-    return ("text",)
-
-
 @keras.saving.register_keras_serializable(package="bertzoo")
 class ServingModel(keras.Model):
     """A fine-tuned task model behind its tokenizer: a dict of string
     tensors in (see the module docstring), a dict of answers out.
-    TensorFlow backend only.
+    TensorFlow backend only. The task model's kind (`bertzoo.tasks`)
+    names the inputs and builds the outputs (`TaskKind.serve`).
 
     Args:
         task_model: a `BertClassifier`, `BertTokenClassifier` or `BertSpanQA`.
@@ -105,7 +98,7 @@ class ServingModel(keras.Model):
                 f"backend (KERAS_BACKEND=tensorflow), not {keras.backend.backend()!r}."
             )
         super().__init__(**kwargs)
-        from bertzoo.models.tasks import BertSpanQA, BertTokenClassifier
+        from bertzoo import tasks as task_kinds
 
         self.task_model = task_model
         self.tokenizer = tokenizer
@@ -113,14 +106,10 @@ class ServingModel(keras.Model):
 
         self.sequence_length = check_sequence_length(sequence_length)  # 5.7 is an error, not 5
         self.pairs = bool(pairs)
-        if isinstance(task_model, BertSpanQA):
-            self.kind = "qa"
-        elif isinstance(task_model, BertTokenClassifier):
-            self.kind = "tagging"
-        else:
-            self.kind = task_model.kind
+        self.kind = task_model.kind
+        self.task_kind = task_kinds.get(self.kind)
         count = getattr(task_model, "num_classes", None) or getattr(task_model, "num_labels", None)
-        if label_names is None and self.kind in ("classification", "tagging"):
+        if label_names is None and self.task_kind.labelled:
             label_names = getattr(task_model, "label_names", None) or [str(i) for i in range(count)]
         self.label_names = None if label_names is None else [str(n) for n in label_names]
         self.doc_stride = int(doc_stride)
@@ -128,12 +117,14 @@ class ServingModel(keras.Model):
         self.max_answer_length = int(max_answer_length)
         self.null_score_diff_threshold = float(null_score_diff_threshold)
         self.version_2 = bool(version_2)
-        self.input_names = _inputs_of(self.kind, self.pairs)
-        self._segment_ids = "segment_ids" in task_model.input
+        self.input_names = self.task_kind.serving_inputs(self.pairs)
+        self.segment_ids = "segment_ids" in task_model.input
         self.built = True
 
-    def _model_inputs(self, packed):
-        keys = ["token_ids", "padding_mask"] + (["segment_ids"] if self._segment_ids else [])
+    def model_inputs(self, packed):
+        """The task model's inputs out of packed features (`segment_ids`
+        only when the model takes them)."""
+        keys = ["token_ids", "padding_mask"] + (["segment_ids"] if self.segment_ids else [])
         return {k: packed[k] for k in keys}
 
     def call(self, inputs):
@@ -143,72 +134,7 @@ class ServingModel(keras.Model):
         if missing:
             raise ValueError(f"Missing input(s) {missing}; this model takes {list(self.input_names)}.")
         texts = {k: tf.reshape(tf.convert_to_tensor(inputs[k], tf.string), [-1]) for k in self.input_names}
-        if self.kind in ("classification", "regression"):
-            return self._classify(texts)
-        if self.kind == "tagging":
-            return self._tag(texts["text"])
-        return self._answer(texts["question"], texts["context"])
-
-    def _classify(self, texts):
-        import tensorflow as tf
-
-        from bertzoo.preprocessing import BertPreprocessor
-
-        preprocessor = BertPreprocessor(self.tokenizer, self.sequence_length, segment_ids=self._segment_ids)
-        segments = tuple(texts[k] for k in self.input_names)
-        packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])
-        logits = self.task_model(self._model_inputs(packed), training=False)
-        if self.kind == "regression":
-            return {"score": tf.reshape(logits, [-1])}
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return {
-            "probabilities": probabilities,
-            "label_id": label_id,
-            "label": tf.gather(tf.constant(self.label_names), label_id),
-        }
-
-    def _tag(self, text):
-        import tensorflow as tf
-
-        from bertzoo.data.tagging import encode_words
-
-        words = tf.strings.split(text)  # whitespace, (B, (words))
-        encoded = encode_words(self.tokenizer, words, self.sequence_length)
-        logits = self.task_model(self._model_inputs(encoded), training=False)  # (B, S, L)
-        best = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, S)
-        starts = encoded["word_starts"]  # (B, W), -1: not in the input
-        names = tf.constant(self.label_names)
-        fallback = self.label_names.index("O") if "O" in self.label_names else 0
-        at_start = tf.gather(best, tf.maximum(starts, 0), batch_dims=1)
-        tag_ids = tf.where(starts >= 0, at_start, fallback)
-        num_words = tf.cast(words.row_lengths(), tf.int32)
-        present = tf.sequence_mask(num_words, tf.shape(starts)[1])
-        return {
-            "words": words.to_tensor(""),
-            "tags": tf.where(present, tf.gather(names, tag_ids), ""),
-            "num_words": num_words,
-        }
-
-    def _answer(self, question, context):
-        from bertzoo.data import qa
-
-        features = qa.encode_qa(
-            self.tokenizer, question, context, sequence_length=self.sequence_length,
-            doc_stride=self.doc_stride, max_query_length=self.max_query_length,
-        )
-        logits = self.task_model(self._model_inputs(features), training=False)
-        found = qa.serve_answers(
-            features, logits["start_logits"], logits["end_logits"], context,
-            max_answer_length=self.max_answer_length, version_2=self.version_2,
-            null_score_diff_threshold=self.null_score_diff_threshold,
-        )
-        return {
-            "answer": found["answers"],
-            "start": found["start_offsets"],
-            "end": found["end_offsets"],
-            "score": found["scores"],
-        }
+        return self.task_kind.serve(self, texts)
 
     def get_config(self):
         return {
@@ -227,6 +153,8 @@ class ServingModel(keras.Model):
 
     @classmethod
     def from_config(cls, config):
+        import bertzoo.models.tasks  # noqa: F401 (registers the task model classes to deserialize)
+
         config = dict(config)
         config["task_model"] = keras.saving.deserialize_keras_object(config["task_model"])
         config["tokenizer"] = _tokenizer_from_config(config["tokenizer"])

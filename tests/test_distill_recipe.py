@@ -45,7 +45,7 @@ def setup(tmp_path_factory):
     files = {}
     for split, seed, n in (("train", 0, 200), ("validation", 1, 80)):
         files[split] = d / f"{split}.tsv"
-        files[split].write_text("sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in _rows(seed, n)), encoding="utf-8")
+        files[split].write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in _rows(seed, n)), encoding="utf-8")
     corpus = d / "corpus.txt"
     docs = ["\n".join(t + " ." for t, _ in _rows(seed, 6)) for seed in range(12)]
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
@@ -53,7 +53,7 @@ def setup(tmp_path_factory):
     backbone = bertzoo.BertBackbone(vocabulary_size=len(tokens), num_layers=2, num_heads=2, hidden_dim=64,
                                     intermediate_dim=128, max_sequence_length=64, dropout=0.0)
     pretrainer = BertPretrainer(backbone, objective="none")
-    backbone.hf_head_weights = pretrainer.head_tensors()  # as the pre-training recipe saves it
+    backbone.head_tensors = pretrainer.head_tensors()  # as the pre-training recipe saves it
     backbone.preset_info = {"tokenizer": TOKENIZER}
     backbone.save_to_preset(d / "pre")
     run_finetuning(FinetuneConfig(
@@ -79,9 +79,25 @@ def _task_config(setup, output, **changes):
     return DistillConfig(**settings)
 
 
+def _logged_steps(log_dir, tag):
+    """The steps at which the TensorBoard files under `log_dir` hold `tag`."""
+    import tensorflow as tf
+
+    steps = []
+    for path in Path(log_dir).rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return sorted(steps)
+
+
 @pytest.mark.slow
 def test_tinybert_task_distillation_keeps_the_teachers_accuracy(tmp_path, setup):
     report = run_distillation(_task_config(setup, tmp_path / "run"))
+    # The two stages (intermediate layers, then prediction layer; 80 steps each)
+    # share one TensorBoard log: the second continues the step count, so
+    # their curves do not overlap.
+    steps = _logged_steps(tmp_path / "run" / "logs", "train/loss")
+    assert steps == list(range(10, 161, 10)), steps
     saved = json.loads((tmp_path / "run" / "report.json").read_text())
     assert saved["quality_retained"] == report["quality_retained"]
     for key in ("teacher_params", "student_params", "speedup", "quality_retained"):
@@ -148,7 +164,7 @@ def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
     (other_vocab / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]) + "\n")
     b.save_to_preset(other_vocab)
     no_head = bertzoo.BertBackbone.from_preset(setup["pre"])
-    no_head.hf_head_weights = {}
+    no_head.head_tensors = {}
     no_head.save_to_preset(tmp_path / "no_head")
     (tmp_path / "no_head" / "vocab.txt").write_bytes((setup["pre"] / "vocab.txt").read_bytes())
     task = ["--teacher", str(setup["teacher"]), "--train", str(setup["files"]["train"]),
@@ -189,7 +205,7 @@ def test_recipe_flags_parse_and_bad_values_are_argparse_errors(capsys):
     assert "expected comma-separated integers, got '2,x'" in capsys.readouterr().err
 
 
-def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_fit(capsys):
+def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_fit(caplog):
     from bertzoo.distill import embedding_projection
     from bertzoo.training.distill import _init_student
     from tests.conftest import tiny_backbone
@@ -208,5 +224,5 @@ def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_f
     wide = tiny_backbone(num_layers=1, hidden_dim=12)
     before = np.asarray(wide.token_embedding.embeddings).copy()
     assert _init_student(config, teacher, wide, False) == "random (the teacher's embeddings do not fit)"
-    assert "wider than the teacher's 10" in capsys.readouterr().out
+    assert "wider than the teacher's 10" in caplog.text
     np.testing.assert_array_equal(np.asarray(wide.token_embedding.embeddings), before)

@@ -69,7 +69,7 @@ def task_files(tmp_path_factory):
     for split, seed, n in (("train", 0, 240), ("validation", 1, 80)):
         rows = _classification_rows(seed, n)
         files[f"sst2_{split}"] = _write(
-            d / f"sst2_{split}.tsv", "sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in rows)
+            d / f"sst2_{split}.tsv", "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows)
         )
         rows = _regression_rows(seed + 10, n)
         files[f"reg_{split}"] = _write(

@@ -8,7 +8,7 @@ from bertzoo import BertBackbone, PresetError
 from bertzoo import presets as preset_lib
 from tests.conftest import TINY, edited_by_hand
 
-ARCH_KEYS = BertBackbone._architecture_keys()
+ARCH_KEYS = BertBackbone.architecture_keys()
 
 
 def _formula_params(b):

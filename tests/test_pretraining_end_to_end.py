@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 import bertzoo
-from bertzoo.data import MaskedLMMasker, create_examples, make_pretraining_dataset, read_corpus, tokenize_documents
+from bertzoo.data import (
+    MaskedLMMasker,
+    create_examples,
+    make_pretraining_dataset,
+    read_corpus,
+    tokenize_documents,
+)
 from bertzoo.tokenizers import train_wordpiece
 from bertzoo.training import make_optimizer
 from tests.conftest import FIXTURES

@@ -7,13 +7,39 @@ from pathlib import Path
 
 import numpy as np
 
-from bertzoo.presets import PresetError
+from bertzoo.errors import PresetError
+from bertzoo.layers.common import group_of_layer
 
 logger = logging.getLogger(__name__)
 
 
 class CheckpointError(PresetError):
     """A checkpoint cannot be loaded as asked."""
+
+
+def check_group_map(num_layers, num_groups, reference, source, implementation):
+    """Refuses an ALBERT layer -> group map that bertzoo cannot reproduce.
+
+    bertzoo maps layer i to group `i * G // L` exactly (`group_of_layer`);
+    `reference(i)` is the group `implementation` (e.g. "transformers")
+    computes in floats, which for a few (L, G) pairs (e.g. L=18, G=14, layer
+    9) rounds down to the previous group. Such checkpoints would compute something else in bertzoo,
+    so they are a `CheckpointError` naming `source`. Values that are not valid
+    layer and group counts are left to `BertBackbone` to report.
+    """
+    if not isinstance(num_layers, int) or not isinstance(num_groups, int):
+        return
+    if num_groups < 1 or num_groups > num_layers:
+        return
+    for i in range(num_layers):
+        theirs, ours = reference(i), group_of_layer(i, num_layers, num_groups)
+        if theirs != ours:
+            raise CheckpointError(
+                f"{source}: with num_hidden_layers={num_layers} and num_hidden_groups="
+                f"{num_groups}, {implementation} applies group {theirs} at layer {i} "
+                f"(float rounding) but bertzoo group {ours}; this combination is not "
+                "supported."
+            )
 
 
 def read_json_object(path):

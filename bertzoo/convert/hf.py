@@ -13,17 +13,13 @@ three.
 Loading is strict: every backbone variable must be filled and every tensor
 used, except buffers (`embeddings.position_ids`, ...) and task-head tensors
 (e.g. "cls.", "predictions.", "vocab_projector."), which are returned (and
-kept as `backbone.hf_head_weights`) for task models and written back by
+kept as `backbone.head_tensors`) for task models and written back by
 `save_hf`.
 """
 
-import collections
 import dataclasses
 import json
 import logging
-import pickle
-import pickletools
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +28,14 @@ from bertzoo.convert.common import (
     CheckpointError,
     assign_tensors,
     check_float_tensors,
+    check_group_map,
     read_json_object,
 )
 from bertzoo.convert.safetensors_io import read_safetensors, tensor_names, write_safetensors
+from bertzoo.convert.torch_pickle import pickle_strings, read_torch_pickle
 from bertzoo.io.publish import atomic_write_text, publish_directory
+from bertzoo.tokenizers.base import VOCABULARY_FILES
+from bertzoo.tokenizers.hf_config import hf_tokenizer_config, hf_tokenizer_section
 
 logger = logging.getLogger(__name__)
 
@@ -303,72 +303,7 @@ def _hf_group_map(num_layers, num_groups):
     return [int(i / (num_layers / num_groups)) for i in range(num_layers)]
 
 
-def _check_group_map(num_layers, num_groups, source):
-    """bertzoo maps layer i to group `i * G // L` exactly; transformers
-    computes `int(i / (L / G))` in floats, which for a few (L, G) pairs (e.g.
-    L=18, G=14, layer 9) rounds down to the previous group. Such checkpoints
-    would compute something else in bertzoo, so they are refused."""
-    from bertzoo.models.backbone import group_of_layer
-
-    ours = [group_of_layer(i, num_layers, num_groups) for i in range(num_layers)]
-    theirs = _hf_group_map(num_layers, num_groups)
-    if ours != theirs:
-        i = next(i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b)
-        raise CheckpointError(
-            f"{source}: with num_hidden_layers={num_layers} and num_hidden_groups="
-            f"{num_groups}, transformers applies group {theirs[i]} at layer {i} (float "
-            f"rounding of i / (L / G)) but bertzoo group {ours[i]}; this combination "
-            "is not supported."
-        )
-
-
 # === Config ===
-
-
-# transformers tokenizer classes (without "Fast") -> bertzoo tokenizer kind.
-_TOKENIZER_CLASS_KINDS = {
-    "BertTokenizer": "wordpiece",
-    "DistilBertTokenizer": "wordpiece",
-    "AlbertTokenizer": "sentencepiece",
-}
-
-
-_SPECIAL_TOKEN_DEFAULTS = {
-    "wordpiece": {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"},
-    "sentencepiece": {"cls": "[CLS]", "sep": "[SEP]", "pad": "<pad>", "unk": "<unk>", "mask": "[MASK]"},
-}
-
-
-def _tokenizer_section(directory, spec):
-    """The preset's tokenizer settings, from `tokenizer_config.json` if present.
-
-    WordPiece (BERT, DistilBERT): `do_lower_case` (default true) and
-    `strip_accents` (null follows `do_lower_case`, as in transformers).
-    SentencePiece (ALBERT): `do_lower_case` (default true) and `keep_accents`
-    (default false). A `tokenizer_class` naming a WordPiece or SentencePiece
-    tokenizer overrides the model type's usual kind (e.g. Korean ALBERT
-    checkpoints that ship a `vocab.txt` and `BertTokenizer`).
-    """
-    tok_path = Path(directory) / "tokenizer_config.json"
-    tok = read_json_object(tok_path) if tok_path.is_file() else {}
-    lowercase = bool(tok.get("do_lower_case", True))
-    kind = _TOKENIZER_CLASS_KINDS.get(
-        str(tok.get("tokenizer_class") or "").removesuffix("Fast"), spec.tokenizer_kind
-    )
-    if kind == "sentencepiece":
-        strip = not bool(tok.get("keep_accents", False))
-    else:
-        strip = tok.get("strip_accents")
-        strip = lowercase if strip is None else bool(strip)
-    section = {"kind": kind, "lowercase": lowercase, "strip_accents": strip}
-    defaults = _SPECIAL_TOKEN_DEFAULTS[kind]
-    for role, default in defaults.items():
-        token = tok.get(f"{role}_token")
-        if isinstance(token, dict):  # transformers' AddedToken form
-            token = token.get("content")
-        if isinstance(token, str) and token != default:
-            section[f"{role}_token"] = token
-    return section
 
 
 def hf_to_preset(directory):
@@ -422,12 +357,15 @@ def hf_to_preset(directory):
     if spec.model_type == "albert":
         layers, groups = backbone["num_layers"], backbone["num_groups"]
         if isinstance(layers, int) and isinstance(groups, int) and 0 < groups <= layers:
-            _check_group_map(layers, groups, config_path)
+            check_group_map(
+                layers, groups, _hf_group_map(layers, groups).__getitem__, config_path,
+                "transformers",
+            )
     return {
         "name": directory.name,
         "description": f"Converted from the Hugging Face checkpoint in {directory}.",
         "backbone": backbone,
-        "tokenizer": _tokenizer_section(directory, spec),
+        "tokenizer": hf_tokenizer_section(directory, spec.tokenizer_kind),
         "metadata": {"source_checkpoint": str(hf.get("_name_or_path") or directory)},
     }
 
@@ -442,7 +380,7 @@ def _has_pooler(directory, spec):
     if (directory / SAFETENSORS_FILE).is_file():
         names = set(tensor_names(directory / SAFETENSORS_FILE))
     elif (directory / PICKLE_FILE).is_file():
-        names = _pickle_strings(directory / PICKLE_FILE)
+        names = pickle_strings(directory / PICKLE_FILE)
     else:
         return True
     return name in names or spec.prefix + name in names
@@ -512,14 +450,6 @@ def _checkpoint_file(directory, allow_pickle):
             )
         return path
     raise CheckpointError(f"{directory} has no {SAFETENSORS_FILE}.")
-
-
-def read_hf_weights(directory, allow_pickle=False):
-    """The checkpoint's tensors as numpy arrays, names normalised (base-model
-    prefix removed)."""
-    _, spec = _read_config(directory)
-    tensors = _read_tensors(_checkpoint_file(directory, allow_pickle))
-    return {_normal_name(k, spec): v for k, v in tensors.items()}
 
 
 def _read_tensors(path):
@@ -602,7 +532,9 @@ def _spec_for_backbone(backbone):
             f"{spec.model_type!r}: {'; '.join(problems)}."
         )
     if spec.model_type == "albert":
-        _check_group_map(backbone.num_layers, backbone.num_groups, "save_hf")
+        layers, groups = backbone.num_layers, backbone.num_groups
+        reference = _hf_group_map(layers, groups).__getitem__
+        check_group_map(layers, groups, reference, "save_hf", "transformers")
     return spec
 
 
@@ -631,31 +563,6 @@ def _hf_config(backbone, spec, architecture):
     return config
 
 
-def _tokenizer_kind(tokenizer):
-    return "sentencepiece" if tokenizer.vocabulary_file == "spiece.model" else "wordpiece"
-
-
-def _tokenizer_config(tokenizer, spec):
-    kind = _tokenizer_kind(tokenizer)
-    config = {"do_lower_case": bool(tokenizer.lowercase)}
-    if kind == "sentencepiece":
-        config["keep_accents"] = not tokenizer.strip_accents
-    else:
-        config["strip_accents"] = bool(tokenizer.strip_accents)
-    for role in ("cls", "sep", "pad", "unk", "mask"):
-        token = getattr(tokenizer, f"{role}_token", None)
-        if isinstance(token, str):
-            config[f"{role}_token"] = token
-    # The model type's own tokenizer class, or the one of the vocabulary
-    # kind (e.g. an ALBERT with a WordPiece vocabulary, as Korean ALBERTs ship).
-    config["tokenizer_class"] = (
-        spec.tokenizer_class
-        if kind == spec.tokenizer_kind
-        else {"wordpiece": "BertTokenizer", "sentencepiece": "AlbertTokenizer"}[kind]
-    )
-    return config
-
-
 def save_hf(backbone, directory, tokenizer=None):
     """Writes `backbone` as a Hugging Face checkpoint directory that
     transformers loads with `AutoModel` (or the `*For*` class named in
@@ -663,7 +570,7 @@ def save_hf(backbone, directory, tokenizer=None):
 
     The model type follows from the backbone: `num_segments=0` without a
     pooler is DistilBERT; `embedding_dim != hidden_dim` or layer sharing is
-    ALBERT; otherwise BERT. The task-head tensors in `backbone.hf_head_weights`
+    ALBERT; otherwise BERT. The task-head tensors in `backbone.head_tensors`
     (e.g. from a converted BertForPreTraining) are written too, with the
     backbone tensors under the base-model prefix as transformers expects.
 
@@ -681,16 +588,16 @@ def save_hf(backbone, directory, tokenizer=None):
     """
     directory = Path(directory)
     spec = _spec_for_backbone(backbone)
-    heads = dict(getattr(backbone, "hf_head_weights", None) or {})
+    heads = dict(getattr(backbone, "head_tensors", None) or {})
     foreign = sorted(k for k in heads if not k.startswith(spec.heads))
     if foreign:
         raise CheckpointError(
-            f"backbone.hf_head_weights holds tensors that are not {spec.model_type} "
+            f"backbone.head_tensors holds tensors that are not {spec.model_type} "
             f"task heads ({', '.join(foreign)}); expected names starting with "
             f"{', '.join(spec.heads)}."
         )
     if tokenizer is not None:
-        if getattr(tokenizer, "vocabulary_file", None) not in ("vocab.txt", "spiece.model"):
+        if getattr(tokenizer, "vocabulary_file", None) not in VOCABULARY_FILES:
             raise CheckpointError(
                 "tokenizer must be a bertzoo BertTokenizer or SentencePieceTokenizer, "
                 f"got {type(tokenizer).__name__}."
@@ -714,192 +621,14 @@ def save_hf(backbone, directory, tokenizer=None):
             tokenizer.save_to_preset(staging)
             atomic_write_text(
                 staging / "tokenizer_config.json",
-                json.dumps(_tokenizer_config(tokenizer, spec), indent=2, sort_keys=True) + "\n",
+                json.dumps(
+                    hf_tokenizer_config(tokenizer, spec.tokenizer_kind, spec.tokenizer_class),
+                    indent=2,
+                    sort_keys=True,
+                )
+                + "\n",
             )
         atomic_write_text(
             staging / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
         )
     return directory
-
-
-# === pytorch_model.bin without torch ===
-#
-# torch.save writes a zip: <root>/data.pkl, a pickle of the state dict in
-# which each tensor is `torch._utils._rebuild_tensor_v2(storage, offset, size,
-# stride, requires_grad, hooks)` and each storage a persistent id
-# `("storage", torch.<Type>Storage, key, device, numel)` whose bytes are
-# <root>/data/<key>. The unpickler below resolves exactly those globals (to
-# numpy stand-ins) and refuses every other one, so reading runs no code from
-# the file.
-
-_STORAGE_DTYPES = {
-    "FloatStorage": "f4",
-    "DoubleStorage": "f8",
-    "HalfStorage": "f2",
-    "BFloat16Storage": "bf16",
-    "LongStorage": "i8",
-    "IntStorage": "i4",
-    "ShortStorage": "i2",
-    "CharStorage": "i1",
-    "ByteStorage": "u1",
-    "BoolStorage": "?",
-}
-_ALLOWED_GLOBALS = (
-    "collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.<Type>Storage"
-)
-
-
-class _StorageType:
-    """Stands for a `torch.<Type>Storage` class inside the pickle."""
-
-    def __init__(self, name):
-        self.name = name
-
-
-def _is_int(x):
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-class _TorchUnpickler(pickle.Unpickler):
-    def __init__(self, file, archive, root, source):
-        super().__init__(file)
-        self._archive, self._root, self._source = archive, root, source
-        self._storages = {}
-        order = "<"
-        if f"{root}/byteorder" in archive.namelist():
-            order = {"little": "<", "big": ">"}.get(
-                archive.read(f"{root}/byteorder").decode("ascii", "replace").strip(), "?"
-            )
-            if order == "?":
-                raise CheckpointError(f"{source}: unknown byte order.")
-        self._order = order
-
-    def find_class(self, module, name):
-        if (module, name) == ("collections", "OrderedDict"):
-            return collections.OrderedDict
-        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
-            return self._rebuild_tensor
-        if module == "torch" and name in _STORAGE_DTYPES:
-            return _StorageType(name)
-        raise CheckpointError(
-            f"{self._source}: refused to load: the pickle references the global "
-            f"{module}.{name}, which is not needed to rebuild tensors (allowed: "
-            f"{_ALLOWED_GLOBALS}). The file is not a plain state dict, or it is "
-            "malicious."
-        )
-
-    def persistent_load(self, pid):
-        if not (
-            isinstance(pid, tuple)
-            and len(pid) == 5
-            and pid[0] == "storage"
-            and isinstance(pid[1], _StorageType)
-            and isinstance(pid[2], str)
-            and _is_int(pid[4])
-            and pid[4] >= 0
-        ):
-            raise CheckpointError(f"{self._source}: unexpected persistent id {pid!r}.")
-        _, storage_type, key, _, numel = pid
-        if key not in self._storages:
-            kind = _STORAGE_DTYPES[storage_type.name]
-            dtype = np.dtype(f"{self._order}u2" if kind == "bf16" else f"{self._order}{kind}")
-            member = f"{self._root}/data/{key}"
-            try:
-                raw = self._archive.read(member)
-            except KeyError:
-                raise CheckpointError(f"{self._source}: missing storage {member}.") from None
-            if len(raw) != numel * dtype.itemsize:
-                raise CheckpointError(
-                    f"{self._source}: storage {member} has {len(raw)} bytes, expected "
-                    f"{numel} x {dtype.itemsize}."
-                )
-            array = np.frombuffer(raw, dtype=dtype)
-            if kind == "bf16":  # bfloat16 is the top half of a float32
-                array = (array.astype(np.uint32) << 16).view(np.float32)
-            self._storages[key] = array.astype(array.dtype.newbyteorder("="))
-        return self._storages[key]
-
-    def _rebuild_tensor(self, storage, offset, size, stride, *unused):
-        ok = (
-            isinstance(storage, np.ndarray)
-            and _is_int(offset)
-            and isinstance(size, tuple)
-            and isinstance(stride, tuple)
-            and len(size) == len(stride)
-            and all(_is_int(n) and n >= 0 for n in size)
-            and all(_is_int(s) and s >= 0 for s in stride)
-            and offset >= 0
-        )
-        if ok and all(size):
-            # The last element read must lie inside the storage.
-            ok = offset + sum((n - 1) * s for n, s in zip(size, stride)) < storage.size
-        if not ok:
-            raise CheckpointError(
-                f"{self._source}: invalid tensor (offset {offset!r}, size {size!r}, "
-                f"stride {stride!r}) for a storage of {getattr(storage, 'size', '?')} "
-                "elements."
-            )
-        if not all(size):
-            return np.zeros(size, storage.dtype)
-        view = np.lib.stride_tricks.as_strided(
-            storage[offset:],
-            shape=size,
-            strides=tuple(s * storage.itemsize for s in stride),
-            writeable=False,
-        )
-        return np.array(view)
-
-
-def _torch_archive(path):
-    """`(ZipFile, root)` of a torch.save zip file."""
-    if not zipfile.is_zipfile(path):
-        raise CheckpointError(
-            f"{path} is not a zip-format torch checkpoint (the legacy format of "
-            "torch < 1.6 is not supported): re-save it with a current torch or "
-            "convert it to safetensors."
-        )
-    archive = zipfile.ZipFile(path)
-    roots = [n[: -len("/data.pkl")] for n in archive.namelist() if n.endswith("/data.pkl")]
-    roots = [r for r in roots if "/" not in r]
-    if len(roots) != 1:
-        archive.close()
-        raise CheckpointError(f"{path}: expected one <root>/data.pkl in the archive.")
-    return archive, roots[0]
-
-
-def _pickle_strings(path):
-    """The string constants of a torch.save pickle (its tensor names among
-    them), read by decoding opcodes only: nothing is constructed or run."""
-    try:
-        archive, root = _torch_archive(path)
-        with archive:
-            data = archive.read(f"{root}/data.pkl")
-        return {arg for _, arg, _ in pickletools.genops(data) if isinstance(arg, str)}
-    except (CheckpointError, ValueError, zipfile.BadZipFile, OSError):
-        return set()
-
-
-def read_torch_pickle(path):
-    """Reads a `torch.save` state dict (`pytorch_model.bin`) as
-    `{name: np.ndarray}` without torch, with a restricted unpickler: only the
-    globals that rebuild tensors are resolved, any other one raises a
-    `CheckpointError` naming it, before anything it names is called.
-    bfloat16 tensors are widened to float32 exactly."""
-    path = Path(path)
-    try:
-        archive, root = _torch_archive(path)
-        with archive:
-            with archive.open(f"{root}/data.pkl") as f:
-                state = _TorchUnpickler(f, archive, root, path).load()
-    except CheckpointError:
-        raise
-    except Exception as e:  # malformed pickles raise all sorts of errors
-        raise CheckpointError(f"{path}: cannot read the torch checkpoint: {e!r}") from e
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path} does not hold a state dict (got {type(state).__name__}).")
-    bad = sorted(
-        str(k) for k, v in state.items() if not isinstance(k, str) or not isinstance(v, np.ndarray)
-    )
-    if bad:
-        raise CheckpointError(f"{path}: entries that are not named tensors: {', '.join(bad)}.")
-    return dict(state)

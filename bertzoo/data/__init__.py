@@ -1,6 +1,7 @@
-"""Pre-training data: corpus -> documents -> NSP/SOP/MLM-only examples ->
+"""Data: pre-training corpus -> documents -> NSP/SOP/MLM-only examples ->
 masking (token, whole-word, ALBERT n-gram) -> `tf.data` (static TFRecords or
-dynamic per-epoch masking).
+dynamic per-epoch masking); fine-tuning file readers (`bertzoo.data.readers`,
+no TensorFlow), tagging and QA features, the built-in datasets.
 
     docs = read_corpus("corpus.txt")                       # list of str docs
     ids = tokenize_documents(docs, tokenizer)               # TF-batched
@@ -10,35 +11,35 @@ dynamic per-epoch masking).
     ds = read_pretraining_dataset("data/128", batch_size=32, seq_len=128)
     # or dynamic masking, re-drawn every epoch:
     ds = make_pretraining_dataset(examples, batch_size=32, masker=masker, seed=0)
+
+Names are imported on first use (`bertzoo.lazy`), so `bertzoo.data.readers`
+imports without TensorFlow.
 """
 
-from bertzoo.data.corpus import CorpusError, read_corpus, tokenize_documents
-from bertzoo.data.examples import OBJECTIVES, PretrainingExamples, create_examples
-from bertzoo.data.masking import KINDS as MASKING_KINDS
-from bertzoo.data.masking import MaskedLMMasker, word_start_table
-from bertzoo.data.pipeline import (
-    METADATA_FILE,
-    PretrainingDataError,
-    make_pretraining_dataset,
-    read_metadata,
-    read_pretraining_dataset,
-    write_pretraining_tfrecords,
+from bertzoo.lazy import lazy_exports
+
+_EXPORTS = {
+    "CorpusError": "bertzoo.data.corpus",
+    "MASKING_KINDS": "bertzoo.data.masking:KINDS",
+    "METADATA_FILE": "bertzoo.data.pipeline",
+    "MaskedLMMasker": "bertzoo.data.masking",
+    "OBJECTIVES": "bertzoo.data.examples",
+    "PretrainingDataError": "bertzoo.data.pipeline",
+    "PretrainingExamples": "bertzoo.data.examples",
+    "create_examples": "bertzoo.data.examples",
+    "make_pretraining_dataset": "bertzoo.data.pipeline",
+    "read_corpus": "bertzoo.data.corpus",
+    "read_metadata": "bertzoo.data.pipeline",
+    "read_pretraining_dataset": "bertzoo.data.pipeline",
+    "tokenize_documents": "bertzoo.data.corpus",
+    "word_start_table": "bertzoo.data.masking",
+    "write_pretraining_tfrecords": "bertzoo.data.pipeline",
+}
+_SUBMODULES = (
+    "builtin_corpus", "builtin_tasks", "corpus", "examples", "masking", "pipeline", "qa",
+    "readers", "tagging",
 )
 
-__all__ = [
-    "CorpusError",
-    "MASKING_KINDS",
-    "METADATA_FILE",
-    "MaskedLMMasker",
-    "OBJECTIVES",
-    "PretrainingDataError",
-    "PretrainingExamples",
-    "create_examples",
-    "make_pretraining_dataset",
-    "read_corpus",
-    "read_metadata",
-    "read_pretraining_dataset",
-    "tokenize_documents",
-    "word_start_table",
-    "write_pretraining_tfrecords",
-]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
+
+__all__ = sorted(_EXPORTS)

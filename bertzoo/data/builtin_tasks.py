@@ -177,7 +177,7 @@ def write_builtin_task(task, directory, seed=0):
         train, validation = sentiment(seed)
         paths = []
         for name, rows in (("train.tsv", train), ("validation.tsv", validation)):
-            text = "sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in rows)
+            text = "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows)
             atomic_write_text(directory / name, text)
             paths.append(directory / name)
         return paths[0], paths[1], {"text_columns": ("sentence",), "label_column": "label"}

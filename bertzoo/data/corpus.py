@@ -130,7 +130,7 @@ def tokenize_documents(documents, tokenizer, batch_size=4096, source="the corpus
     flat = [s for doc in documents for s in doc]
     ids, splits = [], [0]
     for start in range(0, len(flat), batch_size):
-        ragged = tokenizer._tokenize_ids(tf.constant(flat[start : start + batch_size], tf.string))
+        ragged = tokenizer.tokenize_ids(tf.constant(flat[start : start + batch_size], tf.string))
         ids.append(ragged.flat_values.numpy().astype(np.int32))
         splits.append(ragged.row_lengths().numpy())
     if not flat:

@@ -29,8 +29,8 @@ import random
 import numpy as np
 
 from bertzoo.data.corpus import CorpusError
+from bertzoo.models.pretrainer import OBJECTIVES
 
-OBJECTIVES = ("nsp", "sop", "none")
 logger = logging.getLogger("bertzoo.data")
 
 

@@ -54,7 +54,6 @@ FEATURE_KEYS = (
     "offset_end",
     "max_context",
 )
-MODEL_INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 
 
 def _check_lengths(sequence_length, doc_stride, max_query_length):
@@ -156,7 +155,7 @@ def encode_qa(tokenizer, questions, contexts, sequence_length=384, doc_stride=12
     with tf.control_dependencies([check]):
         questions = tf.identity(questions)
 
-    q_ids = tokenizer._tokenize_ids(questions).with_row_splits_dtype(tf.int64)
+    q_ids = tokenizer.tokenize_ids(questions).with_row_splits_dtype(tf.int64)
     q_ids = q_ids[:, :max_query_length]
     c_ids, c_start, c_end = tokenizer.tokenize_with_offsets(contexts)
     c_ids = c_ids.with_row_splits_dtype(tf.int64)

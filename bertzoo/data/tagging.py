@@ -12,7 +12,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from bertzoo.models.tasks import IGNORE_LABEL
+from bertzoo.layers.losses import IGNORE_LABEL
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def encode_words(tokenizer, words, sequence_length):
     produced no tokens (e.g. only control characters).
     """
     budget = sequence_length - 2
-    pieces = tokenizer._tokenize_ids(words.flat_values)  # (total_words, (pieces))
+    pieces = tokenizer.tokenize_ids(words.flat_values)  # (total_words, (pieces))
     n_pieces = tf.cast(pieces.row_lengths(), tf.int32)  # (total_words,)
     per_word = words.with_flat_values(n_pieces)  # (batch, (words))
     ends = tf.math.cumsum(per_word, axis=1)  # inclusive, per sentence
@@ -63,9 +63,9 @@ def tagging_features(tokenizer, sentences, label_set=None, sequence_length=128, 
 
     Args:
         tokenizer: a bertzoo tokenizer.
-        sentences: `bertzoo.data.tasks.TaggedSentence`s (or objects with
+        sentences: `bertzoo.data.readers.TaggedSentence`s (or objects with
             `words`, `tags` and `line`).
-        label_set: a `bertzoo.data.tasks.LabelSet` of tag names; when given
+        label_set: a `bertzoo.data.readers.LabelSet` of tag names; when given
             (and the sentences have tags), `labels` are produced and an
             unknown tag is an error naming the line.
         sequence_length: packed length.

@@ -2,7 +2,11 @@
 the DistilBERT / TinyBERT distillers."""
 
 from bertzoo.distill.distillers import DistilBertDistiller, TinyBertDistiller, prediction_distiller
-from bertzoo.distill.init import embedding_projection, init_embeddings_from_teacher, init_student_from_teacher
+from bertzoo.distill.init import (
+    embedding_projection,
+    init_embeddings_from_teacher,
+    init_student_from_teacher,
+)
 from bertzoo.distill.layer_map import (
     DistillationError,
     check_layer_map,

@@ -16,7 +16,7 @@ import keras
 from keras import ops
 
 from bertzoo.distill import losses
-from bertzoo.distill.init import _backbone
+from bertzoo.distill.init import backbone_of
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map
 from bertzoo.models.pretrainer import BertPretrainer, finish_loss, masked_lm_loss
 
@@ -74,6 +74,25 @@ class _Distiller(keras.Model):
         )
 
 
+def as_pretrainer(model, role, need_head=False):
+    """`model` as a `BertPretrainer`: a pretrainer as is, a backbone (or a
+    model with one) wrapped in an MLM-only pretrainer whose head starts from
+    the backbone's `head_tensors`. `role` ("teacher" or "student") names it
+    in errors; with `need_head`, a missing masked-LM head is an error."""
+    if isinstance(model, BertPretrainer):
+        return model
+    backbone = backbone_of(model, role)
+    pretrainer = BertPretrainer(backbone, objective="none")
+    if need_head and not pretrainer.head_weights_loaded:
+        raise DistillationError(
+            "The teacher has no masked-LM head: the soft-target KL loss needs its vocabulary "
+            "logits. Pass a trained BertPretrainer, a checkpoint that includes the MLM head "
+            "(the pre-training recipe's preset, or a Hugging Face *ForPreTraining / "
+            "*ForMaskedLM checkpoint), or set kl_weight=0."
+        )
+    return pretrainer
+
+
 class DistilBertDistiller(_Distiller):
     """DistilBERT distillation of a masked-LM teacher into a student.
 
@@ -86,7 +105,7 @@ class DistilBertDistiller(_Distiller):
     Args:
         teacher: a `BertPretrainer` (its MLM head is needed), or a
             `BertBackbone` whose checkpoint brought an MLM head
-            (`hf_head_weights`).
+            (`head_tensors`).
         student: a `BertPretrainer` or `BertBackbone` (an MLM head is added)
             with the teacher's vocabulary and, for the cosine loss, width.
 
@@ -103,11 +122,11 @@ class DistilBertDistiller(_Distiller):
         cosine_weight=1.0, kl_positions="all", **kwargs,
     ):
         super().__init__(**kwargs)
-        teacher = self._as_pretrainer(teacher, "teacher", need_head=kl_weight > 0)
-        student = self._as_pretrainer(student, "student")
+        teacher = as_pretrainer(teacher, "teacher", need_head=kl_weight > 0)
+        student = as_pretrainer(student, "student")
         t, s = teacher.backbone, student.backbone
         _check_vocabularies(t, s)
-        losses._check_temperature(temperature)
+        losses.check_temperature(temperature)
         self.weights_by_loss = {
             "kl_loss": _check_weight("kl_weight", kl_weight),
             "mlm_loss": _check_weight("mlm_weight", mlm_weight),
@@ -127,21 +146,6 @@ class DistilBertDistiller(_Distiller):
         self.temperature = float(temperature)
         self.kl_positions = kl_positions
         self._setup_trackers()
-
-    @staticmethod
-    def _as_pretrainer(model, role, need_head=False):
-        if isinstance(model, BertPretrainer):
-            return model
-        backbone = _backbone(model, role)
-        pretrainer = BertPretrainer(backbone, objective="none")
-        if need_head and not pretrainer.head_weights_loaded:
-            raise DistillationError(
-                "The teacher has no masked-LM head: the soft-target KL loss needs its vocabulary "
-                "logits. Pass a trained BertPretrainer, a checkpoint that includes the MLM head "
-                "(the pre-training recipe's preset, or a Hugging Face *ForPreTraining / "
-                "*ForMaskedLM checkpoint), or set kl_weight=0."
-            )
-        return pretrainer
 
     def _logits(self, pretrainer, x, positions, training):
         backbone = pretrainer.backbone
@@ -218,7 +222,7 @@ class TinyBertDistiller(_Distiller):
         hidden_weight=1.0, shared_projection=True, **kwargs,
     ):
         super().__init__(**kwargs)
-        t, s = _backbone(teacher, "teacher"), _backbone(student, "student")
+        t, s = backbone_of(teacher, "teacher"), backbone_of(student, "student")
         _check_vocabularies(t, s)
         self.weights_by_loss = {
             "attention_loss": _check_weight("attention_weight", attention_weight),
@@ -238,7 +242,7 @@ class TinyBertDistiller(_Distiller):
         teacher.trainable = False
         # The pooler (and a task model's head) get no gradient from these
         # losses: frozen while this distiller trains, given back by release().
-        unreached = [s.pooler_dense, *(student._head_layers() if student is not s else ())]
+        unreached = [s.pooler_dense, *(student.head_layers() if student is not s else ())]
         self._frozen = [layer for layer in unreached if layer is not None and layer.trainable]
         for layer in self._frozen:
             layer.trainable = False
@@ -330,7 +334,7 @@ def prediction_distiller(teacher, student, temperature=1.0):
             f"The teacher has {teacher.num_classes} classes and the student {student.num_classes}."
         )
     _check_vocabularies(teacher.backbone, student.backbone)
-    losses._check_temperature(temperature)
+    losses.check_temperature(temperature)
     return Distiller(
         teacher=teacher,
         student=student,

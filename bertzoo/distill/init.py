@@ -7,14 +7,16 @@ import logging
 import numpy as np
 
 from bertzoo.distill.layer_map import DistillationError, check_layer_map, init_layer_map
-from bertzoo.models.backbone import group_of_layer
+from bertzoo.layers.common import group_of_layer
 
 logger = logging.getLogger(__name__)
 
 _SAME = ("vocabulary_size", "hidden_dim", "embedding_dim", "intermediate_dim", "num_heads", "activation")
 
 
-def _backbone(model, role):
+def backbone_of(model, role):
+    """The `BertBackbone` of `model` (a backbone, or a model with a
+    `.backbone`); anything else is a `DistillationError` naming `role`."""
     backbone = getattr(model, "backbone", model)
     if not hasattr(backbone, "transformer_layers"):
         raise DistillationError(
@@ -52,7 +54,7 @@ def init_student_from_teacher(student, teacher, layer_map=None):
     >>> init_student_from_teacher(student, teacher)
     (0, 2, 4, 7, 9, 11)
     """
-    s, t = _backbone(student, "student"), _backbone(teacher, "teacher")
+    s, t = backbone_of(student, "student"), backbone_of(teacher, "teacher")
     differ = [
         f"{k} (teacher {getattr(t, k)!r}, student {getattr(s, k)!r})"
         for k in _SAME
@@ -114,7 +116,7 @@ def embedding_projection(teacher, width):
     """The (teacher embedding_dim, `width`) matrix whose orthonormal columns
     are the top `width` principal directions of the teacher's token-embedding
     table (the identity when `width` is the teacher's own)."""
-    t = _backbone(teacher, "teacher")
+    t = backbone_of(teacher, "teacher")
     table = np.asarray(t.embeddings_layer.token_embedding.embeddings, "float64")
     if width == table.shape[1]:
         return np.eye(width)
@@ -144,7 +146,7 @@ def init_embeddings_from_teacher(student, teacher):
     >>> init_embeddings_from_teacher(student, teacher).shape
     (384, 120)
     """
-    s, t = _backbone(student, "student"), _backbone(teacher, "teacher")
+    s, t = backbone_of(student, "student"), backbone_of(teacher, "teacher")
     _check_embeddings(s, t)
     basis = embedding_projection(t, s.embedding_dim)
     same = s.embedding_dim == t.embedding_dim

@@ -9,22 +9,14 @@ positions, `sum(loss * w) / sum(w)`. `None` averages over all positions.
 
 from keras import ops
 
+from bertzoo.layers.losses import weighted_mean
+
 
 def _f32(x):
     return ops.cast(x, "float32")
 
 
-def weighted_mean(values, weights=None):
-    """`sum(values * w) / sum(w)` (0 when every weight is 0); the plain mean
-    when `weights` is None."""
-    values = _f32(values)
-    if weights is None:
-        return ops.mean(values)
-    w = _f32(weights)
-    return ops.sum(values * w) / ops.maximum(ops.sum(w), 1e-9)
-
-
-def _check_temperature(temperature):
+def check_temperature(temperature):
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0:
         raise ValueError(f"temperature must be a number > 0, got {temperature!r}.")
 
@@ -33,7 +25,7 @@ def soft_target_kl(teacher_logits, student_logits, temperature=2.0, weights=None
     """DistilBERT's soft-target loss: `T^2 * KL(softmax(t/T) || softmax(s/T))`,
     summed over the last axis and averaged over (weighted) positions. The
     `T^2` factor keeps gradient sizes independent of `T` (Hinton et al.)."""
-    _check_temperature(temperature)
+    check_temperature(temperature)
     t = _f32(teacher_logits) / temperature
     s = _f32(student_logits) / temperature
     log_p_t = ops.log_softmax(t, axis=-1)
@@ -46,7 +38,7 @@ def soft_cross_entropy(teacher_logits, student_logits, temperature=1.0, weights=
     averaged over (weighted) examples. It differs from the KL divergence by
     the teacher's entropy, a constant for the student, so both give the same
     gradients."""
-    _check_temperature(temperature)
+    check_temperature(temperature)
     p_t = ops.softmax(_f32(teacher_logits) / temperature, axis=-1)
     ce = -ops.sum(p_t * ops.log_softmax(_f32(student_logits) / temperature, axis=-1), axis=-1)
     return weighted_mean(ce, weights)

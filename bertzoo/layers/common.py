@@ -46,3 +46,11 @@ def constructor_config(obj):
     names (every bertzoo layer and model stores each argument that way), for
     `get_config`."""
     return {k: getattr(obj, k) for k in constructor_args(type(obj))}
+
+
+def group_of_layer(layer_index, num_layers, num_groups):
+    """ALBERT's layer -> parameter group map, `floor(i / num_layers *
+    num_groups)` as in the reference code, in exact integer arithmetic (the
+    reference's float form maps e.g. layer 15 of 22 to group 14 when
+    num_groups == num_layers)."""
+    return layer_index * num_groups // num_layers

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from bertzoo.layers.common import constructor_config, kernel_initializer
 from bertzoo.input_checks import check_id_range, check_integer_ids, in_range
+from bertzoo.layers.common import constructor_config, kernel_initializer
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")

@@ -1,7 +1,12 @@
-from bertzoo.models.backbone import BertBackbone, group_of_layer
+from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.embedder import TextEmbedder
 from bertzoo.models.pretrainer import BertPretrainer
-from bertzoo.models.tasks import BertClassifier, BertSpanQA, BertTokenClassifier, task_model_from_preset
+from bertzoo.models.tasks import (
+    BertClassifier,
+    BertSpanQA,
+    BertTokenClassifier,
+    task_model_from_preset,
+)
 
 __all__ = [
     "BertBackbone",
@@ -10,6 +15,5 @@ __all__ = [
     "BertSpanQA",
     "BertTokenClassifier",
     "TextEmbedder",
-    "group_of_layer",
     "task_model_from_preset",
 ]

@@ -1,10 +1,7 @@
 """The one BERT-family encoder; every variant is a configuration of it."""
 
-import json
-import logging
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 import keras
 
@@ -16,45 +13,11 @@ from bertzoo.layers import (
     BertTransformerBlock,
     kernel_initializer,
 )
-from bertzoo.layers.common import constructor_args, constructor_config
-
-logger = logging.getLogger(__name__)
+from bertzoo.layers.common import constructor_args, constructor_config, group_of_layer
 
 # from_preset(..., **overrides) may change only these: they do not change the
 # architecture or the meaning of loaded weights.
 OVERRIDABLE_KEYS = ("attention_dropout", "dropout", "dtype", "name", "trainable")
-
-
-def group_of_layer(layer_index, num_layers, num_groups):
-    """ALBERT's layer -> parameter group map, `floor(i / num_layers *
-    num_groups)` as in the reference code, in exact integer arithmetic (the
-    reference's float form maps e.g. layer 15 of 22 to group 14 when
-    num_groups == num_layers)."""
-    return layer_index * num_groups // num_layers
-
-
-def _check_weights_file(path, model):
-    """Keras matches weights by layer order, and silently drops extra ones:
-    compare the file's tensor shapes with the model's before loading."""
-    import h5py
-
-    shapes = []
-    try:
-        with h5py.File(path, "r") as f:
-            f.visititems(
-                lambda name, obj: shapes.append(tuple(obj.shape))
-                if isinstance(obj, h5py.Dataset)
-                else None
-            )
-    except OSError as e:
-        raise preset_lib.PresetError(f"{path} is not a readable weights file: {e}") from e
-    expected = sorted(tuple(w.shape) for w in model.weights)
-    if sorted(shapes) != expected:
-        raise preset_lib.PresetError(
-            f"{path} holds {len(shapes)} tensors that do not match the "
-            f"{len(expected)} weights of the configured architecture (the "
-            "config and the weights come from different models)."
-        )
 
 
 class _PresetsDescriptor:
@@ -141,8 +104,10 @@ def _first_input(args, kwargs):
     return args[0] if args else kwargs.get("inputs")
 
 
-def _check_predict_inputs(model, x):
-    """`predict` checks a dict of arrays (ids in range too) or a
+def check_predict_inputs(model, x):
+    """Checks what `model.predict` is given, for `predict` overrides.
+
+    `predict` checks a dict of arrays (ids in range too) or a
     `tf.data.Dataset`'s element spec before Keras starts: errors come
     early, and under JAX an exception inside Keras' predict loop would leave
     the model's variables emptied (Keras releases them for the loop)."""
@@ -178,7 +143,7 @@ class InputChecks:
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
     def predict(self, x, *args, **kwargs):
-        _check_predict_inputs(self, x)
+        check_predict_inputs(self, x)
         return super().predict(x, *args, **kwargs)
 
 
@@ -390,9 +355,10 @@ class BertBackbone(InputChecks, keras.Model):
         # Tokenizer settings and metadata carried from the preset this model
         # was loaded from; written back by save_to_preset.
         self.preset_info = {}
-        # Task-head tensors (e.g. "cls.predictions.*") found beside the
-        # backbone in a Hugging Face checkpoint, for task models.
-        self.hf_head_weights = {}
+        # Task-head tensors (pre-training and task heads, in Hugging Face
+        # names and layouts) loaded beside the backbone from a converted
+        # checkpoint or a preset directory, for the task models.
+        self.head_tensors = {}
 
     @staticmethod
     def _make_inputs(num_segments):
@@ -455,7 +421,8 @@ class BertBackbone(InputChecks, keras.Model):
     # === Presets ===
 
     @classmethod
-    def _architecture_keys(cls):
+    def architecture_keys(cls):
+        """The constructor arguments a preset's `backbone` section may hold."""
         return constructor_args(cls)
 
     @classmethod
@@ -490,7 +457,7 @@ class BertBackbone(InputChecks, keras.Model):
             if key not in OVERRIDABLE_KEYS:
                 kind = (
                     "is architectural (it changes the weights)"
-                    if key in cls._architecture_keys()
+                    if key in cls.architecture_keys()
                     else "is not a backbone argument"
                 )
                 raise ValueError(
@@ -498,93 +465,47 @@ class BertBackbone(InputChecks, keras.Model):
                     f"can be overridden: {', '.join(OVERRIDABLE_KEYS)}. To change "
                     "the architecture, build BertBackbone(**config) directly."
                 )
-        data, directory, kind = preset_lib.resolve(preset, cls._architecture_keys())
-        config = {**data["backbone"], **overrides}
-        try:
-            backbone = cls(**config)
-        except (TypeError, ValueError) as e:
-            source = preset if directory is None else directory / preset_lib.CONFIG_FILE
-            raise preset_lib.PresetError(f"{source}: invalid backbone config: {e}") from e
-        backbone.preset_info = {
-            k: data[k] for k in ("description", "tokenizer", "metadata") if k in data
-        }
-        if not load_weights:
-            return backbone
-        if directory is None:
-            logger.info(
-                "Preset %r is an architecture preset and ships no weights; the "
-                "model is randomly initialised (truncated normal, stddev %s).",
-                preset,
-                backbone.initializer_range,
-            )
-            return backbone
-        if kind == "hf":
-            from bertzoo.convert.hf import load_hf_weights
+        from bertzoo.models.loading import load_backbone  # it builds on this module
 
-            backbone.hf_head_weights = load_hf_weights(
-                backbone, directory, allow_partial=allow_partial, allow_pickle=allow_pickle
-            )
-            return backbone
-        weights = directory / preset_lib.WEIGHTS_FILE
-        if not weights.is_file():
-            raise preset_lib.PresetError(
-                f"{directory} has a {preset_lib.CONFIG_FILE} but no "
-                f"{preset_lib.WEIGHTS_FILE}. Pass load_weights=False to build the "
-                "architecture with random weights."
-            )
-        _check_weights_file(weights, backbone)
-        try:
-            backbone.load_weights(weights)
-        except Exception as e:
-            raise preset_lib.PresetError(
-                f"Cannot load weights from {weights} into the architecture of "
-                f"{directory / preset_lib.CONFIG_FILE}: {e}"
-            ) from e
-        heads = directory / preset_lib.HEADS_FILE
-        if heads.is_file():
-            from bertzoo.convert.safetensors_io import read_safetensors
+        return load_backbone(
+            cls,
+            preset,
+            load_weights=load_weights,
+            allow_partial=allow_partial,
+            allow_pickle=allow_pickle,
+            overrides=overrides,
+        )
 
-            backbone.hf_head_weights = read_safetensors(heads, float_only=True)
-        return backbone
-
-    def save_to_preset(self, preset_dir, extra=None):
-        """Writes `config.json`, `model.weights.h5` and (for a model loaded
-        from a checkpoint with pre-training or task heads) `heads.safetensors`
-        to `preset_dir`, published as one unit with a checksum manifest
-        (`bertzoo.io.publish`): at any moment, a kill included, the directory
-        holds the complete earlier preset or the complete new one.
-        `BertBackbone.from_preset(preset_dir)` rebuilds the same model and
-        verifies every file first.
+    def save_to_preset(self, preset_dir, extra=None, preset_info=None, head_tensors=None):
+        """Writes `config.json`, `model.weights.h5` and (when there are task
+        heads) `heads.safetensors` to `preset_dir`, published as one unit with
+        a checksum manifest (`bertzoo.io.publish`): at any moment, a kill
+        included, the directory holds the complete earlier preset or the
+        complete new one. `BertBackbone.from_preset(preset_dir)` rebuilds the
+        same model and verifies every file first.
 
         A vocabulary saved there earlier (`tokenizer.save_to_preset`) stays;
         an existing directory must be empty or a bertzoo preset (bertzoo
         never replaces files it did not write), and files in it that bertzoo
-        did not write are kept. `extra`: more top-level sections for
-        `config.json` (a task model's `task` section).
+        did not write are kept.
+
+        Args:
+            preset_dir: the directory to write.
+            extra: more top-level sections for `config.json` (a task model's
+                `task` section).
+            preset_info: the `description`, `tokenizer` and `metadata`
+                sections to record; defaults to those of the preset this
+                model was loaded from (`self.preset_info`).
+            head_tensors: task-head tensors (Hugging Face names) to save
+                beside the backbone; defaults to those it was loaded with
+                (`self.head_tensors`).
         """
-        from bertzoo.io.publish import publish_directory
+        from bertzoo.models.loading import save_backbone  # it builds on this module
 
-        preset_dir = Path(preset_dir)
-        config = self.get_config()
-        backbone_config = {
-            k: config[k] for k in self._architecture_keys() if k in config
-        }
-        info = self.preset_info
-        metadata = {**info.get("metadata", {}), "params": int(self.count_params())}
-        document = {"name": preset_dir.name}
-        if "description" in info:
-            document["description"] = info["description"]
-        document["backbone"] = backbone_config
-        if "tokenizer" in info:
-            document["tokenizer"] = info["tokenizer"]
-        document["metadata"] = metadata
-        document.update(extra or {})
-        text = json.dumps(document, indent=2) + "\n"
-        with publish_directory(preset_dir, "preset", replaces=preset_lib.MODEL_FILES) as staging:
-            self.save_weights(staging / preset_lib.WEIGHTS_FILE)
-            if self.hf_head_weights:
-                from bertzoo.convert.safetensors_io import write_safetensors
-
-                write_safetensors(staging / preset_lib.HEADS_FILE, self.hf_head_weights)
-            (staging / preset_lib.CONFIG_FILE).write_text(text, encoding="utf-8")
-        return preset_dir
+        return save_backbone(
+            self,
+            preset_dir,
+            self.preset_info if preset_info is None else preset_info,
+            self.head_tensors if head_tensors is None else head_tensors,
+            extra=extra,
+        )

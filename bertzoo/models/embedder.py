@@ -12,7 +12,7 @@ from bertzoo import presets as preset_lib
 from bertzoo.errors import InputTypeError
 from bertzoo.input_checks import check_model_inputs
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
-from bertzoo.models.backbone import BertBackbone, _check_predict_inputs
+from bertzoo.models.backbone import BertBackbone, check_predict_inputs
 from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import check_utf8, to_string_tensor
 
@@ -237,7 +237,7 @@ class TextEmbedder(keras.Model):
                 # One pair (or a 1-tuple) of single strings.
                 return self.predict(tuple([s] for s in x), batch_size, verbose, **kwargs)[0]
             return super().predict(self._text_dataset(x, batch_size), verbose=verbose, **kwargs)
-        _check_predict_inputs(self.backbone, x)  # a dict of ids: keys, dtypes, ranges
+        check_predict_inputs(self.backbone, x)  # a dict of ids: keys, dtypes, ranges
         return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
 
     # Token-id inputs: the backbone's checks at this model's own entry

@@ -6,66 +6,15 @@ import keras
 import numpy as np
 from keras import ops
 
-from bertzoo.convert.common import assign_tensors
+from bertzoo.convert.heads import load_pretraining_heads, pretraining_head_tensors
 from bertzoo.layers.common import kernel_initializer
 from bertzoo.layers.heads import MaskedLMHead
 
 logger = logging.getLogger(__name__)
 
+# The pre-training objectives of the sentence head ("none": MLM only), for
+# the models and the example builders (bertzoo.data).
 OBJECTIVES = ("nsp", "sop", "none")
-
-# Hugging Face task-head tensor names per model family (as kept in
-# `backbone.hf_head_weights` by the converters): the MLM head, the sentence
-# head with the objective it was trained for, and tensors that are tied to the
-# word embeddings (or duplicate the MLM bias) and so are not loaded.
-_HF_HEADS = {
-    "bert": {
-        "mlm": {
-            "cls.predictions.transform.dense.weight": ("dense_kernel", True),
-            "cls.predictions.transform.dense.bias": ("dense_bias", False),
-            "cls.predictions.transform.LayerNorm.weight": ("ln_gamma", False),
-            "cls.predictions.transform.LayerNorm.bias": ("ln_beta", False),
-            "cls.predictions.bias": ("mlm_bias", False),
-        },
-        "sentence": (
-            "nsp",
-            {
-                "cls.seq_relationship.weight": ("sentence_kernel", True),
-                "cls.seq_relationship.bias": ("sentence_bias", False),
-            },
-        ),
-        "tied": ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"),
-    },
-    "albert": {
-        "mlm": {
-            "predictions.dense.weight": ("dense_kernel", True),
-            "predictions.dense.bias": ("dense_bias", False),
-            "predictions.LayerNorm.weight": ("ln_gamma", False),
-            "predictions.LayerNorm.bias": ("ln_beta", False),
-            "predictions.bias": ("mlm_bias", False),
-        },
-        "sentence": (
-            "sop",
-            {
-                "sop_classifier.classifier.weight": ("sentence_kernel", True),
-                "sop_classifier.classifier.bias": ("sentence_bias", False),
-            },
-        ),
-        "tied": ("predictions.decoder.weight", "predictions.decoder.bias"),
-    },
-    "distilbert": {
-        "mlm": {
-            "vocab_transform.weight": ("dense_kernel", True),
-            "vocab_transform.bias": ("dense_bias", False),
-            "vocab_layer_norm.weight": ("ln_gamma", False),
-            "vocab_layer_norm.bias": ("ln_beta", False),
-            "vocab_projector.bias": ("mlm_bias", False),
-        },
-        "sentence": None,
-        "tied": ("vocab_projector.weight",),
-    },
-}
-
 
 def _scale_for_replicas(loss):
     """Divides by the number of tf.distribute replicas (gradients are summed
@@ -84,7 +33,7 @@ def finish_loss(model, loss):
     (`model.losses`, e.g. regularisers) and scales for tf.distribute
     replicas."""
     if model.losses:
-        loss = loss + ops.sum([ops.cast(l, "float32") for l in model.losses])
+        loss = loss + ops.sum([ops.cast(extra, "float32") for extra in model.losses])
     return _scale_for_replicas(loss)
 
 
@@ -128,7 +77,7 @@ class BertPretrainer(keras.Model):
     metrics `loss`, `masked_lm_accuracy` (weighted by the MLM weights) and
     `nsp_accuracy` / `sop_accuracy`.
 
-    When `backbone.hf_head_weights` holds a converted checkpoint's MLM head
+    When `backbone.head_tensors` holds a converted checkpoint's MLM head
     (and the sentence head of the same objective), the heads start from it.
 
     Args:
@@ -210,8 +159,8 @@ class BertPretrainer(keras.Model):
                 name=f"{objective}_accuracy"
             )
         self.head_weights_loaded = ()
-        if getattr(backbone, "hf_head_weights", None):
-            self.head_weights_loaded = self.load_hf_head_weights(backbone.hf_head_weights)
+        if getattr(backbone, "head_tensors", None):
+            self.head_weights_loaded = self.load_head_tensors(backbone.head_tensors)
 
     # === Checkpoint heads ===
 
@@ -229,57 +178,26 @@ class BertPretrainer(keras.Model):
             variables["sentence_bias"] = self.sentence_head.bias
         return variables
 
-    def load_hf_head_weights(self, tensors, source="backbone.hf_head_weights"):
+    def load_head_tensors(self, tensors, source="backbone.head_tensors"):
         """Initialises the heads from Hugging Face task-head tensors
         (`cls.predictions.*` / `cls.seq_relationship.*` for BERT,
         `predictions.*` / `sop_classifier.*` for ALBERT, `vocab_transform.*`
         etc. for DistilBERT), with name and shape checks. The sentence head is
         loaded only when the checkpoint's head matches `objective` (BERT: nsp,
         ALBERT: sop). Returns the names loaded."""
-        variables = self._head_variables()
-        loaded = []
-        for family, spec in _HF_HEADS.items():
-            groups = [spec["mlm"]]
-            sentence = spec["sentence"]
-            if sentence is not None:
-                objective, names = sentence
-                if objective == self.objective:
-                    groups.append(names)
-                elif any(k in tensors for k in names):
-                    logger.info(
-                        "Not loading the checkpoint's %s head into a %r pretrainer.",
-                        objective,
-                        self.objective,
-                    )
-            for group in groups:
-                present = [k for k in group if k in tensors]
-                if not present:
-                    continue
-                mapping = {k: (variables[v], t) for k, (v, t) in group.items()}
-                # Strict within a head: a half-present head is an error.
-                assign_tensors(mapping, {k: tensors[k] for k in present}, source)
-                loaded.extend(sorted(group))
-        if loaded:
-            logger.info("Initialised pre-training heads from %s: %s", source, ", ".join(loaded))
-        return tuple(loaded)
+        return load_pretraining_heads(tensors, self._head_variables(), self.objective, source)
 
     def head_tensors(self):
         """The heads as Hugging Face-named float32 arrays (BERT names for the
         MLM and NSP heads, ALBERT's for SOP): the inverse of
-        `load_hf_head_weights`. Put in `backbone.hf_head_weights`, they are
-        saved with the backbone's preset and loaded back by the next
-        `BertPretrainer` built on it."""
-        variables = self._head_variables()
-        groups = [_HF_HEADS["bert"]["mlm"]]
-        if self.objective != "none":
-            family = "bert" if self.objective == "nsp" else "albert"
-            groups.append(_HF_HEADS[family]["sentence"][1])
-        tensors = {}
-        for group in groups:
-            for name, (key, transpose) in group.items():
-                value = np.asarray(ops.convert_to_numpy(variables[key]), "float32")
-                tensors[name] = np.ascontiguousarray(value.T) if transpose else value
-        return tensors
+        `load_head_tensors`. Saved as the backbone's `head_tensors`
+        (`save_to_preset(..., head_tensors=...)`), they are loaded back by the
+        next `BertPretrainer` built on it."""
+        variables = {
+            k: np.asarray(ops.convert_to_numpy(v), "float32")
+            for k, v in self._head_variables().items()
+        }
+        return pretraining_head_tensors(variables, self.objective)
 
     # === Training ===
 

@@ -26,15 +26,15 @@ from keras import ops
 
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors
+from bertzoo.convert.heads import task_head_mapping
 from bertzoo.layers.common import kernel_initializer
+from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
 from bertzoo.models.backbone import BertBackbone, InputChecks
 from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
 
 logger = logging.getLogger(__name__)
 
 HEAD_FILE = preset_lib.TASK_HEAD_FILE
-IGNORE_LABEL = -100  # token-classification positions that are not scored
-TASK_KINDS = ("classification", "regression", "tagging", "qa")
 
 
 def _label_names(label_names, count, what):
@@ -71,7 +71,7 @@ def read_task_section(preset):
 
 class _TaskModel(InputChecks, keras.Model):
     """Shared plumbing: inputs (checked as the backbone checks them), loss
-    scaling, presets. Subclasses set `kind`/`kinds`, `_head_layers()`,
+    scaling, presets. Subclasses set `kind`/`kinds`, `head_layers()`,
     `_hf_head(tensors)`, `task_config()`."""
 
     def _checked_embeddings(self):
@@ -95,12 +95,12 @@ class _TaskModel(InputChecks, keras.Model):
 
     # === Presets ===
 
-    def _head_layers(self):
+    def head_layers(self):
         raise NotImplementedError
 
     def head_variables(self):
         """Variable path -> variable for the task head (not the backbone)."""
-        return {v.path: v for layer in self._head_layers() for v in layer.weights}
+        return {v.path: v for layer in self.head_layers() for v in layer.weights}
 
     @classmethod
     def _kind_of(cls, task):
@@ -135,7 +135,7 @@ class _TaskModel(InputChecks, keras.Model):
                 "%s holds a %s head; %s starts a new %s head.",
                 preset, task.get("kind"), cls.__name__, cls.kinds[0],
             )
-        hf = getattr(backbone, "hf_head_weights", None)
+        hf = getattr(backbone, "head_tensors", None)
         if hf and not model.head_loaded:  # a bertzoo head file wins
             model.head_loaded = model._load_hf_head(hf, preset)
         return model
@@ -196,29 +196,32 @@ class _TaskModel(InputChecks, keras.Model):
     def _hf_head(self, tensors):
         return {}
 
-    def save_to_preset(self, preset_dir, tokenizer=None):
+    def save_to_preset(self, preset_dir, tokenizer=None, preset_info=None):
         """Writes the backbone files, the head (`task_head.safetensors`) and
         a `task` section in `config.json`, published as one unit with a
         checksum manifest (see `BertBackbone.save_to_preset`). With
         `tokenizer`, its vocabulary and settings too, so `from_preset(dir)`
-        and the preprocessor load from the directory alone."""
+        and the preprocessor load from the directory alone. `preset_info`:
+        the description, tokenizer and metadata sections to record
+        (default: the backbone's `preset_info`)."""
         from bertzoo.convert.safetensors_io import write_safetensors
         from bertzoo.io.publish import publish_directory
         from bertzoo.tokenizers.base import VOCABULARY_FILES
 
         preset_dir = Path(preset_dir)
         replaces = preset_lib.MODEL_FILES + (VOCABULARY_FILES if tokenizer is not None else ())
+        info = dict(self.backbone.preset_info if preset_info is None else preset_info)
         with publish_directory(preset_dir, "preset", replaces=replaces) as staging:
             if tokenizer is not None:
                 tokenizer.save_to_preset(staging)
-                info = dict(self.backbone.preset_info)
                 info["tokenizer"] = tokenizer.preset_section()
-                self.backbone.preset_info = info
             write_safetensors(
                 staging / HEAD_FILE,
                 {k: np.asarray(keras.ops.convert_to_numpy(v.value), "float32") for k, v in self.head_variables().items()},
             )
-            self.backbone.save_to_preset(staging, extra={"task": self.task_config()})
+            self.backbone.save_to_preset(
+                staging, extra={"task": self.task_config()}, preset_info=info
+            )
         return preset_dir
 
     # === Serialisation ===
@@ -362,16 +365,13 @@ class BertClassifier(_TaskModel):
             kwargs["num_classes"] = hf_classes
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
-    def _head_layers(self):
+    def head_layers(self):
         return [self.head]
 
     def _hf_head(self, tensors):
-        if not self.backbone.use_pooler or "classifier.weight" not in tensors:
+        if not self.backbone.use_pooler:
             return {}
-        return {
-            "classifier.weight": (self.head.kernel, True),
-            "classifier.bias": (self.head.bias, False),
-        }
+        return task_head_mapping("classification", tensors, self.head)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         logits = ops.cast(y_pred, "float32")
@@ -382,7 +382,7 @@ class BertClassifier(_TaskModel):
             per_example = keras.losses.sparse_categorical_crossentropy(
                 ops.reshape(y, (-1,)), logits, from_logits=True
             )
-        loss = _weighted_mean(per_example, sample_weight)
+        loss = weighted_mean(per_example, sample_weight)
         return finish_loss(self, loss)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
@@ -391,24 +391,17 @@ class BertClassifier(_TaskModel):
         return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
 
-def _weighted_mean(values, weights):
-    if weights is None:
-        return ops.mean(values)
-    weights = ops.cast(ops.reshape(weights, ops.shape(values)), "float32")
-    return ops.sum(values * weights) / ops.maximum(ops.sum(weights), 1e-12)
-
-
 def _hf_config(preset):
     """The `config.json` of a Hugging Face checkpoint directory, else None."""
     try:
-        _, _, kind = preset_lib.resolve(preset, BertBackbone._architecture_keys())
+        kind, directory = preset_lib.classify(preset)
     except preset_lib.PresetError:
         return None
     if kind != "hf":
         return None
     from bertzoo.convert.common import read_json_object
 
-    return read_json_object(Path(preset) / "config.json")
+    return read_json_object(directory / "config.json")
 
 
 def _hf_num_classes(preset):
@@ -489,16 +482,13 @@ class BertTokenClassifier(_TaskModel):
             raise ValueError(f"{preset!r} records no token-classification head: pass num_labels=.")
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
-    def _head_layers(self):
+    def head_layers(self):
         return [self.head]
 
     def _hf_head(self, tensors):
-        if self.backbone.use_pooler or "classifier.weight" not in tensors:
+        if self.backbone.use_pooler:
             return {}
-        return {
-            "classifier.weight": (self.head.kernel, True),
-            "classifier.bias": (self.head.bias, False),
-        }
+        return task_head_mapping("tagging", tensors, self.head)
 
     @staticmethod
     def _scored(y):
@@ -565,16 +555,11 @@ class BertSpanQA(_TaskModel):
         """See `_TaskModel.from_preset`."""
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
-    def _head_layers(self):
+    def head_layers(self):
         return [self.head]
 
     def _hf_head(self, tensors):
-        if "qa_outputs.weight" not in tensors:
-            return {}
-        return {
-            "qa_outputs.weight": (self.head.kernel, True),
-            "qa_outputs.bias": (self.head.bias, False),
-        }
+        return task_head_mapping("qa", tensors, self.head)
 
     @staticmethod
     def _targets(y):
@@ -592,7 +577,7 @@ class BertSpanQA(_TaskModel):
             for t, k in ((start, "start_logits"), (end, "end_logits"))
         ]
         per_example = (losses[0] + losses[1]) / 2.0
-        return finish_loss(self, _weighted_mean(per_example, sample_weight))
+        return finish_loss(self, weighted_mean(per_example, sample_weight))
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         start, end = self._targets(y)
@@ -604,6 +589,8 @@ class BertSpanQA(_TaskModel):
         return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
 
+# The model class of each task kind a task preset can record. The kinds a run
+# accepts are the registered `bertzoo.tasks` kinds; each names its model class.
 TASK_MODELS = {
     "classification": BertClassifier,
     "regression": BertClassifier,
@@ -620,7 +607,7 @@ def task_model_from_preset(preset, **kwargs):
     if kind not in TASK_MODELS:
         raise preset_lib.PresetError(
             f"{preset} is not a fine-tuned task preset (its config.json has no 'task' "
-            f"section with a kind in {', '.join(TASK_KINDS)}); load it with "
+            f"section with a kind in {', '.join(TASK_MODELS)}); load it with "
             "BertClassifier/BertTokenClassifier/BertSpanQA.from_preset and the head you want."
         )
     return TASK_MODELS[kind].from_preset(preset, **kwargs)

@@ -1,7 +1,14 @@
 """Tokenizers: reference-exact WordPiece (BERT) and SentencePiece (ALBERT),
 in TensorFlow ops, and vocabulary training."""
 
-from bertzoo.tokenizers.base import Tokenizer, TokenizerError, from_preset
+from bertzoo.tokenizers.base import (
+    Tokenizer,
+    TokenizerError,
+    from_preset,
+    register_tokenizer,
+    tokenizer_class,
+    tokenizer_kinds,
+)
 from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
 from bertzoo.tokenizers.train import train_sentencepiece, train_wordpiece
 from bertzoo.tokenizers.wordpiece import BertTokenizer
@@ -12,6 +19,9 @@ __all__ = [
     "Tokenizer",
     "TokenizerError",
     "from_preset",
+    "register_tokenizer",
+    "tokenizer_class",
+    "tokenizer_kinds",
     "train_sentencepiece",
     "train_wordpiece",
 ]

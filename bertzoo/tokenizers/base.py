@@ -17,7 +17,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bertzoo import presets as preset_lib
-from bertzoo.errors import InputError, InputTypeError
+from bertzoo.errors import InputError, InputTypeError, PresetError
 
 # The vocabulary file of each tokenizer kind inside a preset directory.
 VOCABULARY_FILES = ("vocab.txt", "spiece.model")
@@ -26,7 +26,7 @@ VOCABULARY_FILES = ("vocab.txt", "spiece.model")
 SPECIAL_ROLES = ("cls", "sep", "pad", "unk", "mask")
 
 
-class TokenizerError(preset_lib.PresetError):
+class TokenizerError(PresetError):
     """A vocabulary or tokenizer setting is invalid."""
 
 
@@ -176,7 +176,7 @@ class Tokenizer(tf.Module):
     that uses it is saved (`tf.saved_model.save`, Keras `export`).
 
     Subclasses set `self.vocabulary` (list of token strings, index = id) and
-    the special token strings, and implement `_tokenize_ids(tf.string
+    the special token strings, and implement `tokenize_ids(tf.string
     tensor of rank 1) -> tf.RaggedTensor`.
     """
 
@@ -241,19 +241,23 @@ class Tokenizer(tf.Module):
             )
         scalar = strings.shape.rank == 0
         strings = check_utf8(strings)
-        ids = self._tokenize_ids(tf.reshape(strings, [-1]) if scalar else strings)
+        ids = self.tokenize_ids(tf.reshape(strings, [-1]) if scalar else strings)
         if scalar:
             ids = ids[0]
         return to_backend_output(ids)
 
     __call__ = tokenize
 
-    def _tokenize_ids(self, strings):
+    def tokenize_ids(self, strings):
+        """A 1-D `tf.string` tensor -> `tf.RaggedTensor` of int32 ids, one row
+        per string, in TensorFlow ops (no input checks, no backend
+        conversion: for `tf.data` pipelines and graphs; `tokenize` is the
+        checked entry point)."""
         raise NotImplementedError
 
     @tf.autograph.experimental.do_not_convert
     def tokenize_with_offsets(self, strings):
-        """Strings -> (ids, starts, ends): the ids of `_tokenize_ids` with the
+        """Strings -> (ids, starts, ends): the ids of `tokenize_ids` with the
         byte span in the original UTF-8 string that each token comes from.
 
         Takes a 1-D batch of strings (or one string: then one row each) and
@@ -265,7 +269,7 @@ class Tokenizer(tf.Module):
         How: each tokenizer class declares a split of the raw text into
         pieces (`_offset_split_patterns`) such that tokenizing every piece on
         its own and concatenating gives exactly the tokens of the whole
-        string. The pieces are tokenized with `_tokenize_ids`, and every
+        string. The pieces are tokenized with `tokenize_ids`, and every
         token gets the span of the piece it came from. The granularity is
         therefore the piece -- for WordPiece a basic token (a word, a
         punctuation character or a CJK ideograph), for SentencePiece a
@@ -294,7 +298,7 @@ class Tokenizer(tf.Module):
             ends.flat_values - starts.flat_values,
         )
         # (pieces, (tokens)) -> (batch, (pieces), (tokens)) -> (batch, (tokens))
-        sub = self._tokenize_ids(piece_text).with_row_splits_dtype(starts.row_splits.dtype)
+        sub = self.tokenize_ids(piece_text).with_row_splits_dtype(starts.row_splits.dtype)
         ids = starts.with_flat_values(sub).merge_dims(1, 2)
         piece = row_ids(sub.row_splits)  # the piece of every token
         token_starts = ids.with_flat_values(tf.gather(tf.cast(starts.flat_values, tf.int64), piece))
@@ -362,25 +366,56 @@ class Tokenizer(tf.Module):
         return section
 
 
-def _tokenizer_class(kind):
-    if kind == "sentencepiece":
-        from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
+# Tokenizer kind (a preset's `tokenizer.kind`) -> class, filled by
+# `register_tokenizer` as the kinds' modules are imported (bertzoo.tokenizers
+# imports every one).
+_REGISTRY = {}
 
-        return SentencePieceTokenizer
-    from bertzoo.tokenizers.wordpiece import BertTokenizer
 
-    return BertTokenizer
+def register_tokenizer(cls):
+    """Class decorator: registers a `Tokenizer` subclass under its `kind`, so
+    presets, checkpoints and saved serving configs can name it."""
+    if not (isinstance(cls, type) and issubclass(cls, Tokenizer)) or not cls.kind:
+        raise TypeError(f"register_tokenizer takes a Tokenizer subclass with a kind, got {cls!r}.")
+    if _REGISTRY.get(cls.kind, cls) is not cls:
+        raise ValueError(
+            f"Tokenizer kind {cls.kind!r} is already registered to {_REGISTRY[cls.kind].__name__}."
+        )
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def tokenizer_kinds():
+    """The registered tokenizer kinds, sorted ("sentencepiece", "wordpiece")."""
+    return tuple(sorted(_REGISTRY))
+
+
+def tokenizer_class(kind):
+    """The tokenizer class registered for `kind`; an unknown kind is a
+    `TokenizerError` listing the valid ones."""
+    if kind not in _REGISTRY:
+        raise TokenizerError(
+            f"Unknown tokenizer kind {kind!r}. Valid kinds: {', '.join(tokenizer_kinds())}."
+        )
+    return _REGISTRY[kind]
 
 
 def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, **kwargs):
     """Builds the tokenizer a preset names (wordpiece or sentencepiece) with
     the settings it records; `vocabulary` overrides the preset's own file."""
-    from bertzoo.models.backbone import BertBackbone
+    kind, location = preset_lib.classify(preset)
+    directory = None if kind == "builtin" else location
+    if kind == "hf":
+        # Here, not at the top: hf_config builds on this module.
+        from bertzoo.tokenizers.hf_config import hf_preset_tokenizer
 
-    data, directory, _ = preset_lib.resolve(preset, BertBackbone._architecture_keys())
-    settings = dict(data.get("tokenizer", {}))
+        section, vocabulary_size = hf_preset_tokenizer(location)
+    else:
+        data = preset_lib.read_document(kind, location)
+        section, vocabulary_size = data.get("tokenizer", {}), data["backbone"].get("vocabulary_size")
+    settings = dict(section)
     kind = settings.pop("kind", "wordpiece")
-    cls = _tokenizer_class(kind)
+    cls = tokenizer_class(kind)
     if not issubclass(cls, expected):
         raise TokenizerError(
             f"Preset {preset!r} uses a {kind} tokenizer, not a {expected.__name__}."
@@ -397,5 +432,5 @@ def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, *
             raise TokenizerError(f"{directory} has no {cls.vocabulary_file} ({kind} tokenizer).")
     tokenizer = cls(vocabulary, **{**settings, **kwargs})
     if check_model:
-        tokenizer.check_vocabulary_size(data["backbone"]["vocabulary_size"], vocabulary)
+        tokenizer.check_vocabulary_size(vocabulary_size, vocabulary)
     return tokenizer

@@ -48,7 +48,7 @@ import tensorflow_text as tf_text
 
 from bertzoo import io_utils
 from bertzoo.tokenizers import basic, unicode
-from bertzoo.tokenizers.base import Tokenizer, TokenizerError
+from bertzoo.tokenizers.base import Tokenizer, TokenizerError, register_tokenizer
 
 SPIECE_UNDERLINE = "\u2581"
 
@@ -109,6 +109,7 @@ class AlbertPreprocessor:
         return text
 
 
+@register_tokenizer
 class SentencePieceTokenizer(Tokenizer):
     """Text -> SentencePiece ids, exactly as the reference ALBERT tokenizer.
 
@@ -219,7 +220,7 @@ class SentencePieceTokenizer(Tokenizer):
         pieces = encoder.tokenize(self.preprocess(strings))
         return self._split_digit_commas(encoder, pieces)
 
-    def _tokenize_ids(self, strings):
+    def tokenize_ids(self, strings):
         encoder = self._encoder()
         ids = encoder.string_to_id(self.pieces(strings, encoder))
         return tf.cast(ids, tf.int32)
@@ -235,7 +236,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _offset_prepare(self, strings):
         """Where this TensorFlow's lowercasing op (`tf.strings.lower`) ends
-        a string at its first NUL byte, `_tokenize_ids` sees nothing after
+        a string at its first NUL byte, `tokenize_ids` sees nothing after
         it; the text is cut there too, so the offsets version agrees."""
         if self._preprocess_stops_at_nul():
             return tf.strings.regex_replace(strings, "(?s)\\x00.*", "")

@@ -21,7 +21,7 @@ import tensorflow_text as tf_text
 
 from bertzoo.io_utils import atomic_write_text
 from bertzoo.tokenizers import basic, unicode
-from bertzoo.tokenizers.base import Tokenizer, TokenizerError, row_ids
+from bertzoo.tokenizers.base import Tokenizer, TokenizerError, register_tokenizer, row_ids
 
 
 @functools.cache
@@ -88,6 +88,7 @@ def read_vocabulary(vocabulary):
     return tokens, source
 
 
+@register_tokenizer
 class BertTokenizer(Tokenizer):
     """Text -> WordPiece ids, exactly as the reference BERT tokenizer.
 
@@ -165,7 +166,7 @@ class BertTokenizer(Tokenizer):
         text = tf.strings.regex_replace(text, f"({p['punct']})", r" \1 ")
         return tf.strings.split(text, sep=None)
 
-    def _tokenize_ids(self, strings):
+    def tokenize_ids(self, strings):
         words = self.words(strings)
         too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > basic.MAX_CHARS_PER_WORD
         flat = tf.where(too_long, self.unk_token, words.flat_values)

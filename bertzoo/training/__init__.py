@@ -1,9 +1,20 @@
 """Training utilities: optimizers and learning-rate schedules, distribution
-strategies, atomic checkpoints with resume, and the pre-training run behind
-`recipes/pretrain.py` (`bertzoo.training.pretrain`)."""
+strategies, atomic checkpoints with resume, and the runs behind the recipes:
+pre-training (`bertzoo.training.pretrain`), fine-tuning
+(`bertzoo.training.finetune`) and distillation (`bertzoo.training.distill`),
+with the plumbing they share (`bertzoo.training.runs`)."""
 
-from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint, TrainingCheckpointError
-from bertzoo.training.distribute import STRATEGIES, Distribution, DistributionError, make_distribution
+from bertzoo.training.checkpoint import (
+    CheckpointManager,
+    PeriodicCheckpoint,
+    TrainingCheckpointError,
+)
+from bertzoo.training.distribute import (
+    STRATEGIES,
+    Distribution,
+    DistributionError,
+    make_distribution,
+)
 from bertzoo.training.optimizers import (
     DEFAULT_EXCLUSIONS,
     OPTIMIZERS,

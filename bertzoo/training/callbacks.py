@@ -17,6 +17,11 @@ class TensorBoardLogger(keras.callbacks.Callback):
         self.writer = tf.summary.create_file_writer(str(log_dir)) if enabled else None
         self._last = start_step
 
+    def start_at(self, step):
+        """The next `fit` continues the step count from global step `step`
+        (its batch i is step `step` + i + 1)."""
+        self.start_step = self._last = step
+
     def _learning_rate(self):
         optimizer = self.model.optimizer
         inner = getattr(optimizer, "inner_optimizer", optimizer)

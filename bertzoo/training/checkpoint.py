@@ -45,7 +45,7 @@ from bertzoo import presets as preset_lib
 from bertzoo.errors import BertzooError, IntegrityError, NonFiniteError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import fsync_path
-from bertzoo.models.backbone import _check_weights_file
+from bertzoo.models.loading import check_weights_file
 
 FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.weights.h5"
@@ -309,7 +309,7 @@ class CheckpointManager:
         model_vars = list(model.weights)
         optimizer_vars = _saved_optimizer_variables(model.optimizer)
         try:
-            _check_weights_file(weights, types.SimpleNamespace(weights=model_vars + optimizer_vars))
+            check_weights_file(weights, types.SimpleNamespace(weights=model_vars + optimizer_vars))
         except preset_lib.PresetError as e:
             parts = []
             found_model = [s for g, ss in shapes.items() if g != "optimizer" for s in ss]

@@ -27,47 +27,69 @@ an `OutputError`). A NaN or infinite loss in either stage stops the run with
 import dataclasses
 import json
 import logging
-import random
-import re
 import time
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from bertzoo import presets as preset_lib
-from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
+from bertzoo import tasks as task_kinds
 from bertzoo.data.corpus import read_corpus, tokenize_documents
-from bertzoo.data.examples import create_examples
+from bertzoo.data.examples import create_examples, min_seq_len
 from bertzoo.data.masking import MaskedLMMasker
 from bertzoo.data.pipeline import make_pretraining_dataset
-from bertzoo.data.tasks import LabelSet
-from bertzoo.distill import losses as loss_lib
-from bertzoo.distill.distillers import DistilBertDistiller, TinyBertDistiller, prediction_distiller
+from bertzoo.data.readers import LabelSet
+from bertzoo.distill.augment import WORD, augment_texts, neighbour_table
+from bertzoo.distill.distillers import (
+    DistilBertDistiller,
+    TinyBertDistiller,
+    as_pretrainer,
+    prediction_distiller,
+)
+from bertzoo.distill.evaluate import accuracy, hidden_cosine, measure_speedup
 from bertzoo.distill.init import init_embeddings_from_teacher, init_student_from_teacher
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map, suggested_layer_map
-from bertzoo.data.examples import min_seq_len
 from bertzoo.io.rundir import RunDirectory
 from bertzoo.io_utils import atomic_directory, atomic_write_text
 from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.loading import resolve_preset
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.models.tasks import BertClassifier, read_task_section
 from bertzoo.preprocessing import BertPreprocessor
+from bertzoo.tasks.sentences import text_features
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.training.callbacks import TensorBoardLogger
 from bertzoo.training.distribute import STRATEGIES, make_distribution
 from bertzoo.training.finetune import (
-    BUILTIN_FILES, LOGS, FinetuneConfig, default_init, load_split, run_finetuning, text_features,
+    FinetuneConfig,
+    default_init,
+    load_split,
+    run_finetuning,
 )
 from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
 from bertzoo.training.optimizers import make_optimizer
-from bertzoo.training.pretrain import split_documents
+from bertzoo.training.runs import (
+    CORPUS_FILE,
+    DATA_DIR,
+    LOG_DIR,
+    LOGS,
+    RunConfig,
+    comma_ints,
+    comma_strings,
+    setting,
+    split_documents,
+    verbose_setting,
+    write_builtin_corpus,
+)
+from bertzoo.training.runs import (
+    PRECISIONS as RUN_PRECISIONS,
+)
 
 logger = logging.getLogger(__name__)
 
 METHODS = ("distilbert", "tinybert-general", "tinybert-task")
-PRECISIONS = ("float32", "mixed_bfloat16")
+# The distillers have no loss scaling: no mixed_float16.
+PRECISIONS = tuple(p for p in RUN_PRECISIONS if p != "mixed_float16")
 REPORT_FILE = "report.json"
 STUDENT_DIR = "student"
 DEFAULT_TASK_TEACHER = Path("runs/finetune/best")
@@ -79,46 +101,84 @@ METHOD_DEFAULTS = {
 }
 
 
+def parse_layer_map(text):
+    """argparse type of `--layer-map`: 1-based teacher layers ("3,6,9,12")
+    -> the 0-based tuple of `DistillConfig.layer_map`."""
+    return tuple(i - 1 for i in comma_ints(text))
+
+
 @dataclasses.dataclass
-class DistillConfig:
+class DistillConfig(RunConfig):
     """Settings of one distillation run (the recipe's flags)."""
 
-    method: str = "tinybert-task"
-    teacher: str | None = None  # None: see resolve_teacher()
-    student: str | None = None  # preset name, preset dir or JSON config; None: default_student_config()
-    output: str = "runs/distill"
-    corpus: tuple = ()  # text files for distilbert / tinybert-general; () = built-in corpus
-    train: str | None = None  # tinybert-task files (TSV/CSV/JSONL, as the fine-tune recipe)
-    validation: str | None = None
-    text_columns: tuple = ()
-    label_column: str | None = None
-    steps: int | None = None  # per stage; tinybert-task runs it twice (intermediate, prediction)
-    prediction_steps: int | None = None  # tinybert-task stage 2b; None: = steps
-    batch_size: int = 32
-    learning_rate: float | None = None
-    warmup_proportion: float = 0.1
-    sequence_length: int | None = None
-    temperature: float | None = None
-    kl_weight: float = 5.0
-    mlm_weight: float = 2.0
-    cosine_weight: float = 1.0
-    attention_weight: float = 1.0
-    hidden_weight: float = 1.0
-    embedding_weight: float = 1.0
-    layer_map: tuple | None = None  # 0-based teacher layer per student layer
-    init_from_teacher: bool = True  # a student without weights starts from the teacher's (see _init_student)
-    augment: int = 20  # tinybert-task: augmented copies per training text (0: none)
-    eval_fraction: float = 0.1
-    benchmark_batch_size: int = 32
-    benchmark_sequence_length: int = 128
-    precision: str = "float32"
-    strategy: str = "default"
-    tpu: str | None = None
-    seed: int = 0
-    verbose: int = 2
-
-    def to_json(self):
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+    method: str = setting(
+        "tinybert-task", "distilbert (KL + MLM + cosine), tinybert-general (stage 1: attention and "
+        "hidden states on a corpus) or tinybert-task (stage 2 for a classifier teacher)",
+        choices=METHODS, group="models")
+    teacher: str | None = setting(
+        None, "preset name or directory; tinybert-task: a fine-tune recipe output (DIR/best); "
+        "default: runs/finetune/best or MiniLM", group="models")  # None: see resolve_teacher()
+    student: str | None = setting(
+        None, "built-in preset (e.g. tinybert_4l_312d, distilbert_base), JSON file of backbone "
+        "settings, or preset directory with weights; default: TinyBERT-4-style (distilbert: half "
+        "the teacher's layers)", group="models")
+    output: str = setting("runs/distill", "run directory (student/, report.json, logs/)",
+                          group="output")
+    corpus: tuple = setting(
+        (), "text files for distilbert / tinybert-general, comma-separated (default: built-in "
+        "corpus)", parse=comma_strings, group="data")
+    train: str | None = setting(
+        None, "tinybert-task training file (TSV/CSV/JSONL); default: built-in sentiment set",
+        group="data")
+    validation: str | None = setting(None, "held-out file for the quality score, same format",
+                                     group="data")
+    text_columns: tuple = setting((), "text column of TSV/CSV/JSONL files", flag="--text-column",
+                                  parse=comma_strings, group="data")
+    label_column: str | None = setting(None, "label column of TSV/CSV/JSONL files", group="data")
+    steps: int | None = setting(
+        None, "steps per stage (default 300); tinybert-task runs two stages (intermediate, "
+        "prediction)", group="training")
+    prediction_steps: int | None = setting(
+        None, "tinybert-task prediction-layer steps (default: --steps)", group="training")
+    batch_size: int = setting(32, "global batch size", group="training")
+    learning_rate: float | None = setting(
+        None, "peak AdamW learning rate (default: distilbert 5e-4, tinybert 1e-3)",
+        group="training")
+    warmup_proportion: float = setting(0.1, "share of steps with linear warmup", group="training")
+    sequence_length: int | None = setting(None, "default 128 (tinybert-task: 32)", group="training")
+    temperature: float | None = setting(
+        None, "soft-target temperature (distilbert 2, tinybert 1)", group="training")
+    kl_weight: float = setting(5.0, "weight of the kl loss", group="training")
+    mlm_weight: float = setting(2.0, "weight of the mlm loss", group="training")
+    cosine_weight: float = setting(1.0, "weight of the cosine loss", group="training")
+    attention_weight: float = setting(1.0, "weight of the attention loss", group="training")
+    hidden_weight: float = setting(1.0, "weight of the hidden loss", group="training")
+    embedding_weight: float = setting(1.0, "weight of the embedding loss", group="training")
+    layer_map: tuple | None = setting(
+        None, "teacher layer per student layer, 1-based, e.g. 3,6,9,12 (default: uniform)",
+        parse=parse_layer_map, group="models")  # 0-based here
+    init_from_teacher: bool = setting(
+        True, "start a student without weights from the teacher: distilbert at the teacher's width "
+        "copies its embeddings and every other layer, any other student gets the teacher's "
+        "embeddings projected onto their principal directions (default: on)",
+        group="models")  # see _init_student
+    augment: int = setting(20, "tinybert-task: augmented copies per training text (0: none)",
+                           group="data")
+    eval_fraction: float = setting(0.1, "corpus methods: held-out share of the documents",
+                                   group="data")
+    benchmark_batch_size: int = setting(32, "batch size of the speed-up measurement",
+                                        group="output")
+    benchmark_sequence_length: int = setting(128, "sequence length of the speed-up measurement",
+                                             group="output")
+    precision: str = setting("float32", "float32 or mixed_bfloat16", choices=PRECISIONS,
+                             group="training")
+    strategy: str = setting("default", "distribution strategy", choices=STRATEGIES,
+                            group="training")
+    tpu: str | None = setting(None, "TPU name or grpc:// address (with --strategy tpu)",
+                              group="training")
+    seed: int = setting(0, "seed of the data order, augmentation and initialisation",
+                        group="training")
+    verbose: int = verbose_setting(2)
 
 
 def _check(condition, message):
@@ -193,13 +253,13 @@ def resolve_teacher(config):
     if config.method != "tinybert-task":
         return default_init()
     if read_task_section(DEFAULT_TASK_TEACHER).get("kind") == "classification" and config.train is None:
-        print(f"Teacher: the fine-tune recipe's classifier {DEFAULT_TASK_TEACHER}.")
+        logger.info("Teacher: the fine-tune recipe's classifier %s.", DEFAULT_TASK_TEACHER)
         return str(DEFAULT_TASK_TEACHER)
     _check(config.train is None, "--method tinybert-task with your own --train files needs --teacher: a "
            "classifier fine-tuned on that task (recipes/finetune.py --output DIR; pass DIR/best).")
     out = Path(config.output) / "teacher"
-    print(f"Notice: no fine-tuned teacher found at {DEFAULT_TASK_TEACHER}; fine-tuning one on the "
-          f"built-in sentiment set into {out} first.")
+    logger.warning("No fine-tuned teacher found at %s; fine-tuning one on the built-in sentiment "
+                   "set into %s first.", DEFAULT_TASK_TEACHER, out)
     run_finetuning(FinetuneConfig(task="classification", output=str(out), seed=config.seed, verbose=config.verbose))
     return str(out / "best")
 
@@ -229,7 +289,7 @@ def build_student(config, teacher):
     if spec is None:
         if config.method == "distilbert":
             arch = {**teacher.get_config(), "num_layers": max(1, teacher.num_layers // 2), "num_groups": None}
-            arch = {k: arch[k] for k in BertBackbone._architecture_keys() if k in arch}
+            arch = {k: arch[k] for k in BertBackbone.architecture_keys() if k in arch}
         else:
             arch = default_student_config(teacher)
         return BertBackbone(**arch, **dtype), False
@@ -246,11 +306,12 @@ def build_student(config, teacher):
             return BertBackbone(**arch, **dtype), False
         except (TypeError, ValueError) as e:
             raise DistillationError(f"{path}: invalid student config: {e}") from e
-    data, directory, _ = preset_lib.resolve(spec, BertBackbone._architecture_keys())
+    data, directory, _ = resolve_preset(spec)
     if directory is None:  # a built-in architecture preset
         arch = {**data["backbone"], "vocabulary_size": teacher.vocabulary_size}
         if data["backbone"]["vocabulary_size"] != teacher.vocabulary_size:
-            print(f"Student {spec}: vocabulary size set to the teacher's {teacher.vocabulary_size}.")
+            logger.info("Student %s: vocabulary size set to the teacher's %d.", spec,
+                        teacher.vocabulary_size)
         return BertBackbone(**arch, **dtype), False
     student = BertBackbone.from_preset(spec, **dtype)
     if student.vocabulary_size != teacher.vocabulary_size:
@@ -285,73 +346,20 @@ def _init_student(config, teacher, student, has_weights):
     try:
         basis = init_embeddings_from_teacher(student, teacher)
     except DistillationError as e:  # e.g. a student wider than an ALBERT teacher's 128-wide embeddings
-        print(f"Notice: the student starts from random embeddings. {e}")
+        logger.warning("The student starts from random embeddings. %s", e)
         return "random (the teacher's embeddings do not fit)"
     how = "copied" if basis.shape[0] == basis.shape[1] else f"projected {basis.shape[0]} -> {basis.shape[1]} (PCA)"
-    print(f"Student embeddings initialised from the teacher's, {how}.")
+    logger.info("Student embeddings initialised from the teacher's, %s.", how)
     return f"teacher embeddings, {how}"
 
 
 # === Data ===
 
-_WORD = re.compile(r"\w+|[^\w\s]")
-
-
-def neighbour_table(tokenizer, token_embeddings, words, k=30):
-    """For each word that is one vocabulary entry: its `k` nearest whole-word
-    entries by cosine in the teacher's token-embedding table (TinyBERT's
-    GloVe-neighbour augmentation, with the teacher's own embeddings)."""
-    vocab = list(tokenizer.vocabulary)
-    index = {w: i for i, w in enumerate(vocab)}
-    candidates = np.array([i for i, w in enumerate(vocab) if w.isalpha() and w.islower() and len(w) > 1])
-    table = np.asarray(token_embeddings, "float32")
-    normed = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
-    cand = normed[candidates]
-    out = {}
-    for word in sorted(set(words)):
-        i = index.get(word)
-        if i is None or not word.isalpha():
-            continue
-        scores = cand @ normed[i]
-        best = candidates[np.argsort(-scores)[: k + 1]]
-        out[word] = [vocab[j] for j in best if j != i][:k]
-    return out
-
-
-def augment_texts(texts, neighbours, copies, exclude=(), seed=0, replace_probability=0.4):
-    """`copies` variants of every text, each word swapped with probability
-    `replace_probability` for one of its neighbours. Variants equal to a text
-    in `exclude` (after lowercasing and word splitting) are dropped, so held-out
-    texts never enter training. Returns (variants, number dropped)."""
-    rng = random.Random(seed)
-    norm = lambda t: " ".join(_WORD.findall(t.lower()))  # noqa: E731
-    held_out = {norm(t) for t in exclude}
-    seen = {norm(t) for t in texts}  # the originals, and then every kept variant
-    out, dropped = [], 0
-    for text in texts:
-        words = _WORD.findall(text.lower())
-        for _ in range(copies):
-            new = [rng.choice(neighbours[w]) if w in neighbours and rng.random() < replace_probability else w for w in words]
-            joined = " ".join(new)
-            if joined in held_out:
-                dropped += 1
-                continue
-            if joined in seen:
-                continue
-            seen.add(joined)
-            out.append(joined)
-    return out, dropped
-
-
 def _corpus_documents(config, tokenizer):
     if config.corpus:
         files = list(config.corpus)
     else:
-        path = Path(config.output) / "data" / "corpus.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_corpus(python_docs_corpus(), path)
-        files = [str(path)]
-        print(f"Built-in corpus: the Python documentation help topics ({path}).")
+        files = [str(write_builtin_corpus(Path(config.output) / DATA_DIR / CORPUS_FILE))]
     documents = tokenize_documents(read_corpus(files), tokenizer)
     train, held = split_documents(documents, config.eval_fraction, config.seed)
     _check(held, "The corpus needs at least 2 documents (separated by blank lines) to hold some out.")
@@ -374,67 +382,15 @@ def _inputs_only(ds, keep_positions=False):
     return ds.map(lambda x, y, w: {k: v for k, v in x.items() if keep_positions or k != "mask_positions"})
 
 
-# === Measurement ===
-
-
-def _benchmark_inputs(backbone, batch_size, sequence_length, seed=0):
-    rng = np.random.default_rng(seed)
-    low = 999 if backbone.vocabulary_size > 2000 else 5  # past the special tokens
-    ids = rng.integers(low, backbone.vocabulary_size, (batch_size, sequence_length)).astype("int32")
-    x = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
-    if backbone.num_segments:
-        x["segment_ids"] = np.zeros_like(ids)
-    return x
-
-
-def measure_speedup(teacher, student, batch_size=32, sequence_length=128, repeats=7):
-    """Inference time of `teacher` and `student` (Keras models taking backbone
-    inputs) on one random batch, measured side by side: one warm-up call each,
-    then `repeats` alternating timed calls; medians and their ratio."""
-    x = _benchmark_inputs(getattr(teacher, "backbone", teacher), batch_size, sequence_length)
-    times = {"teacher": [], "student": []}
-    models = {"teacher": teacher, "student": student}
-    inputs = {name: {k: x[k] for k in model.input if k in x} for name, model in models.items()}
-    for name, model in models.items():
-        model.predict_on_batch(inputs[name])
-    for _ in range(repeats):
-        for name, model in models.items():
-            start = time.perf_counter()
-            keras.tree.map_structure(np.asarray, model.predict_on_batch(inputs[name]))
-            times[name].append(time.perf_counter() - start)
-    t, s = float(np.median(times["teacher"])), float(np.median(times["student"]))
-    return {"teacher_seconds": round(t, 5), "student_seconds": round(s, 5), "speedup": round(t / s, 3),
-            "batch_size": batch_size, "sequence_length": sequence_length, "repeats": repeats,
-            "backend": keras.backend.backend()}
-
-
-def _accuracy(model, features, labels, batch_size):
-    logits = np.asarray(model.predict(features, batch_size=batch_size, verbose=0))
-    return float(np.mean(np.argmax(logits, -1) == labels))
-
-
-def _hidden_cosine(distiller, dataset, project):
-    """Mean cosine between the teacher's last hidden state and the
-    student's (projected when the widths differ) at real tokens."""
-    values, counts = [], []
-    for x in dataset:
-        out = distiller(x, training=False)
-        if project:
-            t, s = out["teacher_hidden"][-1], out["student_hidden"][-1]
-        else:
-            t, s = out["teacher_hidden"], out["student_hidden"]
-        mask = np.asarray(x["padding_mask"])
-        values.append(1.0 - float(loss_lib.hidden_cosine_loss(t, s, mask)))
-        counts.append(mask.sum())
-    return float(np.average(values, weights=counts))
-
-
 # === Run ===
 
 
-def _fit(model, dataset, steps, config, tensorboard, stage):
-    tensorboard.start_step = 0
-    print(f"{stage}: {steps} steps")
+def _fit(model, dataset, steps, config, tensorboard, stage, start_step=0):
+    """Trains one stage for `steps` steps; its TensorBoard steps follow
+    `start_step` (the steps of the stages before it in the same log), so
+    the stages' curves do not overlap."""
+    tensorboard.start_at(start_step)
+    logger.info("%s: %d steps", stage, steps)
     # A NaN loss stops the run: the student is not published.
     guard = NonFiniteGuard(stage=stage, kept=f"Distillation keeps no checkpoints; "
                            f"{Path(config.output) / STUDENT_DIR} was not updated.")
@@ -470,9 +426,9 @@ def _written(config):
     if _needs_own_teacher(config):
         names.append("teacher")
     if config.method == "tinybert-task" and config.train is None:
-        names += [f"data/{name}" for name in BUILTIN_FILES["classification"]]
+        names += [f"data/{name}" for name in task_kinds.get("classification").builtin_files]
     if config.method != "tinybert-task" and not config.corpus:
-        names.append("data/corpus.txt")
+        names.append(f"{DATA_DIR}/{CORPUS_FILE}")
     return names
 
 
@@ -508,16 +464,17 @@ def _run(config, distribution, rundir):
         layer_map = config.layer_map
         if layer_map is None and config.student is None and t_backbone.num_layers % s_backbone.num_layers:
             layer_map = suggested_layer_map(t_backbone.num_layers, s_backbone.num_layers)
-            print(f"Layer map (default student): student layer i <- teacher layer "
-                  f"{[i + 1 for i in layer_map]} (1-based).")
+            logger.info("Layer map (default student): student layer i <- teacher layer %s "
+                        "(1-based).", [i + 1 for i in layer_map])
         if config.method != "distilbert":
             layer_map = resolve_layer_map(layer_map, t_backbone.num_layers, s_backbone.num_layers)
-        print(f"Teacher {teacher_path}: {t_backbone.num_layers} layers x {t_backbone.hidden_dim}; student: "
-              f"{s_backbone.num_layers} layers x {s_backbone.hidden_dim}, {s_backbone.num_heads} heads.")
+        logger.info("Teacher %s: %d layers x %d; student: %d layers x %d, %d heads.", teacher_path,
+                    t_backbone.num_layers, t_backbone.hidden_dim, s_backbone.num_layers,
+                    s_backbone.hidden_dim, s_backbone.num_heads)
         student_init = _init_student(config, t_backbone, s_backbone, has_weights)
 
     _open_output(config, rundir)
-    tensorboard = TensorBoardLogger(output / "logs", every=10)
+    tensorboard = TensorBoardLogger(output / LOG_DIR, every=10)
     output.mkdir(parents=True, exist_ok=True)
     stages = {}
     if task:
@@ -549,7 +506,7 @@ def _run(config, distribution, rundir):
     _save_student(config, student_model, s_backbone, tokenizer, teacher_path, output / STUDENT_DIR)
     atomic_write_text(output / REPORT_FILE, json.dumps(report, indent=2) + "\n")
     for key in ("teacher_params", "student_params", "speedup", "quality_retained"):
-        print(f"{key}: {report[key]}")
+        logger.info("%s: %s", key, report[key])
     return report
 
 
@@ -574,15 +531,15 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
     pool = list(texts)
     dropped = 0
     if config.augment:
-        words = {w for t in texts for w in _WORD.findall(t.lower())}
+        words = {w for t in texts for w in WORD.findall(t.lower())}
         neighbours = neighbour_table(tokenizer, keras.ops.convert_to_numpy(teacher.backbone.token_embedding.embeddings), words)
         extra, dropped = augment_texts(texts, neighbours, config.augment,
                                        exclude=[e.texts[0] for e in validation.examples], seed=config.seed)
         pool += extra
     preprocessor = BertPreprocessor(tokenizer, config.sequence_length, segment_ids=segments)
     features = text_features(preprocessor, [(t,) for t in pool])
-    print(f"Distillation set: {len(texts)} training texts + {len(pool) - len(texts)} augmented "
-          f"({dropped} variants equal to held-out texts dropped).")
+    logger.info("Distillation set: %d training texts + %d augmented (%d variants equal to held-out "
+                "texts dropped).", len(texts), len(pool) - len(texts), dropped)
     ds = (tf.data.Dataset.from_tensor_slices(features).shuffle(len(pool), seed=config.seed)
           .repeat().batch(config.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
     with distribution.scope():
@@ -595,10 +552,12 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
     with distribution.scope():
         pred = prediction_distiller(teacher, student, temperature=config.temperature)
         pred.compile(optimizer=_optimizer(config, config.prediction_steps), loss="sparse_categorical_crossentropy")
-    stages["prediction"] = _history(_fit(pred, ds, config.prediction_steps, config, tensorboard, "Stage 2b: prediction layer"))
-    teacher_acc = _accuracy(teacher, validation.features, validation.targets, 64)
-    student_acc = _accuracy(student, validation.features, validation.targets, 64)
-    print(f"validation accuracy: teacher {teacher_acc:.4f}, student {student_acc:.4f}")
+    # Stage 2b continues stage 2a's step count in the TensorBoard log.
+    stages["prediction"] = _history(_fit(pred, ds, config.prediction_steps, config, tensorboard,
+                                         "Stage 2b: prediction layer", start_step=config.steps))
+    teacher_acc = accuracy(teacher, validation.features, validation.targets, 64)
+    student_acc = accuracy(student, validation.features, validation.targets, 64)
+    logger.info("validation accuracy: teacher %.4f, student %.4f", teacher_acc, student_acc)
     return {
         "quality_retained": round(student_acc / teacher_acc, 4) if teacher_acc else None,
         "metric": "accuracy",
@@ -616,11 +575,12 @@ def _run_corpus(config, teacher, s_backbone, copy_layers, layer_map, tokenizer, 
                                     seed=config.seed + 11, shuffle=False, drop_remainder=False)
     with distribution.scope():
         if config.method == "distilbert":
-            t_model = DistilBertDistiller._as_pretrainer(teacher, "teacher", need_head=config.kl_weight > 0)
+            t_model = as_pretrainer(teacher, "teacher", need_head=config.kl_weight > 0)
             s_model = BertPretrainer(s_backbone, objective="none")
             if copy_layers:
                 used = init_student_from_teacher(s_model, t_model, layer_map)
-                print(f"Student initialised from teacher layers {[i + 1 for i in used]} (1-based).")
+                logger.info("Student initialised from teacher layers %s (1-based).",
+                            [i + 1 for i in used])
             distiller = DistilBertDistiller(
                 t_model, s_model, temperature=config.temperature, kl_weight=config.kl_weight,
                 mlm_weight=config.mlm_weight, cosine_weight=config.cosine_weight,
@@ -637,13 +597,15 @@ def _run_corpus(config, teacher, s_backbone, copy_layers, layer_map, tokenizer, 
         s_model.compile(optimizer="adam")
         teacher_acc = float(t_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"])
         student_acc = float(s_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"])
-        cosine = _hidden_cosine(distiller, _inputs_only(held, keep_positions=True), project=False)
-        print(f"held-out masked-LM accuracy: teacher {teacher_acc:.4f}, student {student_acc:.4f}")
+        cosine = hidden_cosine(distiller, _inputs_only(held, keep_positions=True), project=False)
+        logger.info("held-out masked-LM accuracy: teacher %.4f, student %.4f", teacher_acc,
+                    student_acc)
         return {"quality_retained": round(student_acc / teacher_acc, 4) if teacher_acc else None,
                 "metric": "masked_lm_accuracy", "teacher_metric": teacher_acc, "student_metric": student_acc,
                 "hidden_cosine": round(cosine, 4), "held_out": {"examples": len(held_examples)}}, s_backbone
-    cosine = _hidden_cosine(distiller, _inputs_only(held), project=True)
-    print(f"held-out cosine between teacher and (projected) student last hidden states: {cosine:.4f}")
+    cosine = hidden_cosine(distiller, _inputs_only(held), project=True)
+    logger.info("held-out cosine between teacher and (projected) student last hidden states: %.4f",
+                cosine)
     return {"quality_retained": round(cosine, 4), "metric": "hidden_cosine", "teacher_metric": 1.0,
             "student_metric": cosine, "held_out": {"examples": len(held_examples)}}, s_backbone
 
@@ -651,14 +613,14 @@ def _run_corpus(config, teacher, s_backbone, copy_layers, layer_map, tokenizer, 
 def _save_student(config, model, backbone, tokenizer, teacher_path, directory):
     """The student alone, as a preset directory (a classifier preset for
     task distillation), swapped in complete."""
-    backbone.preset_info = {
+    preset_info = {
         "description": f"Distilled ({config.method}) from {teacher_path} by bertzoo's recipe.",
         "tokenizer": tokenizer.preset_section(),
         "metadata": {"source_checkpoint": f"distilled from {teacher_path}"},
     }
     with atomic_directory(directory) as staging:
         if isinstance(model, BertClassifier):
-            model.save_to_preset(staging, tokenizer=tokenizer)
+            model.save_to_preset(staging, tokenizer=tokenizer, preset_info=preset_info)
         else:
             tokenizer.save_to_preset(staging)
-            backbone.save_to_preset(staging)
+            backbone.save_to_preset(staging, preset_info=preset_info)

@@ -35,7 +35,6 @@ import dataclasses
 import json
 import logging
 import math
-import random
 import time
 from pathlib import Path
 
@@ -43,7 +42,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertzoo.errors import BertzooError
 from bertzoo import presets as preset_lib
 from bertzoo.data import (
     MaskedLMMasker,
@@ -55,33 +53,46 @@ from bertzoo.data import (
     tokenize_documents,
     write_pretraining_tfrecords,
 )
-from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
 from bertzoo.data.corpus import expand_files
 from bertzoo.data.examples import min_seq_len
-from bertzoo.io.rundir import RunDirectory
+from bertzoo.errors import BertzooError
 from bertzoo.io.publish import atomic_write_text, publish_directory
+from bertzoo.io.rundir import RunDirectory
 from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.loading import resolve_preset
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.training.callbacks import TensorBoardLogger, Throughput
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
 from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint
-from bertzoo.training.distribute import make_distribution
+from bertzoo.training.distribute import STRATEGIES, make_distribution
 from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
 from bertzoo.training.optimizers import OPTIMIZERS, make_optimizer
+from bertzoo.training.runs import (
+    CHECKPOINTS_DIR,
+    CORPUS_FILE,
+    DATA_DIR,
+    LOG_DIR,
+    LOGS,
+    METRICS_FILE,
+    PRECISIONS,
+    RUN_SETTINGS_FILE,
+    RunConfig,
+    comma_ints,
+    comma_strings,
+    setting,
+    split_documents,
+    verbose_setting,
+    write_builtin_corpus,
+)
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DATA_MODES = ("dynamic", "static")
 OBJECTIVE_CHOICES = ("auto", "nsp", "sop", "none")
 MASKING_CHOICES = ("token", "whole_word", "ngram")
-RUN_CONFIG_FILE = "run_config.json"
-METRICS_FILE = "metrics.json"
+CORPUS_LAYOUTS = ("sentences", "documents")
 INITIAL_EVAL_FILE = "initial_eval.json"
-
-# Settings that may differ between a run and its resumption (they do not
-# change what is trained or on what data).
-_RESUME_FREE = ("output", "resume", "checkpoint_every", "keep_checkpoints", "log_every", "verbose", "tpu")
+PRESET_DIR = "preset"  # the trained backbone + vocabulary
 
 
 class PretrainError(BertzooError, ValueError):
@@ -89,54 +100,85 @@ class PretrainError(BertzooError, ValueError):
 
 
 @dataclasses.dataclass
-class PretrainConfig:
+class PretrainConfig(RunConfig):
     """Settings of a pre-training run (the recipe's flags).
 
     Phases: `seq_len` and `steps` are tuples of the same length; phase i
     trains `steps[i]` steps on examples of `seq_len[i]` tokens.
     """
 
-    preset: str = "bert_tiny"
-    corpus: tuple = ()  # text files; empty: the built-in corpus
-    corpus_layout: str = "sentences"
-    vocab: str = None  # vocab.txt / spiece.model; None: the preset's or trained
-    vocab_size: int = 8000
-    lowercase: bool = None  # None: the preset's tokenizer setting
-    strip_accents: bool = None
-    objective: str = "auto"  # nsp for BERT, sop for ALBERT, none without a pooler
-    masking: str = "token"
-    mask_rate: float = 0.15
-    max_predictions_per_seq: tuple = ()  # per phase; empty: ceil(seq_len * mask_rate)
-    seq_len: tuple = (64, 128)
-    steps: tuple = (600, 100)
-    batch_size: int = 32  # global
-    learning_rate: float = 2e-3
-    optimizer: str = "adamw"
-    warmup_steps: int = None  # None: 10% of all steps
-    weight_decay: float = 0.01
-    gradient_accumulation_steps: int = 1  # steps count batches; updates every this many
-    dropout: float = None  # None: the preset's
-    precision: str = "float32"
-    strategy: str = "default"
-    tpu: str = None
-    jit_compile: bool = True
-    steps_per_execution: int = 1
-    data_mode: str = "dynamic"
-    data: tuple = ()  # pre-written TFRecord directories, one per phase
-    dupe_factor: int = 2
-    short_seq_prob: float = 0.1
-    eval_fraction: float = 0.05
-    eval_batches: int = 8
-    seed: int = 0
-    output: str = "runs/pretrain"
-    resume: bool = True
-    checkpoint_every: int = 100
-    keep_checkpoints: int = 2
-    log_every: int = 10
-    verbose: int = 1
-
-    def to_json(self):
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+    preset: str = setting(
+        "bert_tiny", "built-in preset name (random init) or a preset/HF directory (continue "
+        "pre-training); default %(default)s", group="model")
+    corpus: tuple = setting(
+        (), "comma-separated text files or globs (one sentence per line, blank line between "
+        "documents); default: the built-in corpus", parse=comma_strings, group="data")
+    corpus_layout: str = setting("sentences", "'documents': one document per line",
+                                 choices=CORPUS_LAYOUTS, group="data")
+    vocab: str = setting(None, "vocab.txt or spiece.model; default: the preset directory's, else "
+                         "trained on the corpus", group="data")
+    vocab_size: int = setting(8000, "size of a trained vocabulary", group="data")
+    lowercase: bool = setting(None, "default: the preset's setting", group="data")
+    strip_accents: bool = setting(
+        None, "default: follows --lowercase; use --no-strip-accents for Korean (keeps Hangul "
+        "syllables whole)", group="data")
+    objective: str = setting(
+        "auto", "sentence objective; auto: nsp for BERT, sop for ALBERT-shaped models, none "
+        "without a pooler", choices=OBJECTIVE_CHOICES, group="model")
+    masking: str = setting("token", "default %(default)s", choices=MASKING_CHOICES, group="data")
+    mask_rate: float = setting(0.15, "share of tokens masked", group="data")
+    max_predictions_per_seq: tuple = setting(
+        (), "prediction slots per phase; default ceil(seq_len * mask_rate)",
+        flag="--max-predictions", parse=comma_ints, group="data")
+    seq_len: tuple = setting(
+        (64, 128), "sequence length per phase, e.g. 128,512; default %(default)s",
+        parse=comma_ints, group="data")
+    steps: tuple = setting((600, 100), "steps per phase, e.g. 900,100; default %(default)s",
+                           parse=comma_ints, group="training")
+    batch_size: int = setting(32, "global batch size", group="training")
+    learning_rate: float = setting(2e-3, "peak learning rate", group="training")
+    optimizer: str = setting("adamw", "optimizer", choices=OPTIMIZERS, group="training")
+    warmup_steps: int = setting(None, "default: 10%% of all steps", group="training")
+    weight_decay: float = setting(0.01, "weight decay (not on LayerNorm and bias variables)",
+                                  group="training")
+    gradient_accumulation_steps: int = setting(
+        1, "update the weights every N batches (steps still count batches)",
+        flag="--gradient-accumulation", group="training")
+    dropout: float = setting(None, "override the preset's dropout", group="model")
+    precision: str = setting("float32", "mixed_float16 adds dynamic loss scaling",
+                             choices=PRECISIONS, group="training")
+    strategy: str = setting(
+        "default", "tpu / mirrored / multi_worker (TF_CONFIG) / default; data_parallel on JAX",
+        choices=STRATEGIES, group="training")
+    tpu: str = setting(None, "TPU name or grpc:// address (with --strategy tpu)", group="training",
+                       compared=False)
+    jit_compile: bool = setting(True, "XLA-compile the train step", group="training")
+    steps_per_execution: int = setting(1, "train steps per compiled call", group="training")
+    data_mode: str = setting(
+        "dynamic",
+        "dynamic: re-masked every epoch in tf.data; static: masked TFRecords (dupe factor)",
+        choices=DATA_MODES, group="data")
+    data: tuple = setting(
+        (),
+        "comma-separated TFRecord directories, one per phase (from write_pretraining_tfrecords)",
+        parse=comma_strings, group="data")
+    dupe_factor: int = setting(2, "static data: masked copies of each example", group="data")
+    short_seq_prob: float = setting(0.1, "share of examples made shorter than seq_len",
+                                    group="data")
+    eval_fraction: float = setting(0.05, "held-out documents for the initial/final evaluation",
+                                   group="data")
+    eval_batches: int = setting(8, "held-out batches per evaluation", group="data")
+    seed: int = setting(0, "seed of the data order, masks and initialisation", group="data")
+    output: str = setting("runs/pretrain", "default %(default)s", group="output", compared=False)
+    resume: bool = setting(
+        True, "resume from --output's last checkpoint (default); --no-resume starts over, deleting "
+        "what earlier runs wrote there (never files bertzoo did not write)", group="output",
+        compared=False)
+    checkpoint_every: int = setting(100, "checkpoint interval (steps)", group="output",
+                                    compared=False)
+    keep_checkpoints: int = setting(2, "checkpoints kept", group="output", compared=False)
+    log_every: int = setting(10, "TensorBoard interval (steps)", group="output", compared=False)
+    verbose: int = verbose_setting(1)
 
 
 # === Checks ===
@@ -160,7 +202,7 @@ def validate_config(config):
     _choice("optimizer", config.optimizer, OPTIMIZERS)
     _choice("precision", config.precision, PRECISIONS)
     _choice("data_mode", config.data_mode, DATA_MODES)
-    _choice("corpus_layout", config.corpus_layout, ("sentences", "documents"))
+    _choice("corpus_layout", config.corpus_layout, CORPUS_LAYOUTS)
     if not config.seq_len or len(config.seq_len) != len(config.steps):
         raise PretrainError(
             f"seq_len {list(config.seq_len)} and steps {list(config.steps)} need one entry per "
@@ -207,32 +249,18 @@ def max_predictions(config):
     return tuple(max(1, math.ceil(s * config.mask_rate - 1e-9)) for s in config.seq_len)
 
 
-def _changed_settings(output, config):
-    """"key: old -> new" for each setting (other than `_RESUME_FREE`) that
-    differs from the run recorded in `output`; None when none is recorded."""
-    path = output / RUN_CONFIG_FILE
-    if not path.is_file():
-        return None
-    previous = json.loads(path.read_text(encoding="utf-8"))
-    current = config.to_json()
-    return [
-        f"{k}: {previous.get(k)!r} -> {current.get(k)!r}"
-        for k in sorted(set(previous) | set(current))
-        if k not in _RESUME_FREE and previous.get(k) != current.get(k)
-    ]
-
-
 def _has_checkpoint(output):
-    return any(p.is_dir() for p in (output / "checkpoints").glob(f"{CHECKPOINT_PREFIX}*"))
+    return any(p.is_dir() for p in (output / CHECKPOINTS_DIR).glob(f"{CHECKPOINT_PREFIX}*"))
 
 
 def _check_resumable(output, config):
     """A run resumed from a checkpoint must train the same thing on the same
     data (checked only when there is a checkpoint)."""
-    changed = _changed_settings(output, config)
+    changed = config.changed_settings(output)
     if changed:
+        changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
         raise PretrainError(
-            f"{output} holds a run with other settings ({'; '.join(changed)}). Rerun with the "
+            f"{output} holds a run with other settings ({changes}). Rerun with the "
             "same settings to resume, pick another --output, or pass --no-resume to start over "
             "(this deletes the checkpoints, logs, trained vocabulary and data files bertzoo wrote there)."
         )
@@ -257,15 +285,15 @@ def _check_inputs(config):
 def _corpus_files(config, output, chief):
     if config.corpus:
         return [str(p) for p in config.corpus]
-    path = output / "corpus.txt"
-    if chief and not path.is_file():
-        write_corpus(python_docs_corpus(), path)
+    path = output / CORPUS_FILE
+    if chief:
+        write_builtin_corpus(path)
     _wait_for(path)
     return [str(path)]
 
 
 def _preset_document(preset):
-    return preset_lib.resolve(preset, BertBackbone._architecture_keys())
+    return resolve_preset(preset)
 
 
 def _tokenizer_settings(config, document):
@@ -281,11 +309,11 @@ def _tokenizer_settings(config, document):
 def _vocabulary_plan(config):
     """(tokenizer class, kind, settings, vocabulary file): the given file,
     the preset directory's, or None when the run trains one."""
-    from bertzoo.tokenizers.base import _tokenizer_class
+    from bertzoo.tokenizers import tokenizer_class
 
     document, directory, _ = _preset_document(config.preset)
     kind, settings = _tokenizer_settings(config, document)
-    cls = _tokenizer_class(kind)
+    cls = tokenizer_class(kind)
     vocabulary = config.vocab
     if vocabulary is None and directory is not None and (Path(directory) / cls.vocabulary_file).is_file():
         vocabulary = Path(directory) / cls.vocabulary_file
@@ -322,19 +350,6 @@ def _wait_for(path, seconds=600):
         if time.time() > deadline:
             raise TimeoutError(f"{path} did not appear within {seconds} s (written by the chief worker).")
         time.sleep(0.5)
-
-
-def split_documents(documents, eval_fraction, seed):
-    """Held-out documents for evaluation: a seeded random `eval_fraction` of
-    them (at least one when the fraction is > 0 and there are >= 2)."""
-    if eval_fraction <= 0 or len(documents) < 2:
-        return documents, []
-    order = list(range(len(documents)))
-    random.Random(seed).shuffle(order)
-    n_eval = max(1, int(round(len(documents) * eval_fraction)))
-    held = set(order[:n_eval])
-    train = [d for i, d in enumerate(documents) if i not in held]
-    return train, [d for i, d in enumerate(documents) if i in held]
 
 
 # === Model ===
@@ -408,25 +423,19 @@ def resolve_objective(config, backbone):
     return "nsp"
 
 
-# === Logging ===
-
-
 # === The run ===
-
-
-LOGS = "logs/events.out.tfevents.*"  # TensorBoard's files (a user's files in logs/ are not bertzoo's)
 
 
 def _written(config):
     """The paths (under `output`) this run writes, claimed at its start."""
-    names = [RUN_CONFIG_FILE, "checkpoints", LOGS, INITIAL_EVAL_FILE, "preset", METRICS_FILE]
+    names = [RUN_SETTINGS_FILE, CHECKPOINTS_DIR, LOGS, INITIAL_EVAL_FILE, PRESET_DIR, METRICS_FILE]
     if not config.corpus:
-        names.append("corpus.txt")
+        names.append(CORPUS_FILE)
     cls, _, _, vocabulary = _vocabulary_plan(config)
     if vocabulary is None:
         names.append(cls.vocabulary_file)
     if config.data_mode == "static" and not config.data:
-        names += sorted({f"data/seq{s}" for s in config.seq_len})
+        names += sorted({f"{DATA_DIR}/seq{s}" for s in config.seq_len})
     return names
 
 
@@ -435,8 +444,8 @@ def _discard_derived(config, output, run):
     goes (checkpoints, logs, trained vocabulary, data files, metrics), if
     bertzoo wrote it and it is not an input of this run. The built-in
     corpus and the last preset/ stay until rewritten."""
-    derived = ["checkpoints", LOGS, "vocab.txt", "spiece.model", INITIAL_EVAL_FILE, METRICS_FILE]
-    derived += [name for name in run.recorded if name.startswith("data/")]
+    derived = [CHECKPOINTS_DIR, LOGS, "vocab.txt", "spiece.model", INITIAL_EVAL_FILE, METRICS_FILE]
+    derived += [name for name in run.recorded if name.startswith(f"{DATA_DIR}/")]
     inputs = [Path(p).resolve() for p in (config.vocab, *config.data) if p]
     if config.corpus:
         inputs += [p.resolve() for p in expand_files(list(config.corpus))]
@@ -453,7 +462,7 @@ def _phase_data(config, phase, train_examples, tokenizer, masker, output, chief,
     if config.data:
         directory = config.data[phase]
     elif config.data_mode == "static":
-        directory = output / "data" / f"seq{seq}"
+        directory = output / DATA_DIR / f"seq{seq}"
         if chief and not (directory / "pretraining_metadata.json").is_file():
             write_pretraining_tfrecords(train_examples, directory, num_shards=4, masker=masker, seed=seed)
         _wait_for(directory / "pretraining_metadata.json")
@@ -484,17 +493,17 @@ def run_pretraining(config):
 def _run(config, distribution, run):
     output = Path(config.output)
     chief = distribution.is_chief
-    manager = CheckpointManager(output / "checkpoints", keep=config.keep_checkpoints)
+    manager = CheckpointManager(output / CHECKPOINTS_DIR, keep=config.keep_checkpoints)
     resuming = config.resume and _has_checkpoint(output)
     if resuming:
         _check_resumable(output, config)
     run.claim(*_written(config))  # a user's file in the way: an error, before anything is written
-    if not resuming and (not config.resume or _changed_settings(output, config)):
+    if not resuming and (not config.resume or config.changed_settings(output)):
         # Starting over, or no checkpoint yet and the files here were made
         # with other settings (an earlier run failed early): they go.
         _discard_derived(config, output, run)
     if chief:
-        atomic_write_text(output / RUN_CONFIG_FILE, json.dumps(config.to_json(), indent=2) + "\n")
+        config.record(output)
     keras.utils.set_random_seed(config.seed)
 
     # --- data ---
@@ -564,7 +573,7 @@ def _run(config, distribution, run):
             atomic_write_text(initial_path, json.dumps(initial, indent=2) + "\n")
     resumed_from = step
 
-    tensorboard = TensorBoardLogger(output / "logs", config.log_every, enabled=chief)
+    tensorboard = TensorBoardLogger(output / LOG_DIR, config.log_every, enabled=chief)
     throughput = []
     bounds = np.cumsum([0, *config.steps])
     started = time.perf_counter()
@@ -591,7 +600,7 @@ def _run(config, distribution, run):
         def state_fn(global_step, phase=phase, phase_start=phase_start):
             return {"phase": phase, "seq_len": config.seq_len[phase], "data_position": global_step - phase_start}
 
-        tensorboard.start_step = tensorboard._last = step
+        tensorboard.start_at(step)
         meter = Throughput(config.batch_size)
         callbacks = [
             # Before the checkpoint callback: a NaN loss raises before a
@@ -603,8 +612,9 @@ def _run(config, distribution, run):
             meter,
         ]
         if config.verbose:
-            print(f"Phase {phase + 1}/{len(config.seq_len)}: seq_len {seq}, steps {step + 1}-{bounds[phase + 1]}, "
-                  f"{len(train_examples)} examples, global batch {config.batch_size}.", flush=True)
+            logger.info("Phase %d/%d: seq_len %d, steps %d-%d, %d examples, global batch %d.",
+                        phase + 1, len(config.seq_len), seq, step + 1, bounds[phase + 1],
+                        len(train_examples), config.batch_size)
         model.fit(dataset, epochs=1, steps_per_epoch=remaining, callbacks=callbacks, verbose=config.verbose,
                   shuffle=False)  # the dataset shuffles itself
         step = int(bounds[phase + 1])
@@ -637,8 +647,8 @@ def _run(config, distribution, run):
         "backend": keras.backend.backend(),
     }
     if chief:
-        backbone.hf_head_weights = model.head_tensors()  # saved beside it: a teacher for distillation
-        _save_preset(config, backbone, tokenizer, objective, output / "preset")
+        # The heads are saved beside the backbone: a teacher for distillation.
+        _save_preset(config, backbone, tokenizer, objective, output / PRESET_DIR, model.head_tensors())
         atomic_write_text(output / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
     return metrics
 
@@ -648,17 +658,17 @@ def _evaluate(model, eval_set):
     return {k: float(v) for k, v in result.items()}
 
 
-def _save_preset(config, backbone, tokenizer, objective, directory):
-    """The trained backbone + vocabulary, published as one bertzoo preset
-    directory (`bertzoo.io.publish`)."""
+def _save_preset(config, backbone, tokenizer, objective, directory, head_tensors):
+    """The trained backbone (with `head_tensors`) + vocabulary, published as
+    one bertzoo preset directory (`bertzoo.io.publish`)."""
     with publish_directory(directory, "preset") as staging:
-        _write_preset(config, backbone, tokenizer, objective, staging)
+        _write_preset(config, backbone, tokenizer, objective, staging, head_tensors)
     return directory
 
 
-def _write_preset(config, backbone, tokenizer, objective, directory):
+def _write_preset(config, backbone, tokenizer, objective, directory, head_tensors):
     tokenizer.save_to_preset(directory)
-    backbone.preset_info = {
+    preset_info = {
         "description": (
             f"Pre-trained by bertzoo's recipe from {config.preset} ({objective} objective, "
             f"{sum(config.steps)} steps, seq_len {'/'.join(map(str, config.seq_len))})."
@@ -670,5 +680,5 @@ def _write_preset(config, backbone, tokenizer, objective, directory):
     }
     # Presets record no dtype policy (precision is a setting of each run);
     # mixed-precision variables are float32 anyway.
-    backbone.save_to_preset(directory)
+    backbone.save_to_preset(directory, preset_info=preset_info, head_tensors=head_tensors)
 

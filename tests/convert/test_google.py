@@ -8,11 +8,8 @@ architecture (tanh GELU, post-LN, LayerNorm epsilon 1e-12, -10000 mask adder).
 """
 
 import hashlib
-import io
 import json
 import shutil
-import tarfile
-import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -23,14 +20,9 @@ from keras import ops
 
 from bertzoo import BertBackbone
 from bertzoo.cli import main
-from bertzoo.convert import google
 from bertzoo.convert.common import CheckpointError
-from bertzoo.convert.google import (
-    convert_google_checkpoint,
-    download_google_checkpoint,
-    google_checkpoints,
-)
 from bertzoo.convert.safetensors_io import read_safetensors
+from bertzoo.models.loading import convert_google_checkpoint
 from tests.conftest import make_inputs
 
 # Pairwise-distinct sizes; batch 3 and seq 7 come from make_inputs.
@@ -249,7 +241,7 @@ def _google_forward(t, config, inputs, albert):
             attention, ln1 = f"{p}/attention", f"{p}/attention/output/LayerNorm"
             inter, out, ln2 = f"{p}/intermediate/dense", f"{p}/output/dense", f"{p}/output/LayerNorm"
 
-        def heads(name):  # (B, S, H) -> (B, N, S, D)
+        def heads(name, x=x, attention=attention):  # (B, S, H) -> (B, N, S, D)
             return _dense(x, t, f"{attention}/self/{name}").reshape(B, S, N, D).transpose(0, 2, 1, 3)
 
         scores = heads("query") @ heads("key").transpose(0, 1, 3, 2) / np.sqrt(D) + adder
@@ -315,7 +307,7 @@ def test_bert_matches_reference_forward(bert_dir, tmp_path):
         heads["cls.seq_relationship.weight"], arrays["cls/seq_relationship/output_weights"]
     )
     np.testing.assert_array_equal(heads["cls.predictions.bias"], arrays["cls/predictions/output_bias"])
-    assert sorted(backbone.hf_head_weights) == sorted(heads)
+    assert sorted(backbone.head_tensors) == sorted(heads)
 
 
 def test_albert_matches_reference_forward(albert_dir, tmp_path):
@@ -459,108 +451,6 @@ def _zip_dir(directory, archive, top=True):
 
 def _sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def test_download_zip_verify_extract_convert(bert_dir, tmp_path, capsys, monkeypatch):
-    source, arrays = bert_dir
-    archive = _zip_dir(source, tmp_path / "uncased_L-2_H-20_A-4.zip")
-    cache = tmp_path / "cache"
-    out = download_google_checkpoint(archive.as_uri(), cache, output_dir=tmp_path / "preset")
-    printed = capsys.readouterr().out
-    assert _sha256(archive) in printed and "no published checksum is known" in printed
-    _, errors = _max_errors(out, arrays, BERT_CONFIG, albert=False)
-    assert max(errors) <= TOLERANCE
-    doc = json.loads((out / "config.json").read_text())
-    assert doc["metadata"]["checkpoint_url"] == archive.as_uri()
-    assert _sha256(archive) in doc["metadata"]["source_checkpoint"]
-    assert doc["tokenizer"]["lowercase"] is True  # "uncased" in the archive name
-    extracted = cache / "uncased_L-2_H-20_A-4"
-    assert sorted(p.name for p in cache.iterdir()) == ["uncased_L-2_H-20_A-4"]  # no temp files
-    record = json.loads((extracted / ".bertzoo-download.json").read_text())
-    assert record == {"url": archive.as_uri(), "sha256": _sha256(archive)}
-
-    # A second call reuses the extraction (no network), and checks a given
-    # checksum against the recorded one.
-    def no_network(*args, **kwargs):
-        raise AssertionError("downloaded again")
-
-    monkeypatch.setattr(urllib.request, "urlopen", no_network)
-    assert download_google_checkpoint(archive.as_uri(), cache, sha256=_sha256(archive)) == extracted
-    with pytest.raises(CheckpointError, match="not the expected 0000"):
-        download_google_checkpoint(archive.as_uri(), cache, sha256="0" * 64)
-
-
-def test_download_tar_gz_with_expected_checksum(albert_dir, tmp_path):
-    source, arrays = albert_dir
-    archive = tmp_path / "albert_tiny_v2.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(source, arcname="albert_tiny")
-    out = download_google_checkpoint(
-        archive.as_uri(), tmp_path / "cache", output_dir=tmp_path / "preset",
-        sha256=_sha256(archive).upper(),
-    )
-    _, errors = _max_errors(out, arrays, ALBERT_CONFIG, albert=True)
-    assert max(errors) <= TOLERANCE
-
-
-def test_download_checksum_mismatch_leaves_nothing(bert_dir, tmp_path):
-    archive = _zip_dir(bert_dir[0], tmp_path / "uncased_x.zip")
-    cache = tmp_path / "cache"
-    with pytest.raises(CheckpointError, match=rf"Checksum mismatch .*sha256 {_sha256(archive)}, expected 1111"):
-        download_google_checkpoint(archive.as_uri(), cache, sha256="1" * 64)
-    assert list(cache.iterdir()) == []
-
-
-def test_download_preset_name_and_recorded_member_checksums(bert_dir, tmp_path, monkeypatch):
-    """Preset names resolve to their checkpoint_url; the opener is patched to
-    serve a local archive under the official name. bert_base's archive has
-    recorded member checksums (which the stand-in fails), bert_tiny's not."""
-    source, _ = bert_dir
-    known = google_checkpoints()
-    assert known["bert_base"]["url"] == (
-        "https://storage.googleapis.com/bert_models/2018_10_18/uncased_L-12_H-768_A-12.zip"
-    )
-    assert known["albert_base"]["url"].endswith("albert_models/albert_base_v2.tar.gz")
-    assert "distilbert_base" not in known  # no Google archive
-    served = {}
-
-    def fake_urlopen(url, *args, **kwargs):
-        served["url"] = url
-        return io.BytesIO(_zip_dir(source, tmp_path / "served.zip", top=False).read_bytes())
-
-    monkeypatch.setattr(urllib.request, "urlopen", fake_urlopen)
-    with pytest.raises(CheckpointError, match=r"bert_config.json has sha256 .* is recorded"):
-        download_google_checkpoint("bert_base", tmp_path / "cache")
-    assert served["url"] == known["bert_base"]["url"]
-    assert list((tmp_path / "cache").iterdir()) == []
-    path = download_google_checkpoint("bert_base", tmp_path / "cache", check_recorded=False)
-    assert path == tmp_path / "cache" / "uncased_L-12_H-768_A-12"
-
-    # Matching recorded values pass.
-    recorded = {"vocab.txt": _sha256(source / "vocab.txt")}
-    monkeypatch.setitem(google._RECORDED_MEMBER_SHA256, "uncased_L-2_H-128_A-2.zip", recorded)
-    out = download_google_checkpoint("bert_tiny", tmp_path / "cache", output_dir=tmp_path / "p")
-    doc = json.loads((out / "config.json").read_text())
-    assert doc["metadata"]["checkpoint_url"] == known["bert_tiny"]["url"]
-    assert doc["metadata"]["license"] == "Apache-2.0"
-
-    with pytest.raises(CheckpointError, match="Unknown Google checkpoint 'nope'.*bert_base"):
-        download_google_checkpoint("nope", tmp_path / "cache")
-    with pytest.raises(CheckpointError, match="'distilbert_base' has no official Google archive"):
-        download_google_checkpoint("distilbert_base", tmp_path / "cache")
-
-
-def test_download_refuses_unsafe_archive(tmp_path):
-    archive = tmp_path / "evil.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("../outside.txt", "x")
-    with pytest.raises(CheckpointError, match="unsafe member path"):
-        download_google_checkpoint(archive.as_uri(), tmp_path / "cache")
-    assert not (tmp_path / "outside.txt").exists()
-    assert list((tmp_path / "cache").iterdir()) == []
-
-
-# === Command line ===
 
 
 def test_cli_convert_google(bert_dir, tmp_path, capsys):

@@ -88,7 +88,7 @@ def test_prefixed_checkpoint_with_heads_loads_and_keeps_heads(tmp_path):
     tensors["bert.embeddings.position_ids"] = np.arange(32, dtype="int64")[None]
     write_safetensors(tmp_path / "model.safetensors", tensors)
     b = BertBackbone.from_preset(tmp_path)
-    assert list(b.hf_head_weights) == ["cls.seq_relationship.weight"]
+    assert list(b.head_tensors) == ["cls.seq_relationship.weight"]
 
 
 def test_missing_and_unused_tensors_are_errors(tmp_path):

@@ -27,9 +27,9 @@ from bertzoo.convert.hf import (
     _hf_group_map,
     hf_to_preset,
     load_hf_weights,
-    read_torch_pickle,
 )
-from bertzoo.models.backbone import group_of_layer
+from bertzoo.convert.torch_pickle import read_torch_pickle
+from bertzoo.layers.common import group_of_layer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hf_variants"
 REF = np.load(FIXTURES / "reference.npz")
@@ -78,7 +78,7 @@ def test_variant_matches_transformers_and_round_trips(name, tmp_path):
     backbone = _load(name)
     info = INFO[name]
     assert backbone.count_params() == info["base_params"]
-    assert sorted(backbone.hf_head_weights) == info["head_tensors"]
+    assert sorted(backbone.head_tensors) == info["head_tensors"]
     assert backbone.preset_info["tokenizer"] == {
         "kind": kind, "lowercase": lowercase, "strip_accents": strip,
     }
@@ -111,9 +111,9 @@ def test_variant_matches_transformers_and_round_trips(name, tmp_path):
     out2 = restored(inputs)
     for key in out:
         np.testing.assert_array_equal(_np(out2[key]), _np(out[key]))
-    assert sorted(restored.hf_head_weights) == sorted(backbone.hf_head_weights)
-    for key, value in backbone.hf_head_weights.items():
-        np.testing.assert_array_equal(restored.hf_head_weights[key], value)
+    assert sorted(restored.head_tensors) == sorted(backbone.head_tensors)
+    for key, value in backbone.head_tensors.items():
+        np.testing.assert_array_equal(restored.head_tensors[key], value)
 
 
 def test_albert_group_map_and_shapes():
@@ -448,6 +448,6 @@ def test_save_hf_unrepresentable_backbones(tmp_path, config, pattern):
 
 def test_save_hf_refuses_foreign_heads(tmp_path):
     backbone = BertBackbone.from_preset(FIXTURES / "distilbert", load_weights=False)
-    backbone.hf_head_weights = {"cls.seq_relationship.weight": np.zeros((2, 32), "float32")}
+    backbone.head_tensors = {"cls.seq_relationship.weight": np.zeros((2, 32), "float32")}
     with pytest.raises(CheckpointError, match="not distilbert task heads"):
         save_hf(backbone, tmp_path)

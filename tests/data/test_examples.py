@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from bertzoo import data
-
 from tests.data.helpers import numbered_documents
 
 # Data, tokenizer and metric code: the same under every Keras backend.

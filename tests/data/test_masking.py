@@ -229,7 +229,7 @@ def test_sentencepiece_word_starts():
     continuation = [p for p, s in zip(vocab, starts) if not s]
     assert continuation and not any(p.startswith("▁") for p in continuation)
     masker = data.MaskedLMMasker(tokenizer, 32, 5, kind="whole_word")
-    ids = tokenizer._tokenize_ids(tf.constant(["unbelievably tokenized sentences of words"])).to_tensor()
+    ids = tokenizer.tokenize_ids(tf.constant(["unbelievably tokenized sentences of words"])).to_tensor()
     row = np.concatenate([[tokenizer.cls_token_id], ids.numpy()[0], [tokenizer.sep_token_id]])
     padded = np.full((1, 32), tokenizer.pad_token_id, np.int32)
     padded[0, : len(row)] = row

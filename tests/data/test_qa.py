@@ -76,12 +76,12 @@ def rows(ragged):
 
 
 def check_offsets(tokenizer, texts):
-    """tokenize_with_offsets gives `_tokenize_ids`' ids exactly, and every
+    """tokenize_with_offsets gives `tokenize_ids`' ids exactly, and every
     span, tokenized on its own, gives exactly its group of sub-tokens."""
     batch = tf.constant([t.encode("utf-8") if isinstance(t, str) else t for t in texts])
     ids, starts, ends = tokenizer.tokenize_with_offsets(batch)
     assert ids.dtype == tf.int32 and starts.dtype == tf.int64 and ends.dtype == tf.int64
-    assert rows(ids) == rows(tokenizer._tokenize_ids(batch))
+    assert rows(ids) == rows(tokenizer.tokenize_ids(batch))
     raw = batch.numpy()
     prepared = tokenizer._offset_prepare(batch).numpy()
     spans, pieces, context_free = [], [], []
@@ -106,7 +106,7 @@ def check_offsets(tokenizer, texts):
                 assert "\u03a3".encode() in text[s:e]
                 spans[-1] = ready[s:e]
     if spans:
-        again = rows(tokenizer._tokenize_ids(tf.constant(spans)))
+        again = rows(tokenizer.tokenize_ids(tf.constant(spans)))
         assert again == pieces
     return ids, starts, ends
 
@@ -309,7 +309,7 @@ def example(i, context, answer, question="Where?", impossible=False):
 def labelled_spans(f, examples):
     """(window, labelled byte span or None) for every window."""
     out = []
-    for w, e in enumerate(f["example_index"]):
+    for w in range(len(f["example_index"])):
         s, t = f["start_positions"][w], f["end_positions"][w]
         out.append((w, None if s == 0 else (int(f["offset_start"][w, s]), int(f["offset_end"][w, t]))))
         if s:

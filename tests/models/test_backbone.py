@@ -7,7 +7,7 @@ from keras import ops
 
 import bertzoo
 from bertzoo import BertBackbone
-from bertzoo.models.backbone import group_of_layer
+from bertzoo.layers.common import group_of_layer
 from tests.conftest import BATCH, SEQ, TINY, edited_by_hand, make_inputs, tiny_backbone
 
 REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released configs

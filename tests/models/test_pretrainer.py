@@ -246,7 +246,7 @@ def _check_heads(model, tensors, dense_w, dense_b, ln_w, ln_b, bias, cls_w, cls_
 def test_heads_initialised_from_bert_hf_names():
     backbone = tiny_backbone()
     tensors = _bert_heads(10, 10, V, np.random.default_rng(0))
-    backbone.hf_head_weights = tensors
+    backbone.head_tensors = tensors
     model = BertPretrainer(backbone, objective="nsp")
     assert len(model.head_weights_loaded) == 7
     _check_heads(
@@ -264,7 +264,7 @@ def test_heads_initialised_from_bert_hf_names():
 def test_heads_initialised_from_albert_hf_names_with_shape_checks():
     backbone = tiny_backbone(embedding_dim=6, num_groups=1)
     tensors = _albert_heads(10, 6, V, np.random.default_rng(1))
-    backbone.hf_head_weights = tensors
+    backbone.head_tensors = tensors
     model = BertPretrainer(backbone, objective="sop")
     _check_heads(
         model, tensors,
@@ -273,13 +273,13 @@ def test_heads_initialised_from_albert_hf_names_with_shape_checks():
         "predictions.bias", "sop_classifier.classifier.weight", "sop_classifier.classifier.bias",
     )
     # A head for E=10 does not fit an E=6 model: a clear error naming the tensor.
-    backbone.hf_head_weights = _albert_heads(10, 10, V, np.random.default_rng(1))
+    backbone.head_tensors = _albert_heads(10, 10, V, np.random.default_rng(1))
     with pytest.raises(CheckpointError, match="predictions.dense.weight"):
         BertPretrainer(backbone, objective="sop")
     # Half a head is an error too.
     partial = dict(tensors)
     del partial["predictions.bias"]
-    backbone.hf_head_weights = partial
+    backbone.head_tensors = partial
     with pytest.raises(CheckpointError, match="predictions.bias"):
         BertPretrainer(backbone, objective="sop")
 
@@ -292,10 +292,10 @@ def test_heads_initialised_from_albert_hf_names_with_shape_checks():
 def test_heads_from_real_converted_checkpoints(name, objective, prefix):
     """The small transformers checkpoints in tests/fixtures keep their heads."""
     backbone = bertzoo.BertBackbone.from_preset(str(HF / name))
-    assert prefix in backbone.hf_head_weights
+    assert prefix in backbone.head_tensors
     model = BertPretrainer(backbone, objective=objective)
     assert len(model.head_weights_loaded) == 7
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(model.mlm_head.dense.kernel),
-        np.asarray(backbone.hf_head_weights[prefix]).T,
+        np.asarray(backbone.head_tensors[prefix]).T,
     )

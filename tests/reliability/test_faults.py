@@ -259,7 +259,7 @@ def _report(what, tally):
 
 def test_damaged_preset_files_are_an_error_naming_the_file(tmp_path, worker):
     model = worker.classifier("A")
-    model.backbone.hf_head_weights = {"cls.predictions.bias": np.arange(61, dtype="float32")}
+    model.backbone.head_tensors = {"cls.predictions.bias": np.arange(61, dtype="float32")}
     model.save_to_preset(tmp_path / "p", tokenizer=bertzoo.BertTokenizer(worker.VOCAB))
     names = ["config.json", "model.weights.h5", "heads.safetensors", "task_head.safetensors", "vocab.txt"]
     assert set(names) | {manifest_lib.MANIFEST_FILE} == {p.name for p in (tmp_path / "p").iterdir()}

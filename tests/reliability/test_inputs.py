@@ -282,10 +282,10 @@ def test_invalid_utf8_in_graphs_fails_at_run_time(tokenizer):
 def test_valid_text_gives_the_same_ids(tokenizer):
     texts = ["a b", "ab", "", "café 東京 \ufffd\x00 ﬁ", "\U0010ffff"]
     checked = tokenizer(texts)
-    unchecked = tokenizer._tokenize_ids(tf.constant(texts))
+    unchecked = tokenizer.tokenize_ids(tf.constant(texts))
     assert [list(np.asarray(r)) for r in checked] == unchecked.to_list()
     # The data readers' own lenient path is unchanged.
-    assert tokenizer._tokenize_ids(tf.constant([b"a\xffb"])).shape[0] == 1
+    assert tokenizer.tokenize_ids(tf.constant([b"a\xffb"])).shape[0] == 1
 
 
 def test_preprocessor_refuses_invalid_text_and_non_texts():

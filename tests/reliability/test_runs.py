@@ -60,7 +60,7 @@ def files(tmp_path_factory):
     (d / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     for split, n in (("train", 32), ("validation", 16)):
         rows = [(" ".join(rng.choice(WORDS[:-6], 5)) + (" good" if i % 2 else " bad"), i % 2) for i in range(n)]
-        (d / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in rows), encoding="utf-8")
+        (d / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows), encoding="utf-8")
     preset = d / "preset"
     train_wordpiece([d / "corpus.txt", d / "train.tsv"], 200, min_frequency=1, output=d / "vocab.txt")
     tokenizer = bertzoo.BertTokenizer(d / "vocab.txt", lowercase=True, strip_accents=True)

@@ -16,8 +16,7 @@ import pytest
 import safetensors
 
 import bertzoo
-from bertzoo.convert import CheckpointError, save_hf
-from bertzoo.convert import safetensors_io
+from bertzoo.convert import CheckpointError, safetensors_io, save_hf
 from bertzoo.convert.hf import _SPECS, _variable_map
 from bertzoo.convert.safetensors_io import (
     SafetensorsError,

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bertzoo.tokenizers import BertTokenizer, TokenizerError
-from bertzoo.tokenizers import basic, unicode
+from bertzoo.tokenizers import BertTokenizer, TokenizerError, basic, unicode
 from tests.conftest import FIXTURES
 
 # Data, tokenizer and metric code: the same under every Keras backend.
@@ -122,7 +121,7 @@ def test_shapes_dtypes_and_graph_use():
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def graph(x):
-        return tokenizer._tokenize_ids(x).to_tensor()
+        return tokenizer.tokenize_ids(x).to_tensor()
 
     assert graph(tf.constant(["hello world", "!"])).numpy().tolist() == [[5, 6], [7, 0]]
     ds = tf.data.Dataset.from_tensor_slices(["hello", "world !"]).map(tokenizer)
@@ -131,7 +130,7 @@ def test_shapes_dtypes_and_graph_use():
 
 def test_invalid_utf8_bytes_are_dropped_like_replacement_chars():
     tokenizer = BertTokenizer(SPECIALS + ["ab"])
-    ids = tokenizer._tokenize_ids(tf.constant([b"a\xffb", b"a\xef\xbf\xbdb"]))
+    ids = tokenizer.tokenize_ids(tf.constant([b"a\xffb", b"a\xef\xbf\xbdb"]))
     assert _rows(ids) == [[5], [5]]
 
 

@@ -17,7 +17,11 @@ import pytest
 import bertzoo
 from bertzoo import data
 from bertzoo.training import make_optimizer
-from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint, TrainingCheckpointError
+from bertzoo.training.checkpoint import (
+    CheckpointManager,
+    PeriodicCheckpoint,
+    TrainingCheckpointError,
+)
 
 SEQ, PREDICTIONS, BATCH = 16, 3, 4
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(56)]  # 61 tokens

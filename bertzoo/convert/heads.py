@@ -1,0 +1,132 @@
+"""Hugging Face names of the task and pre-training head tensors, and their
+mapping to the roles of bertzoo's head weights.
+
+Checkpoints keep head tensors in Hugging Face names and layouts (a
+backbone's `head_tensors`, `heads.safetensors`); the models hand their head
+variables, keyed by role, to the functions here.
+"""
+
+import logging
+
+import numpy as np
+
+from bertzoo.convert.common import assign_tensors
+
+logger = logging.getLogger(__name__)
+
+# Hugging Face task-head tensor names per model family (as kept in
+# a backbone's `head_tensors` by the converters): the MLM head, the sentence
+# head with the objective it was trained for, and tensors that are tied to the
+# word embeddings (or duplicate the MLM bias) and so are not loaded.
+PRETRAINING_HEADS = {
+    "bert": {
+        "mlm": {
+            "cls.predictions.transform.dense.weight": ("dense_kernel", True),
+            "cls.predictions.transform.dense.bias": ("dense_bias", False),
+            "cls.predictions.transform.LayerNorm.weight": ("ln_gamma", False),
+            "cls.predictions.transform.LayerNorm.bias": ("ln_beta", False),
+            "cls.predictions.bias": ("mlm_bias", False),
+        },
+        "sentence": (
+            "nsp",
+            {
+                "cls.seq_relationship.weight": ("sentence_kernel", True),
+                "cls.seq_relationship.bias": ("sentence_bias", False),
+            },
+        ),
+        "tied": ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"),
+    },
+    "albert": {
+        "mlm": {
+            "predictions.dense.weight": ("dense_kernel", True),
+            "predictions.dense.bias": ("dense_bias", False),
+            "predictions.LayerNorm.weight": ("ln_gamma", False),
+            "predictions.LayerNorm.bias": ("ln_beta", False),
+            "predictions.bias": ("mlm_bias", False),
+        },
+        "sentence": (
+            "sop",
+            {
+                "sop_classifier.classifier.weight": ("sentence_kernel", True),
+                "sop_classifier.classifier.bias": ("sentence_bias", False),
+            },
+        ),
+        "tied": ("predictions.decoder.weight", "predictions.decoder.bias"),
+    },
+    "distilbert": {
+        "mlm": {
+            "vocab_transform.weight": ("dense_kernel", True),
+            "vocab_transform.bias": ("dense_bias", False),
+            "vocab_layer_norm.weight": ("ln_gamma", False),
+            "vocab_layer_norm.bias": ("ln_beta", False),
+            "vocab_projector.bias": ("mlm_bias", False),
+        },
+        "sentence": None,
+        "tied": ("vocab_projector.weight",),
+    },
+}
+
+
+def load_pretraining_heads(tensors, variables, objective, source):
+    """Assigns the pre-training head tensors of `tensors` (Hugging Face
+    names) to `variables` (role -> Keras variable: dense_kernel, dense_bias,
+    ln_gamma, ln_beta, mlm_bias, and with a sentence head sentence_kernel and
+    sentence_bias), with name, dtype and shape checks. The sentence head is
+    loaded only when the checkpoint's head was trained for `objective`.
+    Returns the names loaded."""
+    loaded = []
+    for spec in PRETRAINING_HEADS.values():
+        groups = [spec["mlm"]]
+        sentence = spec["sentence"]
+        if sentence is not None:
+            head_objective, names = sentence
+            if head_objective == objective:
+                groups.append(names)
+            elif any(k in tensors for k in names):
+                logger.info(
+                    "Not loading the checkpoint's %s head into a %r pretrainer.",
+                    head_objective,
+                    objective,
+                )
+        for group in groups:
+            present = [k for k in group if k in tensors]
+            if not present:
+                continue
+            mapping = {k: (variables[v], t) for k, (v, t) in group.items()}
+            # Strict within a head: a half-present head is an error.
+            assign_tensors(mapping, {k: tensors[k] for k in present}, source)
+            loaded.extend(sorted(group))
+    if loaded:
+        logger.info("Initialised pre-training heads from %s: %s", source, ", ".join(loaded))
+    return tuple(loaded)
+
+
+def pretraining_head_tensors(values, objective):
+    """The inverse of `load_pretraining_heads`: `values` (role -> array) as
+    Hugging Face-named float32 arrays, BERT names for the MLM and NSP heads,
+    ALBERT's for SOP."""
+    groups = [PRETRAINING_HEADS["bert"]["mlm"]]
+    if objective != "none":
+        family = "bert" if objective == "nsp" else "albert"
+        groups.append(PRETRAINING_HEADS[family]["sentence"][1])
+    tensors = {}
+    for group in groups:
+        for name, (role, transpose) in group.items():
+            value = np.asarray(values[role], "float32")
+            tensors[name] = np.ascontiguousarray(value.T) if transpose else value
+    return tensors
+
+
+# The Hugging Face prefix of each task kind's head (a Dense layer): BERT
+# sequence and token classifiers both name theirs "classifier".
+_TASK_HEAD_PREFIXES = {"classification": "classifier", "tagging": "classifier", "qa": "qa_outputs"}
+
+
+def task_head_mapping(kind, tensors, dense):
+    """Hugging Face tensor name -> (Keras variable, transposed?) for the task
+    head of `kind` ("classification", "tagging" or "qa"), whose weights are
+    the Dense layer `dense`; empty when `tensors` holds no such head."""
+    prefix = _TASK_HEAD_PREFIXES[kind]
+    if f"{prefix}.weight" not in tensors:
+        return {}
+    return {f"{prefix}.weight": (dense.kernel, True), f"{prefix}.bias": (dense.bias, False)}

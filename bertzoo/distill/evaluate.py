@@ -1,0 +1,73 @@
+"""What a distillation run reports: the student's inference speed-up over
+its teacher, measured side by side, and how much of the teacher's quality it
+kept (classification accuracy, or the cosine between last hidden states)."""
+
+import time
+
+import keras
+import numpy as np
+
+from bertzoo.distill import losses as loss_lib
+
+
+def benchmark_inputs(backbone, batch_size, sequence_length, seed=0):
+    """One batch of random backbone inputs (token ids past the special
+    tokens, no padding) for timing models built on `backbone`."""
+    rng = np.random.default_rng(seed)
+    low = 999 if backbone.vocabulary_size > 2000 else 5  # past the special tokens
+    ids = rng.integers(low, backbone.vocabulary_size, (batch_size, sequence_length)).astype("int32")
+    x = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    if backbone.num_segments:
+        x["segment_ids"] = np.zeros_like(ids)
+    return x
+
+
+def measure_speedup(teacher, student, batch_size=32, sequence_length=128, repeats=7):
+    """Inference time of `teacher` and `student` (Keras models taking backbone
+    inputs) on one random batch, measured side by side: one warm-up call each,
+    then `repeats` alternating timed calls; medians and their ratio."""
+    x = benchmark_inputs(getattr(teacher, "backbone", teacher), batch_size, sequence_length)
+    times = {"teacher": [], "student": []}
+    models = {"teacher": teacher, "student": student}
+    inputs = {name: {k: x[k] for k in model.input if k in x} for name, model in models.items()}
+    for name, model in models.items():
+        model.predict_on_batch(inputs[name])
+    for _ in range(repeats):
+        for name, model in models.items():
+            start = time.perf_counter()
+            keras.tree.map_structure(np.asarray, model.predict_on_batch(inputs[name]))
+            times[name].append(time.perf_counter() - start)
+    t, s = float(np.median(times["teacher"])), float(np.median(times["student"]))
+    return {
+        "teacher_seconds": round(t, 5),
+        "student_seconds": round(s, 5),
+        "speedup": round(t / s, 3),
+        "batch_size": batch_size,
+        "sequence_length": sequence_length,
+        "repeats": repeats,
+        "backend": keras.backend.backend(),
+    }
+
+
+def accuracy(model, features, labels, batch_size):
+    """The share of `labels` that the classifier `model` predicts (argmax of
+    its logits) for `features`."""
+    logits = np.asarray(model.predict(features, batch_size=batch_size, verbose=0))
+    return float(np.mean(np.argmax(logits, -1) == labels))
+
+
+def hidden_cosine(distiller, dataset, project):
+    """Mean cosine between the teacher's last hidden state and the
+    student's (projected when the widths differ) at real tokens, over the
+    batches of model inputs in `dataset`."""
+    values, counts = [], []
+    for x in dataset:
+        out = distiller(x, training=False)
+        if project:
+            t, s = out["teacher_hidden"][-1], out["student_hidden"][-1]
+        else:
+            t, s = out["teacher_hidden"], out["student_hidden"]
+        mask = np.asarray(x["padding_mask"])
+        values.append(1.0 - float(loss_lib.hidden_cosine_loss(t, s, mask)))
+        counts.append(mask.sum())
+    return float(np.average(values, weights=counts))

@@ -1,0 +1,33 @@
+"""Task kinds: one module per kind, each declaring and registering a
+`TaskKind` (reader, feature builder, model class, metrics and main metric,
+postprocessing, serving signature); see `bertzoo.tasks.base`.
+
+    from bertzoo import tasks
+    kind = tasks.get("tagging")          # unknown name: lists valid kinds
+    data, label_set = kind.load(config, "train.conll", tokenizer, 128, True)
+    tasks.names()                        # ("classification", "regression", ...)
+
+Importing this package imports every module in it, so a new kind is one new
+module that calls `register`; the built-in kinds come first, in this order.
+"""
+
+import importlib
+import pkgutil
+
+# isort: off
+from bertzoo.tasks import classification, regression, tagging, qa  # noqa: F401 (registers them)
+# isort: on
+from bertzoo.tasks.base import (
+    TaskData,
+    TaskKind,
+    UnknownTaskKindError,
+    get,
+    names,
+    register,
+    unregister,
+)
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["TaskData", "TaskKind", "UnknownTaskKindError", "get", "names", "register", "unregister"]

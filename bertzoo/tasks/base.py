@@ -1,0 +1,150 @@
+"""The task-kind declaration and its registry.
+
+A task kind (classification, regression, tagging, QA, ...) is one
+`TaskKind` subclass in one module of `bertzoo.tasks`, registered with
+`register`. It declares everything the fine-tune run, the distillation run
+and the serving export need to know about the kind:
+
+- `name`, `description`, `main_metric` (the metric that picks the best
+  epoch), `file_formats` (what its reader takes), `builtin_files` (the
+  file names of its built-in dataset, empty when there is none),
+  `labelled` (it predicts named classes or tags);
+- `model_class`: the Keras task model (`bertzoo.models.tasks`);
+- `settings_error`: the kind's checks of the run settings;
+- `load`: reader + feature builder, file -> `TaskData`;
+- `evaluate`: postprocessing + metric function, predictions -> scores;
+- `build_model`, `serving_settings`, `serving_inputs` and `serve`: the
+  model from a preset, and the serving signature (string inputs in, answers
+  out, in TensorFlow ops).
+
+The run code only calls `get(name)`; `names()` lists the valid kinds.
+
+`settings` below is the fine-tune run's configuration (or any object with
+the same attributes): `task`, `text_columns`, `label_column`,
+`file_format`, `glue_task`, `doc_stride`, `max_query_length`,
+`max_answer_length`, `null_score_diff_threshold`.
+"""
+
+import dataclasses
+
+from bertzoo.errors import BertzooError
+
+
+class UnknownTaskKindError(BertzooError, ValueError):
+    """A task kind name that is not registered."""
+
+
+@dataclasses.dataclass
+class TaskData:
+    """Model inputs and targets for one split, plus what evaluation needs.
+
+    features: dict of numpy model inputs; targets: numpy array or dict of
+    them (one row per model input row); examples: what the reader returned;
+    extra: kind-specific data for evaluation (e.g. the label set).
+    """
+
+    features: dict
+    targets: object
+    examples: list
+    extra: dict
+
+    @property
+    def num_rows(self):
+        """The number of model input rows (QA: windows, not questions)."""
+        targets = self.targets
+        if isinstance(targets, dict):
+            targets = next(iter(targets.values()))
+        return len(targets)
+
+
+class TaskKind:
+    """One task kind's declaration; subclass it, set the class attributes,
+    implement the methods and `register` an instance."""
+
+    name = ""
+    description = ""
+    model_class = None
+    main_metric = ""
+    file_formats = ()
+    builtin_files = ()
+    # True when the model predicts named labels (classes, tags): serving then
+    # outputs label names (the model's, else "0", "1", ...).
+    labelled = False
+
+    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
+        """Reads `path` and builds model inputs and targets. Returns
+        `(TaskData, label_set)`: the training split defines the label set
+        (None for kinds without one) and later splits are given it."""
+        raise NotImplementedError
+
+    def settings_error(self, settings):
+        """What is wrong with the run settings for this kind, as a message
+        for the user, or None. Here: `glue_task` is only for kinds whose
+        `file_formats` include "glue"."""
+        if settings.glue_task is not None and "glue" not in self.file_formats:
+            readers = [n for n in names() if "glue" in get(n).file_formats]
+            return f"--glue-task is for {' or '.join(readers)}."
+        return None
+
+    def evaluate(self, settings, predictions, data):
+        """Scores (name -> float, `main_metric` among them) of the model's
+        `predictions` on `data` (a `TaskData` from `load`)."""
+        raise NotImplementedError
+
+    def build_model(self, settings, preset, label_set, **kwargs):
+        """The task model from a backbone (or task) preset; `kwargs` go to
+        `model_class.from_preset` (dropout, dtype, load_weights)."""
+        raise NotImplementedError
+
+    def serving_settings(self, settings, train):
+        """The serving settings (beyond `sequence_length`) a run records for
+        the export, from its settings and training `TaskData`."""
+        return {}
+
+    def serving_inputs(self, pairs):
+        """Names of the serving signature's string inputs."""
+        return ("text",)
+
+    def serve(self, serving_model, texts):
+        """The serving graph: `texts` (input name -> string batch) -> a dict
+        of output tensors, run with the `ServingModel`'s task model,
+        tokenizer and settings (TensorFlow ops)."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<task kind {self.name!r}>"
+
+
+_REGISTRY = {}
+
+
+def register(kind):
+    """Adds a `TaskKind` instance under `kind.name`; returns it. A second
+    kind with the same name is an error."""
+    if not isinstance(kind, TaskKind) or not kind.name:
+        raise TypeError(f"register() takes a TaskKind instance with a name, got {kind!r}")
+    if kind.name in _REGISTRY:
+        raise ValueError(f"task kind {kind.name!r} is already registered")
+    _REGISTRY[kind.name] = kind
+    return kind
+
+
+def unregister(name):
+    """Removes a registered kind (for tests that register a toy kind)."""
+    _REGISTRY.pop(name, None)
+
+
+def get(name):
+    """The registered `TaskKind` called `name`; an unknown name is an
+    `UnknownTaskKindError` listing the valid kinds."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise UnknownTaskKindError(
+            f"unknown task kind {name!r}; valid kinds: {', '.join(names())}"
+        ) from None
+
+
+def names():
+    """The registered kinds' names, in registration order."""
+    return tuple(_REGISTRY)

@@ -1,0 +1,101 @@
+"""Extractive question answering (SQuAD 1.1 / 2.0 JSON): a question and a
+context in, an answer span out; `BertSpanQA` over overlapping windows;
+best epoch by SQuAD F1."""
+
+import numpy as np
+
+from bertzoo import metrics
+from bertzoo.data import qa
+from bertzoo.data.readers import read_squad
+from bertzoo.models.tasks import BertSpanQA
+from bertzoo.tasks.base import TaskData, TaskKind, register
+
+_MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+class QuestionAnswering(TaskKind):
+    """(question, context) -> answer text and its byte offsets."""
+
+    name = "qa"
+    description = "qa (SQuAD 1.1/2.0 JSON)"
+    model_class = BertSpanQA
+    main_metric = "f1"
+    file_formats = ("squad",)
+    builtin_files = ("train.json", "validation.json")
+
+    def settings_error(self, settings):
+        """The window must leave room for context after the question."""
+        problem = super().settings_error(settings)
+        lengths = (settings.sequence_length, settings.max_query_length)
+        if problem is None and None not in lengths and min(lengths) > 0:  # else: not positive
+            if settings.sequence_length <= settings.max_query_length + 3:
+                return (
+                    f"sequence_length ({settings.sequence_length}) must exceed max_query_length "
+                    f"+ 3 ({settings.max_query_length + 3}) to leave room for context."
+                )
+        return problem
+
+    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
+        """One model row per context window (`settings.doc_stride`,
+        `max_query_length`); no label set (None)."""
+        examples = read_squad(path)
+        features = qa.qa_training_features(
+            tokenizer, examples, sequence_length=sequence_length, doc_stride=settings.doc_stride,
+            max_query_length=settings.max_query_length,
+        )
+        inputs = {k: features[k] for k in _MODEL_INPUTS if segment_ids or k != "segment_ids"}
+        targets = {k: features[k] for k in ("start_positions", "end_positions")}
+        return TaskData(inputs, targets, examples, {"qa_features": features}), None
+
+    def evaluate(self, settings, predictions, data):
+        """SQuAD exact match and F1 of the extracted answers."""
+        answers, _ = qa.extract_answers(
+            np.asarray(predictions["start_logits"]), np.asarray(predictions["end_logits"]),
+            data.extra["qa_features"], [e.context for e in data.examples],
+            max_answer_length=settings.max_answer_length,
+            version_2=any(e.is_impossible for e in data.examples),
+            null_score_diff_threshold=settings.null_score_diff_threshold,
+        )
+        predicted = {e.id: a for e, a in zip(data.examples, answers)}
+        references = {e.id: [text for text, _ in e.answers] for e in data.examples}
+        scores = metrics.squad_scores(predicted, references)
+        return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
+
+    def build_model(self, settings, preset, label_set, **kwargs):
+        return BertSpanQA.from_preset(preset, **kwargs)
+
+    def serving_settings(self, settings, train):
+        return {
+            "doc_stride": settings.doc_stride,
+            "max_query_length": settings.max_query_length,
+            "max_answer_length": settings.max_answer_length,
+            "null_score_diff_threshold": settings.null_score_diff_threshold,
+            "version_2": any(e.is_impossible for e in train.examples),
+        }
+
+    def serving_inputs(self, pairs):
+        return ("question", "context")
+
+    def serve(self, serving_model, texts):
+        """`answer` (B,), `start` and `end` byte offsets in the context (-1:
+        no answer) and `score` (B,)."""
+        features = qa.encode_qa(
+            serving_model.tokenizer, texts["question"], texts["context"],
+            sequence_length=serving_model.sequence_length, doc_stride=serving_model.doc_stride,
+            max_query_length=serving_model.max_query_length,
+        )
+        logits = serving_model.task_model(serving_model.model_inputs(features), training=False)
+        found = qa.serve_answers(
+            features, logits["start_logits"], logits["end_logits"], texts["context"],
+            max_answer_length=serving_model.max_answer_length, version_2=serving_model.version_2,
+            null_score_diff_threshold=serving_model.null_score_diff_threshold,
+        )
+        return {
+            "answer": found["answers"],
+            "start": found["start_offsets"],
+            "end": found["end_offsets"],
+            "score": found["scores"],
+        }
+
+
+QA = register(QuestionAnswering())

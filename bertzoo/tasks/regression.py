@@ -1,0 +1,51 @@
+"""Sentence (pair) regression: one score per text (e.g. GLUE STS-B);
+`BertClassifier` with `num_classes=1` (mean squared error); best epoch by
+Pearson correlation."""
+
+import numpy as np
+import tensorflow as tf
+
+from bertzoo import metrics
+from bertzoo.models.tasks import BertClassifier
+from bertzoo.tasks import sentences
+from bertzoo.tasks.base import TaskData, TaskKind, register
+
+
+class Regression(TaskKind):
+    """Texts or text pairs -> a float score."""
+
+    name = "regression"
+    description = "regression (one score per text)"
+    model_class = BertClassifier
+    main_metric = "pearson"
+    file_formats = ("tsv", "csv", "jsonl", "glue")
+    labelled = False
+
+    def settings_error(self, settings):
+        return super().settings_error(settings) or sentences.settings_error(settings)
+
+    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
+        """Targets are the float labels; there is no label set (None)."""
+        examples = sentences.read_labelled(settings, path, self.name)
+        features = sentences.example_features(examples, tokenizer, sequence_length, segment_ids)
+        targets = np.array([float(e.label) for e in examples], "float32")
+        return TaskData(features, targets, examples, {"label_set": label_set}), label_set
+
+    def evaluate(self, settings, predictions, data):
+        return metrics.regression_metrics(data.targets, np.asarray(predictions).reshape(-1))
+
+    def build_model(self, settings, preset, label_set, **kwargs):
+        return BertClassifier.from_preset(preset, num_classes=1, label_names=None, **kwargs)
+
+    def serving_settings(self, settings, train):
+        return {"pairs": len(train.examples[0].texts) == 2}
+
+    def serving_inputs(self, pairs):
+        return sentences.serving_inputs(pairs)
+
+    def serve(self, serving_model, texts):
+        """`score` (B,)."""
+        return {"score": tf.reshape(sentences.serving_logits(serving_model, texts), [-1])}
+
+
+REGRESSION = register(Regression())

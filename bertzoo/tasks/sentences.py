@@ -1,0 +1,80 @@
+"""What the sentence (pair) kinds, classification and regression, share:
+reading labelled tables (or GLUE files), packing texts into model inputs,
+and the serving graph that packs string inputs and runs the classifier."""
+
+import numpy as np
+import tensorflow as tf
+
+from bertzoo.data.readers import TaskDataError, read_glue, read_table
+from bertzoo.preprocessing import BertPreprocessor
+
+
+def read_labelled(settings, path, task):
+    """The labelled examples of a table (`settings.text_columns`,
+    `label_column`, `file_format`) or of a GLUE file (`settings.glue_task`);
+    `task` is "classification" or "regression". An example without a label,
+    or a file mixing single texts and pairs, is a `TaskDataError`."""
+    if settings.glue_task is not None:
+        examples = read_glue(path, settings.glue_task)
+    else:
+        examples = read_table(
+            path, list(settings.text_columns), settings.label_column, format=settings.file_format,
+            task=task,
+        )
+    missing = [e for e in examples if e.label is None]
+    if missing:
+        raise TaskDataError(
+            f"{path}:{missing[0].line}: the example has no label; training and validation files "
+            "need labels."
+        )
+    if len({len(e.texts) for e in examples}) != 1:
+        raise TaskDataError(f"{path}: rows mix single texts and pairs.")
+    return examples
+
+
+def text_features(preprocessor, rows, batch_size=1024):
+    """Packs rows of texts (1-tuples, or 2-tuples for pairs) into numpy model
+    inputs, `batch_size` rows at a time."""
+    chunks = []
+    for i in range(0, len(rows), batch_size):
+        batch = rows[i : i + batch_size]
+        segments = tuple(tf.constant([r[j] for r in batch]) for j in range(len(batch[0])))
+        packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])
+        chunks.append({k: v.numpy() for k, v in packed.items()})
+    return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
+
+
+def settings_error(settings):
+    """Files of your own (not GLUE) need one or two text columns and a label
+    column; the message says so, or None when they are given."""
+    if settings.train is None or settings.glue_task is not None:
+        return None
+    if 1 <= len(settings.text_columns) <= 2 and settings.label_column is not None:
+        return None
+    return (
+        "Classification and regression files need --text-column (one, or two for pairs) and "
+        "--label-column, or --glue-task NAME for GLUE TSV files."
+    )
+
+
+def example_features(examples, tokenizer, sequence_length, segment_ids):
+    """Model inputs of `TextExample`s: `[CLS] a [SEP] (b [SEP])`, padded."""
+    preprocessor = BertPreprocessor(tokenizer, sequence_length, segment_ids=segment_ids)
+    return text_features(preprocessor, [e.texts for e in examples])
+
+
+def serving_inputs(pairs):
+    """`text`, plus `text_pair` for sentence-pair models."""
+    return ("text", "text_pair") if pairs else ("text",)
+
+
+def serving_logits(serving_model, texts):
+    """The classifier's logits for string batches `texts` (`text`, and
+    `text_pair` for pairs), packed in the graph."""
+    preprocessor = BertPreprocessor(
+        serving_model.tokenizer, serving_model.sequence_length,
+        segment_ids=serving_model.segment_ids,
+    )
+    segments = tuple(texts[k] for k in serving_model.input_names)
+    packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])
+    return serving_model.task_model(serving_model.model_inputs(packed), training=False)

@@ -1,0 +1,86 @@
+"""Token tagging (e.g. named entities): CoNLL BIO files in, one tag per word
+out; `BertTokenClassifier` (a word's tag sits on its first sub-token);
+best epoch by entity F1."""
+
+import dataclasses
+
+import tensorflow as tf
+
+from bertzoo import metrics
+from bertzoo.data.readers import LabelSet, read_conll
+from bertzoo.data.tagging import encode_words, tagging_features, word_predictions
+from bertzoo.models.tasks import BertTokenClassifier
+from bertzoo.tasks.base import TaskData, TaskKind, register
+
+
+@dataclasses.dataclass
+class _Tag:
+    """One tag occurrence, as `LabelSet.from_examples` takes it."""
+
+    label: str
+    line: int
+
+
+class Tagging(TaskKind):
+    """Words -> BIO tags."""
+
+    name = "tagging"
+    description = "tagging (CoNLL BIO files)"
+    model_class = BertTokenClassifier
+    main_metric = "f1"
+    file_formats = ("conll",)
+    builtin_files = ("train.conll", "validation.conll")
+    labelled = True
+
+    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
+        """Without `label_set` the sorted tags of this (training) file
+        define it; `extra` has the words' first sub-token positions."""
+        sentences = read_conll(path)
+        if label_set is None:
+            label_set = LabelSet.from_examples(
+                [_Tag(t, s.line) for s in sentences for t in (s.tags or [])], str(path)
+            )
+        features, labels, starts, truncated = tagging_features(
+            tokenizer, sentences, label_set, sequence_length, source=str(path)
+        )
+        if not segment_ids:
+            features.pop("segment_ids")
+        extra = {"word_starts": starts, "label_set": label_set, "truncated": truncated}
+        return TaskData(features, labels, sentences, extra), label_set
+
+    def evaluate(self, settings, predictions, data):
+        """Entity precision, recall and F1 of the per-word tags."""
+        names = data.extra["label_set"].names
+        lengths = [len(s.words) for s in data.examples]
+        predicted = word_predictions(predictions, data.extra["word_starts"], lengths, names)
+        scores = metrics.entity_f1([s.tags for s in data.examples], predicted)
+        return {k: scores[k] for k in ("precision", "recall", "f1")}
+
+    def build_model(self, settings, preset, label_set, **kwargs):
+        return BertTokenClassifier.from_preset(
+            preset, num_labels=len(label_set), label_names=list(label_set.names), **kwargs
+        )
+
+    def serve(self, serving_model, texts):
+        """`text` split into words on whitespace -> `words`, `tags` (B, W)
+        padded with "", and `num_words` (B,)."""
+        words = tf.strings.split(texts["text"])  # (B, (words))
+        encoded = encode_words(serving_model.tokenizer, words, serving_model.sequence_length)
+        logits = serving_model.task_model(serving_model.model_inputs(encoded), training=False)
+        best = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, S)
+        starts = encoded["word_starts"]  # (B, W), -1: not in the input
+        label_names = serving_model.label_names
+        names = tf.constant(label_names)
+        fallback = label_names.index("O") if "O" in label_names else 0
+        at_start = tf.gather(best, tf.maximum(starts, 0), batch_dims=1)
+        tag_ids = tf.where(starts >= 0, at_start, fallback)
+        num_words = tf.cast(words.row_lengths(), tf.int32)
+        present = tf.sequence_mask(num_words, tf.shape(starts)[1])
+        return {
+            "words": words.to_tensor(""),
+            "tags": tf.where(present, tf.gather(names, tag_ids), ""),
+            "num_words": num_words,
+        }
+
+
+TAGGING = register(Tagging())

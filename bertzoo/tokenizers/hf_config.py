@@ -1,0 +1,118 @@
+"""Tokenizer settings in Hugging Face's `tokenizer_config.json` form, both
+ways: a checkpoint directory's settings as a preset's `tokenizer` section,
+and a bertzoo tokenizer's settings as `tokenizer_config.json`."""
+
+import inspect
+import json
+from pathlib import Path
+
+from bertzoo.tokenizers.base import SPECIAL_ROLES, TokenizerError, tokenizer_class, tokenizer_kinds
+
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+
+# transformers tokenizer classes (without "Fast") -> bertzoo tokenizer kind.
+HF_TOKENIZER_KINDS = {
+    "BertTokenizer": "wordpiece",
+    "DistilBertTokenizer": "wordpiece",
+    "AlbertTokenizer": "sentencepiece",
+}
+# The transformers class written for a kind when the model type's own
+# tokenizer class is of another kind.
+_HF_CLASS_OF_KIND = {"wordpiece": "BertTokenizer", "sentencepiece": "AlbertTokenizer"}
+
+
+def special_token_defaults(kind):
+    """Role ("cls", "sep", ...) -> the default token string of `kind`'s
+    tokenizer class."""
+    params = inspect.signature(tokenizer_class(kind).__init__).parameters
+    return {role: params[f"{role}_token"].default for role in SPECIAL_ROLES}
+
+
+def _read_object(path):
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TokenizerError(f"Cannot read {path}: {e}") from e
+    if not isinstance(data, dict):
+        raise TokenizerError(f"{path}: expected a JSON object, got {type(data).__name__}.")
+    return data
+
+
+def hf_tokenizer_section(directory, default_kind):
+    """The preset `tokenizer` section of a Hugging Face checkpoint directory,
+    from its `tokenizer_config.json` if present.
+
+    WordPiece (BERT, DistilBERT): `do_lower_case` (default true) and
+    `strip_accents` (null follows `do_lower_case`, as in transformers).
+    SentencePiece (ALBERT): `do_lower_case` (default true) and `keep_accents`
+    (default false). A `tokenizer_class` naming a WordPiece or SentencePiece
+    tokenizer overrides `default_kind`, the model type's usual kind (e.g.
+    Korean ALBERT checkpoints that ship a `vocab.txt` and `BertTokenizer`).
+    """
+    tok_path = Path(directory) / TOKENIZER_CONFIG_FILE
+    tok = _read_object(tok_path) if tok_path.is_file() else {}
+    lowercase = bool(tok.get("do_lower_case", True))
+    kind = HF_TOKENIZER_KINDS.get(
+        str(tok.get("tokenizer_class") or "").removesuffix("Fast"), default_kind
+    )
+    if kind == "sentencepiece":
+        strip = not bool(tok.get("keep_accents", False))
+    else:
+        strip = tok.get("strip_accents")
+        strip = lowercase if strip is None else bool(strip)
+    section = {"kind": kind, "lowercase": lowercase, "strip_accents": strip}
+    for role, default in special_token_defaults(kind).items():
+        token = tok.get(f"{role}_token")
+        if isinstance(token, dict):  # transformers' AddedToken form
+            token = token.get("content")
+        if isinstance(token, str) and token != default:
+            section[f"{role}_token"] = token
+    return section
+
+
+def tokenizer_kind_of(tokenizer):
+    """The kind of `tokenizer`, from its `vocabulary_file` (any object with the
+    settings attributes of a bertzoo tokenizer)."""
+    for kind in tokenizer_kinds():
+        if tokenizer_class(kind).vocabulary_file == tokenizer.vocabulary_file:
+            return kind
+    raise TokenizerError(f"No tokenizer kind uses the vocabulary file {tokenizer.vocabulary_file!r}.")
+
+
+def hf_tokenizer_config(tokenizer, model_kind, model_class):
+    """`tokenizer`'s settings as a `tokenizer_config.json` object, for a model
+    type whose own tokenizer is `model_class` of kind `model_kind`: that class
+    is named where the kinds agree, else the class of the vocabulary's kind
+    (e.g. an ALBERT with a WordPiece vocabulary, as Korean ALBERTs ship)."""
+    kind = tokenizer_kind_of(tokenizer)
+    config = {"do_lower_case": bool(tokenizer.lowercase)}
+    if kind == "sentencepiece":
+        config["keep_accents"] = not tokenizer.strip_accents
+    else:
+        config["strip_accents"] = bool(tokenizer.strip_accents)
+    for role in SPECIAL_ROLES:
+        token = getattr(tokenizer, f"{role}_token", None)
+        if isinstance(token, str):
+            config[f"{role}_token"] = token
+    config["tokenizer_class"] = model_class if kind == model_kind else _HF_CLASS_OF_KIND[kind]
+    return config
+
+
+# A Hugging Face model type's usual tokenizer kind.
+MODEL_TYPE_KINDS = {"bert": "wordpiece", "distilbert": "wordpiece", "albert": "sentencepiece"}
+
+
+def hf_preset_tokenizer(directory):
+    """`(tokenizer section, vocabulary_size)` of a Hugging Face checkpoint
+    directory, from its `config.json` and `tokenizer_config.json`."""
+    config_path = Path(directory) / "config.json"
+    config = _read_object(config_path)
+    model_type = config.get("model_type")
+    if model_type not in MODEL_TYPE_KINDS:
+        raise TokenizerError(
+            f"{config_path}: model_type {model_type!r} is not supported. Supported: "
+            f"{', '.join(MODEL_TYPE_KINDS)}."
+        )
+    if "vocab_size" not in config:
+        raise TokenizerError(f"{config_path}: missing the required key 'vocab_size'.")
+    return hf_tokenizer_section(directory, MODEL_TYPE_KINDS[model_type]), config["vocab_size"]

@@ -1,0 +1,250 @@
+"""Plumbing shared by the three runs (`bertzoo.training.pretrain`,
+`bertzoo.training.finetune`, `bertzoo.training.distill`) and their recipes:
+
+- the names of the files a run writes in its output directory;
+- the precisions a run accepts;
+- `RunConfig`, the base of the runs' settings dataclasses: JSON conversion,
+  the settings record in `RUN_SETTINGS_FILE` and the comparison a resumed run
+  makes with it;
+- the built-in corpus of the corpus runs (pre-training, distillation) and
+  their held-out documents;
+- command-line flags built from the settings' field metadata, so a flag's
+  name, default, choices and help are written once, beside the setting:
+
+      @dataclasses.dataclass
+      class MyConfig(RunConfig):
+          steps: int = setting(100, "training steps", group="training")
+          output: str = setting("runs/x", "run directory", compared=False)
+
+      parser = argparse.ArgumentParser()
+      add_config_flags(parser, MyConfig)
+      config = config_from_args(MyConfig, parser.parse_args())
+"""
+
+import argparse
+import dataclasses
+import json
+import logging
+import random
+import sys
+import typing
+from pathlib import Path
+
+from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
+from bertzoo.io.publish import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+RUN_SETTINGS_FILE = "run_config.json"  # the settings of the run in an output directory
+METRICS_FILE = "metrics.json"
+CHECKPOINTS_DIR = "checkpoints"  # bertzoo.training.checkpoint's directories
+DATA_DIR = "data"  # files a run derives from its inputs (built-in datasets, TFRecords)
+LOG_DIR = "logs"  # TensorBoard
+# TensorBoard's files (a user's files in logs/ are not bertzoo's):
+LOGS = f"{LOG_DIR}/events.out.tfevents.*"
+CORPUS_FILE = "corpus.txt"  # the built-in corpus, when a run is given no corpus files
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+VERBOSITY = (0, 1, 2)  # Keras: silent, progress bar, one line per epoch
+
+
+# === Settings ===
+
+
+def setting(
+    default,
+    help,
+    *,
+    flag=None,
+    choices=None,
+    parse=None,
+    group=None,
+    compared=True,
+    piped_default=None,
+):
+    """A settings dataclass field with its command-line flag.
+
+    `help` and `choices` go to the flag; `flag` names it when it is not
+    `--` plus the field name with dashes; `parse` turns the flag's text into
+    the value (default: from the field's type; tuple fields need one);
+    `group` is the help section. `compared=False` marks a setting that may
+    differ between a run and its resumption (it does not change what is
+    trained, or on what data). `piped_default`, when given, is the flag's
+    default when stdout is not a terminal (`config_from_args`)."""
+    metadata = {
+        "help": help,
+        "flag": flag,
+        "choices": choices,
+        "parse": parse,
+        "group": group,
+        "compared": compared,
+        "piped_default": piped_default,
+    }
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def verbose_setting(default):
+    """The `verbose` setting of a run: Keras' progress output, `default` for
+    the library. The recipes' `--verbose` defaults to it when stdout is a
+    terminal, and to one line per epoch (2) when stdout is a file or pipe (CI,
+    redirected logs), where progress-bar frames are noise."""
+    when = f"{default} when stdout is a terminal, else 2" if default != 2 else "2"
+    return setting(
+        default,
+        f"Keras progress output: 0 none, 1 progress bar, 2 one line per epoch (default: {when})",
+        choices=VERBOSITY,
+        group="output",
+        compared=False,
+        piped_default=2,
+    )
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """Base of the runs' settings dataclasses (fields made with `setting`)."""
+
+    def to_json(self):
+        """The settings as a JSON object (tuples become lists)."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+        }
+
+    @classmethod
+    def from_json(cls, document):
+        """The settings of a `to_json` object (lists become tuples); keys
+        that are not settings are an error (TypeError)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in document.items()})
+
+    @classmethod
+    def compared_settings(cls):
+        """Names of the settings a resumed run must share with the run it
+        continues (those not marked `compared=False`)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("compared", True))
+
+    def record(self, output):
+        """Writes the settings to `output`/`RUN_SETTINGS_FILE` (atomically)."""
+        atomic_write_text(
+            Path(output) / RUN_SETTINGS_FILE, json.dumps(self.to_json(), indent=2) + "\n"
+        )
+
+    def changed_settings(self, output):
+        """{name: (recorded, current)} for each compared setting that differs
+        from the settings recorded in `output`; None when none are recorded.
+        Settings a record lacks count as None (the record of a run that
+        wrote only its compared settings is read the same)."""
+        path = Path(output) / RUN_SETTINGS_FILE
+        if not path.is_file():
+            return None
+        recorded, current = json.loads(path.read_text(encoding="utf-8")), self.to_json()
+        free = set(current) - set(self.compared_settings())
+        return {
+            k: (recorded.get(k), current.get(k))
+            for k in sorted(set(recorded) | set(current))
+            if k not in free and recorded.get(k) != current.get(k)
+        }
+
+
+# === The built-in corpus ===
+
+
+def write_builtin_corpus(path):
+    """Writes the built-in corpus (the Python documentation's help topics,
+    `bertzoo.data.builtin_corpus`) to `path` unless it is there already;
+    returns the path."""
+    path = Path(path)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_corpus(python_docs_corpus(), path)
+    logger.info("Built-in corpus: the Python documentation help topics (%s).", path)
+    return path
+
+
+def split_documents(documents, eval_fraction, seed):
+    """Held-out documents for evaluation: a seeded random `eval_fraction` of
+    them (at least one when the fraction is > 0 and there are >= 2)."""
+    if eval_fraction <= 0 or len(documents) < 2:
+        return documents, []
+    order = list(range(len(documents)))
+    random.Random(seed).shuffle(order)
+    n_eval = max(1, int(round(len(documents) * eval_fraction)))
+    held = set(order[:n_eval])
+    train = [d for i, d in enumerate(documents) if i not in held]
+    return train, [d for i, d in enumerate(documents) if i in held]
+
+
+# === Command-line flags ===
+
+
+def comma_strings(text):
+    """argparse type: "a, b,c" -> ("a", "b", "c") (empty items dropped)."""
+    return tuple(x.strip() for x in str(text).split(",") if x.strip())
+
+
+def comma_ints(text):
+    """argparse type: "1,2,3" -> (1, 2, 3)."""
+    try:
+        return tuple(int(x) for x in comma_strings(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+
+
+def flag_name(field):
+    """The command-line flag of a settings field."""
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def _value_type(cls, field):
+    """The field's type without `| None`."""
+    hint = typing.get_type_hints(cls)[field.name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if len(args) == 1 else hint
+
+
+def add_config_flags(parser, cls, groups=()):
+    """Adds a flag for every field of the settings dataclass `cls` (made
+    with `setting`) to `parser`, in help groups (`groups` first, in that
+    order, then the others as met), with the field's default (the flag's
+    destination is the field name). bool fields get `--NAME` and
+    `--no-NAME`."""
+    groups = {name: parser.add_argument_group(name) for name in groups}
+    for field in dataclasses.fields(cls):
+        meta = field.metadata
+        if "help" not in meta:
+            raise TypeError(
+                f"{cls.__name__}.{field.name} is not a setting() field: it has no flag."
+            )
+        group = meta["group"]
+        if group not in groups:
+            groups[group] = parser.add_argument_group(group) if group else parser
+        options = {"dest": field.name, "default": field.default, "help": meta["help"]}
+        if meta["piped_default"] is not None:
+            options["default"] = None  # config_from_args picks by stdout
+        kind = _value_type(cls, field)
+        if kind is bool:
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            if meta["parse"] is not None:
+                options["type"] = meta["parse"]
+            elif kind in (int, float):
+                options["type"] = kind
+            elif kind is not str:
+                raise TypeError(f"{cls.__name__}.{field.name}: a {kind} setting needs parse=.")
+            if meta["choices"] is not None:
+                options["choices"] = meta["choices"]
+        groups[group].add_argument(flag_name(field), **options)
+    return parser
+
+
+def config_from_args(cls, args):
+    """The settings of parsed flags (`add_config_flags`). A flag with a
+    `piped_default` left unset takes the field's default when stdout is a
+    terminal, and the piped default otherwise."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        value = getattr(args, field.name)
+        piped = field.metadata.get("piped_default")
+        if value is None and piped is not None:
+            value = field.default if sys.stdout.isatty() else piped
+        values[field.name] = value
+    return cls(**values)
