@@ -50,7 +50,9 @@ def make_inputs(batch, seq, vocab, seed=0):
     ids = rng.integers(1000, vocab, size=(batch, seq)).astype("int32")
     return {
         "token_ids": tf.constant(ids),
-        "segment_ids": tf.constant(np.repeat([[0] * (seq // 2) + [1] * (seq - seq // 2)], batch, 0).astype("int32")),
+        "segment_ids": tf.constant(
+            np.repeat([[0] * (seq // 2) + [1] * (seq - seq // 2)], batch, 0).astype("int32")
+        ),
         "padding_mask": tf.constant(np.ones((batch, seq), "int32")),
     }
 
@@ -79,7 +81,9 @@ def compiled_forward(model):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", default="bert_base")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
@@ -94,7 +98,9 @@ def main(argv=None):
         "keras_hub float32": lambda: keras_hub_backbone(config, "float32"),
         "bertzoo float32": lambda: bertzoo.BertBackbone.from_preset(args.preset, dtype="float32"),
         "keras_hub mixed_bfloat16": lambda: keras_hub_backbone(config, "mixed_bfloat16"),
-        "bertzoo mixed_bfloat16": lambda: bertzoo.BertBackbone.from_preset(args.preset, dtype="mixed_bfloat16"),
+        "bertzoo mixed_bfloat16": lambda: bertzoo.BertBackbone.from_preset(
+            args.preset, dtype="mixed_bfloat16"
+        ),
     }
     fns = {}
     for name, build in candidates.items():
@@ -116,12 +122,14 @@ def main(argv=None):
     rows = []
     for name, ts in times.items():
         median = statistics.median(ts)
-        rows.append({
-            "model": name,
-            "median_s": median,
-            "sequences_per_s": args.batch / median,
-            "speedup_vs_keras_hub_float32": base / median,
-        })
+        rows.append(
+            {
+                "model": name,
+                "median_s": median,
+                "sequences_per_s": args.batch / median,
+                "speedup_vs_keras_hub_float32": base / median,
+            }
+        )
     result = {
         "benchmark": "backbone_forward",
         "preset": args.preset,
@@ -131,23 +139,36 @@ def main(argv=None):
         "backend": keras.backend.backend(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
-        "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+        },
         "matmul_gflops": probe,
         "rows": rows,
         "ratios": {
-            "bertzoo_float32_vs_keras_hub_float32": base / statistics.median(times["bertzoo float32"]),
-            "bertzoo_bfloat16_vs_keras_hub_float32": base / statistics.median(times["bertzoo mixed_bfloat16"]),
-            "bertzoo_bfloat16_vs_keras_hub_bfloat16": statistics.median(times["keras_hub mixed_bfloat16"])
+            "bertzoo_float32_vs_keras_hub_float32": base
+            / statistics.median(times["bertzoo float32"]),
+            "bertzoo_bfloat16_vs_keras_hub_float32": base
+            / statistics.median(times["bertzoo mixed_bfloat16"]),
+            "bertzoo_bfloat16_vs_keras_hub_bfloat16": statistics.median(
+                times["keras_hub mixed_bfloat16"]
+            )
             / statistics.median(times["bertzoo mixed_bfloat16"]),
         },
     }
-    print(f"\n{args.preset} forward, batch {args.batch} x seq {args.seq}, XLA, median of {args.repeats}")
+    print(
+        f"\n{args.preset} forward, batch {args.batch} x seq {args.seq}, XLA, median of {args.repeats}"
+    )
     print(f"{'model':<28}{'s/batch':>10}{'seq/s':>10}{'vs keras_hub fp32':>20}")
     for row in rows:
-        print(f"{row['model']:<28}{row['median_s']:>10.4f}{row['sequences_per_s']:>10.1f}"
-              f"{row['speedup_vs_keras_hub_float32']:>19.2f}x")
-    print(f"XLA matmul 2048^3: float32 {probe['float32']:.0f} GFLOP/s, "
-          f"bfloat16 {probe['bfloat16']:.0f} GFLOP/s")
+        print(
+            f"{row['model']:<28}{row['median_s']:>10.4f}{row['sequences_per_s']:>10.1f}"
+            f"{row['speedup_vs_keras_hub_float32']:>19.2f}x"
+        )
+    print(
+        f"XLA matmul 2048^3: float32 {probe['float32']:.0f} GFLOP/s, "
+        f"bfloat16 {probe['bfloat16']:.0f} GFLOP/s"
+    )
     for key, value in result["ratios"].items():
         print(f"{key}: {value:.3f}")
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)

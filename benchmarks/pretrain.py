@@ -76,22 +76,35 @@ def make_batch(batch, seq, predictions, vocab, seed=0):
     rng = np.random.default_rng(seed)
     x = {
         "token_ids": rng.integers(1000, vocab, (batch, seq)).astype("int32"),
-        "segment_ids": np.repeat([[0] * (seq // 2) + [1] * (seq - seq // 2)], batch, 0).astype("int32"),
+        "segment_ids": np.repeat([[0] * (seq // 2) + [1] * (seq - seq // 2)], batch, 0).astype(
+            "int32"
+        ),
         "padding_mask": np.ones((batch, seq), "int32"),
-        "mask_positions": np.sort(rng.choice(np.arange(1, seq - 1), (batch, predictions)), axis=1).astype("int32"),
+        "mask_positions": np.sort(
+            rng.choice(np.arange(1, seq - 1), (batch, predictions)), axis=1
+        ).astype("int32"),
     }
     mask_ids = rng.integers(1000, vocab, (batch, predictions)).astype("int32")
-    return x, mask_ids, np.ones((batch, predictions), "float32"), rng.integers(0, 2, batch).astype("int32")
+    return (
+        x,
+        mask_ids,
+        np.ones((batch, predictions), "float32"),
+        rng.integers(0, 2, batch).astype("int32"),
+    )
 
 
 def build_models(config, batch):
     import keras_hub
 
     hub_backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config["vocabulary_size"], num_layers=config["num_layers"],
-        num_heads=config["num_heads"], hidden_dim=config["hidden_dim"],
-        intermediate_dim=config["intermediate_dim"], dropout=0.1,
-        max_sequence_length=config["max_sequence_length"], num_segments=config["num_segments"],
+        vocabulary_size=config["vocabulary_size"],
+        num_layers=config["num_layers"],
+        num_heads=config["num_heads"],
+        hidden_dim=config["hidden_dim"],
+        intermediate_dim=config["intermediate_dim"],
+        dropout=0.1,
+        max_sequence_length=config["max_sequence_length"],
+        num_segments=config["num_segments"],
     )
     hub = keras_hub.models.BertMaskedLM(backbone=hub_backbone, preprocessor=None)
     hub.compile(
@@ -101,12 +114,17 @@ def build_models(config, batch):
         jit_compile=True,
     )
     ours = bertzoo.BertPretrainer(bertzoo.BertBackbone(**config), objective="nsp")
-    ours.compile(optimizer=make_optimizer("adamw", 1e-4, total_steps=10_000, warmup_steps=100), jit_compile=True)
+    ours.compile(
+        optimizer=make_optimizer("adamw", 1e-4, total_steps=10_000, warmup_steps=100),
+        jit_compile=True,
+    )
     return {"keras_hub BertMaskedLM": hub, "bertzoo BertPretrainer": ours}
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", default="bert_base")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
@@ -120,12 +138,15 @@ def main(argv=None):
     print(f"pipeline: {pipeline}", file=sys.stderr)
 
     config = json.loads(bertzoo.presets.builtin_presets()[args.preset].read_text())["backbone"]
-    x, mask_ids, weights, labels = make_batch(args.batch, args.seq, args.predictions, config["vocabulary_size"])
+    x, mask_ids, weights, labels = make_batch(
+        args.batch, args.seq, args.predictions, config["vocabulary_size"]
+    )
     models = build_models(config, args.batch)
     steps = {
         "keras_hub BertMaskedLM": lambda m: m.train_on_batch(x, mask_ids, sample_weight=weights),
         "bertzoo BertPretrainer": lambda m: m.train_on_batch(
-            x, {"mlm": mask_ids, "sentence": labels},
+            x,
+            {"mlm": mask_ids, "sentence": labels},
             sample_weight={"mlm": weights, "sentence": np.ones_like(labels, "float32")},
         ),
     }
@@ -159,15 +180,22 @@ def main(argv=None):
         "backend": keras.backend.backend(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
-        "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+        },
         "pipeline": pipeline,
         "train_step": rows,
         "ratio_bertzoo_vs_keras_hub": base / statistics.median(times["bertzoo BertPretrainer"]),
     }
-    print(f"\n{args.preset} training step, batch {args.batch} x seq {args.seq}, {args.predictions} predictions, XLA")
+    print(
+        f"\n{args.preset} training step, batch {args.batch} x seq {args.seq}, {args.predictions} predictions, XLA"
+    )
     for row in rows:
-        print(f"{row['model']:<26}{row['median_s_per_step']:>9.3f} s/step{row['sequences_per_s']:>8.2f} seq/s"
-              f"{row['speedup_vs_keras_hub']:>7.2f}x")
+        print(
+            f"{row['model']:<26}{row['median_s_per_step']:>9.3f} s/step{row['sequences_per_s']:>8.2f} seq/s"
+            f"{row['speedup_vs_keras_hub']:>7.2f}x"
+        )
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -119,27 +119,42 @@ def _add_convert_google(sub):
     c.add_argument("output", metavar="OUTPUT", help="the preset directory to write")
     case = c.add_mutually_exclusive_group()
     case.add_argument(
-        "--lowercase", dest="lowercase", action="store_const", const=True, default=None,
+        "--lowercase",
+        dest="lowercase",
+        action="store_const",
+        const=True,
+        default=None,
         help="the model is uncased (default: from the directory name; ALBERT: lowercase)",
     )
     case.add_argument(
-        "--cased", dest="lowercase", action="store_const", const=False,
+        "--cased",
+        dest="lowercase",
+        action="store_const",
+        const=False,
         help="the model is cased",
     )
-    c.add_argument("--model-type", choices=("bert", "albert"), default=None,
-                   help="default: detected from the variable names")
     c.add_argument(
-        "--allow-partial", action="store_true",
+        "--model-type",
+        choices=("bert", "albert"),
+        default=None,
+        help="default: detected from the variable names",
+    )
+    c.add_argument(
+        "--allow-partial",
+        action="store_true",
         help="convert what matches instead of failing on missing or unused tensors "
         "(e.g. a fine-tuned checkpoint's classifier)",
     )
     c.add_argument(
-        "--download", metavar="NAME", default=None,
+        "--download",
+        metavar="NAME",
+        default=None,
         help="first download the official archive of a built-in preset (e.g. "
         "bert_base, albert_base) or an https:// URL into SOURCE",
     )
     c.add_argument(
-        "--sha256", default=None,
+        "--sha256",
+        default=None,
         help="with --download: the archive's expected SHA-256 (Google publishes "
         "none; the computed one is printed)",
     )
@@ -157,15 +172,21 @@ def convert_google(args):
                     "--model-type and --allow-partial do not apply to --download."
                 )
             out = download_google_checkpoint(
-                args.download, args.source, output_dir=args.output, sha256=args.sha256,
+                args.download,
+                args.source,
+                output_dir=args.output,
+                sha256=args.sha256,
                 lowercase=args.lowercase,
             )
         else:
             if args.sha256:
                 raise CheckpointError("--sha256 applies to --download only.")
             out = convert_google_checkpoint(
-                args.source, args.output, model_type=args.model_type,
-                lowercase=args.lowercase, allow_partial=args.allow_partial,
+                args.source,
+                args.output,
+                model_type=args.model_type,
+                lowercase=args.lowercase,
+                allow_partial=args.allow_partial,
             )
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -188,15 +209,27 @@ def _add_train_vocab(sub):
     )
     t.add_argument("files", nargs="+", metavar="FILE", help="text files")
     t.add_argument("--output", required=True, help="the vocab.txt / spiece.model to write")
-    t.add_argument("--overwrite", action="store_true",
-                   help="replace an existing file at --output (without it, one is an error)")
+    t.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing file at --output (without it, one is an error)",
+    )
     t.add_argument("--kind", choices=("wordpiece", "sentencepiece"), default="wordpiece")
     t.add_argument("--vocab-size", type=int, default=30000)
     t.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True)
-    t.add_argument("--strip-accents", action=argparse.BooleanOptionalAction, default=None,
-                   help="default: follows --lowercase")
-    t.add_argument("--show", type=int, default=3, metavar="N",
-                   help="print the tokenization of the first N lines (default 3)")
+    t.add_argument(
+        "--strip-accents",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="default: follows --lowercase",
+    )
+    t.add_argument(
+        "--show",
+        type=int,
+        default=3,
+        metavar="N",
+        help="print the tokenization of the first N lines (default 3)",
+    )
 
 
 def train_vocab(args):
@@ -209,29 +242,53 @@ def train_vocab(args):
 
     if Path(args.output).is_dir():
         name = "vocab.txt" if args.kind == "wordpiece" else "spiece.model"
-        print(f"error: --output {args.output} is a directory; it must name the file to write "
-              f"(e.g. {Path(args.output) / name}).", file=sys.stderr)
+        print(
+            f"error: --output {args.output} is a directory; it must name the file to write "
+            f"(e.g. {Path(args.output) / name}).",
+            file=sys.stderr,
+        )
         return 2
     if Path(args.output).exists() and not args.overwrite:
-        print(f"error: --output {args.output} exists; pass --overwrite to replace it, or name "
-              "a new file.", file=sys.stderr)
+        print(
+            f"error: --output {args.output} exists; pass --overwrite to replace it, or name "
+            "a new file.",
+            file=sys.stderr,
+        )
         return 2
     # BERT's rule: accents are stripped exactly when lowercasing, unless told.
     strip = args.lowercase if args.strip_accents is None else args.strip_accents
     try:
         if args.kind == "wordpiece":
-            train_wordpiece(args.files, args.vocab_size, lowercase=args.lowercase,
-                            strip_accents=strip, output=args.output)
+            train_wordpiece(
+                args.files,
+                args.vocab_size,
+                lowercase=args.lowercase,
+                strip_accents=strip,
+                output=args.output,
+            )
             tokenizer = BertTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
         else:
-            train_sentencepiece(args.files, args.vocab_size, args.output, lowercase=args.lowercase,
-                                strip_accents=strip)
-            tokenizer = SentencePieceTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
-    except (BertzooError, ValueError, OSError) as e:  # OSError: a missing file, an unwritable --output
+            train_sentencepiece(
+                args.files,
+                args.vocab_size,
+                args.output,
+                lowercase=args.lowercase,
+                strip_accents=strip,
+            )
+            tokenizer = SentencePieceTokenizer(
+                args.output, lowercase=args.lowercase, strip_accents=strip
+            )
+    except (
+        BertzooError,
+        ValueError,
+        OSError,
+    ) as e:  # OSError: a missing file, an unwritable --output
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens "
-          f"(lowercase={tokenizer.lowercase}, strip_accents={tokenizer.strip_accents}).")
+    print(
+        f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens "
+        f"(lowercase={tokenizer.lowercase}, strip_accents={tokenizer.strip_accents})."
+    )
     shown = 0
     for line in read_lines(args.files):
         if shown >= args.show:
@@ -276,13 +333,24 @@ def _add_export(sub):
         ),
     )
     e.add_argument("preset", metavar="PRESET_DIR", help="the fine-tuned task preset directory")
-    e.add_argument("output", metavar="OUTPUT",
-                   help="the export directory to write: new, empty, or an earlier export with --overwrite")
-    e.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier bertzoo export in OUTPUT (nothing else is ever replaced)")
+    e.add_argument(
+        "output",
+        metavar="OUTPUT",
+        help="the export directory to write: new, empty, or an earlier export with --overwrite",
+    )
+    e.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier bertzoo export in OUTPUT (nothing else is ever replaced)",
+    )
     # Values are JSON (numbers, true/false), so settings pass through unchanged.
-    for name in ("sequence-length", "doc-stride", "max-query-length", "max-answer-length",
-                 "null-score-diff-threshold"):
+    for name in (
+        "sequence-length",
+        "doc-stride",
+        "max-query-length",
+        "max-answer-length",
+        "null-score-diff-threshold",
+    ):
         e.add_argument(f"--{name}", type=json.loads, default=None)
 
 
@@ -291,8 +359,16 @@ def export(args):
     from bertzoo.errors import BertzooError
     from bertzoo.serving import export_serving
 
-    settings = {k: getattr(args, k) for k in ("sequence_length", "doc_stride", "max_query_length",
-                                              "max_answer_length", "null_score_diff_threshold")}
+    settings = {
+        k: getattr(args, k)
+        for k in (
+            "sequence_length",
+            "doc_stride",
+            "max_query_length",
+            "max_answer_length",
+            "null_score_diff_threshold",
+        )
+    }
     try:
         out = export_serving(args.preset, args.output, overwrite=args.overwrite, **settings)
     except (BertzooError, ValueError, RuntimeError) as e:

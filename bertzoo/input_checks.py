@@ -84,9 +84,7 @@ def check_id_range(name, ids, size, size_name):
     bad = np.argwhere((array < 0) | (array >= size))
     first = tuple(int(i) for i in bad[0])
     value = int(array[first])
-    what = (
-        "negative ids are not wrapped around" if value < 0 else f"ids >= {size} are not clipped"
-    )
+    what = "negative ids are not wrapped around" if value < 0 else f"ids >= {size} are not clipped"
     raise InputError(
         f"{name} holds {value} at position {list(first)} ({len(bad)} id(s) out of range): "
         f"valid {name} are in [0, {size}) ({size_name}={size}); {what}"

@@ -82,8 +82,7 @@ def _paired_lists(labels, predictions, names=("labels", "predictions")):
     predictions = _as_list(predictions, names[1])
     if len(labels) != len(predictions):
         raise ValueError(
-            f"{names[0]} and {names[1]} differ in length: "
-            f"{len(labels)} != {len(predictions)}."
+            f"{names[0]} and {names[1]} differ in length: {len(labels)} != {len(predictions)}."
         )
     if not labels:
         raise ValueError(f"{names[0]} and {names[1]} are empty.")
@@ -96,20 +95,15 @@ def _check_num_classes(num_classes, minimum=1):
         or not isinstance(num_classes, (int, np.integer))
         or num_classes < minimum
     ):
-        raise ValueError(
-            f"num_classes must be an integer >= {minimum}, got {num_classes!r}."
-        )
+        raise ValueError(f"num_classes must be an integer >= {minimum}, got {num_classes!r}.")
     return int(num_classes)
 
 
 def _check_in_range(values, num_classes, name):
     for index, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, int) or not (
-            0 <= value < num_classes
-        ):
+        if isinstance(value, bool) or not isinstance(value, int) or not (0 <= value < num_classes):
             raise ValueError(
-                f"{name}[{index}] = {value!r} is not a class id in "
-                f"range({num_classes})."
+                f"{name}[{index}] = {value!r} is not a class id in range({num_classes})."
             )
 
 
@@ -128,15 +122,12 @@ def _paired_vectors(x, y, names=("x", "y"), min_length=2):
     x = _float_vector(x, names[0])
     y = _float_vector(y, names[1])
     if x.shape != y.shape:
-        raise ValueError(
-            f"{names[0]} and {names[1]} differ in length: {x.size} != {y.size}."
-        )
+        raise ValueError(f"{names[0]} and {names[1]} differ in length: {x.size} != {y.size}.")
     if x.size < min_length:
         if x.size == 0:
             raise ValueError(f"{names[0]} and {names[1]} are empty.")
         raise ValueError(
-            f"{names[0]} and {names[1]} need at least {min_length} values, "
-            f"got {x.size}."
+            f"{names[0]} and {names[1]} need at least {min_length} values, got {x.size}."
         )
     return x, y
 
@@ -296,9 +287,7 @@ def classification_metrics(labels, predictions, num_classes):
 def _pearson_of(x, y, names):
     for values, name in zip((x, y), names):
         if np.all(values == values[0]):
-            raise _ConstantInputError(
-                f"{name} is constant, so the correlation is undefined."
-            )
+            raise _ConstantInputError(f"{name} is constant, so the correlation is undefined.")
     dx = x - x.mean()
     dy = y - y.mean()
     # Rescale before squaring so tiny or huge values neither under- nor
@@ -348,9 +337,7 @@ def spearman(x, y):
     x, y = _paired_vectors(x, y)
     for values, name in ((x, "x"), (y, "y")):
         if np.all(values == values[0]):
-            raise _ConstantInputError(
-                f"{name} is constant, so the correlation is undefined."
-            )
+            raise _ConstantInputError(f"{name} is constant, so the correlation is undefined.")
     return _pearson_of(_average_ranks(x), _average_ranks(y), ("ranks of x", "ranks of y"))
 
 
@@ -393,9 +380,7 @@ def parse_bio_tag(tag, where=""):
         return "O", None
     prefix, dash, entity_type = tag.partition("-")
     if prefix not in ("B", "I") or not dash or not entity_type:
-        raise ValueError(
-            f"Invalid BIO tag {tag!r}{where}: expected 'O', 'B-TYPE' or 'I-TYPE'."
-        )
+        raise ValueError(f"Invalid BIO tag {tag!r}{where}: expected 'O', 'B-TYPE' or 'I-TYPE'.")
     return prefix, entity_type
 
 
@@ -466,14 +451,10 @@ def entity_f1(true_tags, predicted_tags):
     if len(true_tags) == 0:
         raise ValueError("true_tags and predicted_tags are empty.")
     n_true = n_predicted = n_correct = 0
-    for index, (true_sentence, predicted_sentence) in enumerate(
-        zip(true_tags, predicted_tags)
-    ):
+    for index, (true_sentence, predicted_sentence) in enumerate(zip(true_tags, predicted_tags)):
         pairs = ((true_sentence, "true_tags"), (predicted_sentence, "predicted_tags"))
         for sentence, name in pairs:
-            if isinstance(sentence, str) or not isinstance(
-                sentence, (Sequence, np.ndarray)
-            ):
+            if isinstance(sentence, str) or not isinstance(sentence, (Sequence, np.ndarray)):
                 raise ValueError(
                     f"{name}[{index}] must be a list of tag strings, got {sentence!r}."
                 )
@@ -624,18 +605,14 @@ def squad_scores(predictions, references):
     if not isinstance(predictions, Mapping):
         raise ValueError("predictions must be a dict mapping question id to answer text.")
     if not isinstance(references, Mapping):
-        raise ValueError(
-            "references must be a dict mapping question id to a list of gold answers."
-        )
+        raise ValueError("references must be a dict mapping question id to a list of gold answers.")
     if not references:
         raise ValueError("references is empty.")
     missing = [qid for qid in references if qid not in predictions]
     if missing:
         shown = ", ".join(repr(qid) for qid in missing[:5])
         more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
-        raise ValueError(
-            f"{len(missing)} reference id(s) have no prediction: {shown}{more}."
-        )
+        raise ValueError(f"{len(missing)} reference id(s) have no prediction: {shown}{more}.")
     exact = {}
     f1 = {}
     has_answer = {}

@@ -67,7 +67,9 @@ class BertPreprocessor(keras.layers.Layer):
         kwargs.setdefault("dtype", "int32")
         super().__init__(trainable=False, **kwargs)
         if not isinstance(tokenizer, Tokenizer):
-            raise TypeError(f"tokenizer must be a bertzoo Tokenizer, got {type(tokenizer).__name__}.")
+            raise TypeError(
+                f"tokenizer must be a bertzoo Tokenizer, got {type(tokenizer).__name__}."
+            )
         # An int >= 3 ([CLS] A [SEP] with one token); 5.7 or True would be
         # silently truncated.
         self.tokenizer = tokenizer
@@ -118,7 +120,9 @@ class BertPreprocessor(keras.layers.Layer):
             )
         segments = [to_string_tensor(s) for s in segments]
         # Invalid UTF-8 is an error, not silently dropped bytes.
-        names = ("", "") if len(segments) == 1 else (" of the first segment", " of the second segment")
+        names = (
+            ("", "") if len(segments) == 1 else (" of the first segment", " of the second segment")
+        )
         segments = [check_utf8(s, of) for s, of in zip(segments, names)]
         for s in segments:
             # A (batch, 1) column (e.g. keras.Input(shape=(1,), dtype="string"))
@@ -136,7 +140,9 @@ class BertPreprocessor(keras.layers.Layer):
         segments = self._segments(x)
         scalar = segments[0].shape.rank == 0
         if any(s.shape.rank != segments[0].shape.rank for s in segments):
-            raise ValueError("Both segments must have the same shape (one string each, or batches).")
+            raise ValueError(
+                "Both segments must have the same shape (one string each, or batches)."
+            )
         flat = [tf.reshape(s, [-1]) for s in segments]
         if len(flat) == 2:
             n_a, n_b = flat[0].shape[0], flat[1].shape[0]
@@ -159,7 +165,9 @@ class BertPreprocessor(keras.layers.Layer):
         one = tf.RaggedTensor.from_row_lengths(tf.zeros_like(rows, tf.int32), tf.ones_like(rows))
         cls_col, sep_col = one + tok.cls_token_id, one + tok.sep_token_id
         if len(ids) == 1:
-            a = _head(ids[0], tf.fill(tf.shape(rows), tf.cast(self.sequence_length - 2, rows.dtype)))
+            a = _head(
+                ids[0], tf.fill(tf.shape(rows), tf.cast(self.sequence_length - 2, rows.dtype))
+            )
             parts = [(cls_col, 0), (a, 0), (sep_col, 0)]
         else:
             budget = tf.cast(self.sequence_length - 3, rows.dtype)

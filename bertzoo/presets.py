@@ -79,7 +79,6 @@ _METADATA = {
 }
 
 
-
 def _builtin_root():
     """The folder holding the built-in preset JSON files."""
     package_dir = Path(__file__).resolve().parent
@@ -96,8 +95,7 @@ def builtin_presets():
     files = {p.stem: p for p in sorted(root.glob("*.json"))}
     if not files:
         raise PresetError(
-            f"No built-in presets found in {root}. The installation is broken: "
-            "reinstall bertzoo."
+            f"No built-in presets found in {root}. The installation is broken: reinstall bertzoo."
         )
     return files
 
@@ -106,14 +104,12 @@ def _check_types(section, spec, source, where):
     for key, value in section.items():
         if key not in spec:
             raise PresetError(
-                f"{source}: unknown key '{where}{key}'. Valid keys: "
-                f"{', '.join(sorted(spec))}."
+                f"{source}: unknown key '{where}{key}'. Valid keys: {', '.join(sorted(spec))}."
             )
         expected = spec[key]
         if expected is int and isinstance(value, bool) or not isinstance(value, expected):
             raise PresetError(
-                f"{source}: key '{where}{key}' must be a JSON "
-                f"{expected.__name__}, got {value!r}."
+                f"{source}: key '{where}{key}' must be a JSON {expected.__name__}, got {value!r}."
             )
 
 
@@ -209,7 +205,7 @@ def _check_preset_argument(preset):
             'preset directory (for the current directory, "." explicitly).'
         )
     if isinstance(preset, str) and preset.startswith(BUILTIN_PREFIX):
-        name = preset[len(BUILTIN_PREFIX):]
+        name = preset[len(BUILTIN_PREFIX) :]
         if name not in builtin_presets():
             close = difflib.get_close_matches(name, sorted(builtin_presets()), n=1)
             hint = f" Did you mean '{BUILTIN_PREFIX}{close[0]}'?" if close else ""

@@ -55,7 +55,9 @@ def _tokenizer_from_config(config):
 
     cls = tokenizer_class(config["kind"])
     source = (
-        base64.b64decode(config["proto_base64"]) if "proto_base64" in config else config["vocabulary"]
+        base64.b64decode(config["proto_base64"])
+        if "proto_base64" in config
+        else config["vocabulary"]
     )
     return cls(source, **config["settings"])
 
@@ -132,8 +134,13 @@ class ServingModel(keras.Model):
 
         missing = [k for k in self.input_names if k not in inputs]
         if missing:
-            raise ValueError(f"Missing input(s) {missing}; this model takes {list(self.input_names)}.")
-        texts = {k: tf.reshape(tf.convert_to_tensor(inputs[k], tf.string), [-1]) for k in self.input_names}
+            raise ValueError(
+                f"Missing input(s) {missing}; this model takes {list(self.input_names)}."
+            )
+        texts = {
+            k: tf.reshape(tf.convert_to_tensor(inputs[k], tf.string), [-1])
+            for k in self.input_names
+        }
         return self.task_kind.serve(self, texts)
 
     def get_config(self):
@@ -225,7 +232,9 @@ def export_serving(preset_dir, out_dir, overwrite=False, **settings):
         module.model = model
         module.tokenizer = model.tokenizer
         concrete = model.signature()()
-        tf.saved_model.save(module, str(staging / SAVED_MODEL_DIR), signatures={"serving_default": concrete})
+        tf.saved_model.save(
+            module, str(staging / SAVED_MODEL_DIR), signatures={"serving_default": concrete}
+        )
         model.save(staging / KERAS_FILE)
         description = {
             "task": model.kind,

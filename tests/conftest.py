@@ -83,7 +83,9 @@ def subprocess_env(tf_log_level="2"):
     """The environment for running a recipe or the CLI in a subprocess:
     this checkout first on the path, this test run's Keras backend."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = (
+        str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    )
     env["TF_CPP_MIN_LOG_LEVEL"] = tf_log_level
     env.setdefault("KERAS_BACKEND", keras.backend.backend())
     return env

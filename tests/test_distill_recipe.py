@@ -23,8 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 POSITIVE, NEGATIVE = ("good", "great", "fine", "nice"), ("bad", "awful", "poor", "sad")
 FILLER = ("the", "a", "day", "film", "was", "very", "and", "it", "my", "cat", "seemed", "today")
 TOKENIZER = {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
-STUDENT = {"num_layers": 1, "num_heads": 2, "hidden_dim": 16, "intermediate_dim": 32,
-           "max_sequence_length": 64, "dropout": 0.0}
+STUDENT = {
+    "num_layers": 1,
+    "num_heads": 2,
+    "hidden_dim": 16,
+    "intermediate_dim": 32,
+    "max_sequence_length": 64,
+    "dropout": 0.0,
+}
 
 
 def _rows(seed, n):
@@ -45,35 +51,78 @@ def setup(tmp_path_factory):
     files = {}
     for split, seed, n in (("train", 0, 200), ("validation", 1, 80)):
         files[split] = d / f"{split}.tsv"
-        files[split].write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in _rows(seed, n)), encoding="utf-8")
+        files[split].write_text(
+            "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in _rows(seed, n)),
+            encoding="utf-8",
+        )
     corpus = d / "corpus.txt"
     docs = ["\n".join(t + " ." for t, _ in _rows(seed, 6)) for seed in range(12)]
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    tokens = train_wordpiece([corpus, files["train"]], 300, min_frequency=1, output=d / "pre" / "vocab.txt")
-    backbone = bertzoo.BertBackbone(vocabulary_size=len(tokens), num_layers=2, num_heads=2, hidden_dim=64,
-                                    intermediate_dim=128, max_sequence_length=64, dropout=0.0)
+    tokens = train_wordpiece(
+        [corpus, files["train"]], 300, min_frequency=1, output=d / "pre" / "vocab.txt"
+    )
+    backbone = bertzoo.BertBackbone(
+        vocabulary_size=len(tokens),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=64,
+        intermediate_dim=128,
+        max_sequence_length=64,
+        dropout=0.0,
+    )
     pretrainer = BertPretrainer(backbone, objective="none")
     backbone.head_tensors = pretrainer.head_tensors()  # as the pre-training recipe saves it
     backbone.preset_info = {"tokenizer": TOKENIZER}
     backbone.save_to_preset(d / "pre")
-    run_finetuning(FinetuneConfig(
-        task="classification", train=str(files["train"]), validation=str(files["validation"]),
-        text_columns=("sentence",), label_column="label", init=str(d / "pre"), output=str(d / "ft"),
-        learning_rate=3e-3, epochs=6, batch_size=16, sequence_length=16, dropout=0.0, verbose=0,
-    ))
+    run_finetuning(
+        FinetuneConfig(
+            task="classification",
+            train=str(files["train"]),
+            validation=str(files["validation"]),
+            text_columns=("sentence",),
+            label_column="label",
+            init=str(d / "pre"),
+            output=str(d / "ft"),
+            learning_rate=3e-3,
+            epochs=6,
+            batch_size=16,
+            sequence_length=16,
+            dropout=0.0,
+            verbose=0,
+        )
+    )
     student = d / "student.json"
-    student.write_text(json.dumps({"backbone": {**STUDENT, "vocabulary_size": 1}}), encoding="utf-8")
-    return {"dir": d, "files": files, "corpus": corpus, "pre": d / "pre", "teacher": d / "ft" / "best",
-            "student": student}
+    student.write_text(
+        json.dumps({"backbone": {**STUDENT, "vocabulary_size": 1}}), encoding="utf-8"
+    )
+    return {
+        "dir": d,
+        "files": files,
+        "corpus": corpus,
+        "pre": d / "pre",
+        "teacher": d / "ft" / "best",
+        "student": student,
+    }
 
 
 def _task_config(setup, output, **changes):
     settings = dict(
-        method="tinybert-task", teacher=str(setup["teacher"]), student=str(setup["student"]),
-        train=str(setup["files"]["train"]), validation=str(setup["files"]["validation"]),
-        text_columns=("sentence",), label_column="label", output=str(output), steps=80,
-        batch_size=16, sequence_length=16, learning_rate=3e-3, augment=2,
-        benchmark_batch_size=4, benchmark_sequence_length=32, verbose=0,
+        method="tinybert-task",
+        teacher=str(setup["teacher"]),
+        student=str(setup["student"]),
+        train=str(setup["files"]["train"]),
+        validation=str(setup["files"]["validation"]),
+        text_columns=("sentence",),
+        label_column="label",
+        output=str(output),
+        steps=80,
+        batch_size=16,
+        sequence_length=16,
+        learning_rate=3e-3,
+        augment=2,
+        benchmark_batch_size=4,
+        benchmark_sequence_length=32,
+        verbose=0,
     )
     settings.update(changes)
     return DistillConfig(**settings)
@@ -107,35 +156,64 @@ def test_tinybert_task_distillation_keeps_the_teachers_accuracy(tmp_path, setup)
     assert saved["student_params"] < saved["teacher_params"]
     assert saved["inference"]["teacher_seconds"] > 0 and saved["speedup"] > 0
     assert saved["layer_map"] == [1]  # uniform map 2 -> 1: the last teacher layer
-    assert saved["student_init"] == "teacher embeddings, projected 64 -> 16 (PCA)", saved["student_init"]
+    assert saved["student_init"] == "teacher embeddings, projected 64 -> 16 (PCA)", saved[
+        "student_init"
+    ]
     # Only the student is saved; it loads with from_preset and gives the
     # accuracy the report states.
     student = bertzoo.BertClassifier.from_preset(tmp_path / "run" / "student")
     assert student.head_loaded and student.backbone.num_layers == 1
     assert bertzoo.BertBackbone.from_preset(tmp_path / "run" / "student").hidden_dim == 16
     # ... and fine-tunes with the fine-tune recipe.
-    result = run_finetuning(FinetuneConfig(
-        task="classification", train=str(setup["files"]["train"]), validation=str(setup["files"]["validation"]),
-        text_columns=("sentence",), label_column="label", init=str(tmp_path / "run" / "student"),
-        output=str(tmp_path / "ft"), learning_rate=1e-3, epochs=1, batch_size=16, sequence_length=16, verbose=0,
-    ))
+    result = run_finetuning(
+        FinetuneConfig(
+            task="classification",
+            train=str(setup["files"]["train"]),
+            validation=str(setup["files"]["validation"]),
+            text_columns=("sentence",),
+            label_column="label",
+            init=str(tmp_path / "run" / "student"),
+            output=str(tmp_path / "ft"),
+            learning_rate=1e-3,
+            epochs=1,
+            batch_size=16,
+            sequence_length=16,
+            verbose=0,
+        )
+    )
     assert result["validation"]["accuracy"] >= 0.9, result["validation"]
 
 
 @pytest.mark.slow
 def test_general_and_distilbert_methods_run_on_a_corpus(tmp_path, setup):
-    common = dict(teacher=str(setup["pre"]), corpus=(str(setup["corpus"]),), steps=30, batch_size=8,
-                  sequence_length=32, learning_rate=2e-3, benchmark_batch_size=4,
-                  benchmark_sequence_length=32, verbose=0)
-    general = run_distillation(DistillConfig(method="tinybert-general", student=str(setup["student"]),
-                                             output=str(tmp_path / "general"), **common))
+    common = dict(
+        teacher=str(setup["pre"]),
+        corpus=(str(setup["corpus"]),),
+        steps=30,
+        batch_size=8,
+        sequence_length=32,
+        learning_rate=2e-3,
+        benchmark_batch_size=4,
+        benchmark_sequence_length=32,
+        verbose=0,
+    )
+    general = run_distillation(
+        DistillConfig(
+            method="tinybert-general",
+            student=str(setup["student"]),
+            output=str(tmp_path / "general"),
+            **common,
+        )
+    )
     assert general["metric"] == "hidden_cosine" and 0 < general["quality_retained"] <= 1
     assert general["stages"]["tinybert-general"]["loss"] > 0
     assert general["student_init"] == "teacher embeddings, projected 64 -> 16 (PCA)"
     assert bertzoo.BertBackbone.from_preset(tmp_path / "general" / "student").num_layers == 1
     # DistilBERT: the default student has half the teacher's layers,
     # initialised from the teacher (same width).
-    distil = run_distillation(DistillConfig(method="distilbert", output=str(tmp_path / "distil"), **common))
+    distil = run_distillation(
+        DistillConfig(method="distilbert", output=str(tmp_path / "distil"), **common)
+    )
     assert distil["metric"] == "masked_lm_accuracy" and distil["student_layers"] == 1
     assert distil["student_init"] == "teacher embeddings and layers (DistilBERT)"
     assert set(distil["stages"]["distilbert"]) >= {"kl_loss", "mlm_loss", "cosine_loss"}
@@ -145,12 +223,19 @@ def test_general_and_distilbert_methods_run_on_a_corpus(tmp_path, setup):
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, str(ROOT / "recipes" / "distill.py"), *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / "distill.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="CLI subprocesses; once is enough")
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="CLI subprocesses; once is enough"
+)
 def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
     def write(name, config):
         path = tmp_path / name
@@ -158,27 +243,75 @@ def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
         return str(path)
 
     other_vocab = tmp_path / "other"
-    b = bertzoo.BertBackbone(vocabulary_size=50, **{k: v for k, v in STUDENT.items() if k != "dropout"})
+    b = bertzoo.BertBackbone(
+        vocabulary_size=50, **{k: v for k, v in STUDENT.items() if k != "dropout"}
+    )
     b.preset_info = {"tokenizer": TOKENIZER}
     (other_vocab).mkdir()
-    (other_vocab / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]) + "\n")
+    (other_vocab / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)])
+        + "\n"
+    )
     b.save_to_preset(other_vocab)
     no_head = bertzoo.BertBackbone.from_preset(setup["pre"])
     no_head.head_tensors = {}
     no_head.save_to_preset(tmp_path / "no_head")
     (tmp_path / "no_head" / "vocab.txt").write_bytes((setup["pre"] / "vocab.txt").read_bytes())
-    task = ["--teacher", str(setup["teacher"]), "--train", str(setup["files"]["train"]),
-            "--validation", str(setup["files"]["validation"]), "--text-column", "sentence",
-            "--label-column", "label", "--steps", "5"]
+    task = [
+        "--teacher",
+        str(setup["teacher"]),
+        "--train",
+        str(setup["files"]["train"]),
+        "--validation",
+        str(setup["files"]["validation"]),
+        "--text-column",
+        "sentence",
+        "--label-column",
+        "label",
+        "--steps",
+        "5",
+    ]
     cases = {
         "vocab": (task + ["--student", str(other_vocab)], "50-token vocabulary"),
-        "heads": (task + ["--student", write("heads.json", {"num_heads": 4})], "teacher has 2 heads and the student 4"),
-        "layers": (["--method", "tinybert-general", "--teacher", str(setup["pre"]), "--student",
-                    write("deep.json", {"num_layers": 3})], "more layers"),
-        "no-head": (["--method", "distilbert", "--teacher", str(tmp_path / "no_head"), "--corpus", str(setup["corpus"]), "--sequence-length", "32"],
-                    "no masked-LM head"),
-        "method": (["--method", "tinybert-general", "--train", str(setup["files"]["train"]),
-                    "--validation", str(setup["files"]["validation"])], "--method tinybert-task"),
+        "heads": (
+            task + ["--student", write("heads.json", {"num_heads": 4})],
+            "teacher has 2 heads and the student 4",
+        ),
+        "layers": (
+            [
+                "--method",
+                "tinybert-general",
+                "--teacher",
+                str(setup["pre"]),
+                "--student",
+                write("deep.json", {"num_layers": 3}),
+            ],
+            "more layers",
+        ),
+        "no-head": (
+            [
+                "--method",
+                "distilbert",
+                "--teacher",
+                str(tmp_path / "no_head"),
+                "--corpus",
+                str(setup["corpus"]),
+                "--sequence-length",
+                "32",
+            ],
+            "no masked-LM head",
+        ),
+        "method": (
+            [
+                "--method",
+                "tinybert-general",
+                "--train",
+                str(setup["files"]["train"]),
+                "--validation",
+                str(setup["files"]["validation"]),
+            ],
+            "--method tinybert-task",
+        ),
     }
     for name, (args, message) in cases.items():
         out = tmp_path / f"out_{name}"
@@ -196,8 +329,19 @@ def test_recipe_flags_parse_and_bad_values_are_argparse_errors(capsys):
     assert args.init_from_teacher is True
     assert build_parser().parse_args(["--no-init-from-teacher"]).init_from_teacher is False
     help_text = build_parser().format_help()
-    for flag in ("--teacher", "--student", "--method", "--steps", "--batch-size", "--learning-rate",
-                 "--temperature", "--kl-weight", "--attention-weight", "--strategy", "--output"):
+    for flag in (
+        "--teacher",
+        "--student",
+        "--method",
+        "--steps",
+        "--batch-size",
+        "--learning-rate",
+        "--temperature",
+        "--kl-weight",
+        "--attention-weight",
+        "--strategy",
+        "--output",
+    ):
         assert flag in help_text, flag
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args(["--layer-map", "2,x"])
@@ -213,16 +357,30 @@ def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_f
     teacher = tiny_backbone()  # 10 wide, 32 positions
     narrow = tiny_backbone(num_layers=1, hidden_dim=6)
     config = DistillConfig()
-    assert _init_student(config, teacher, narrow, has_weights=False) == "teacher embeddings, projected 10 -> 6 (PCA)"
-    np.testing.assert_allclose(np.asarray(narrow.token_embedding.embeddings),
-                               np.asarray(teacher.token_embedding.embeddings) @ embedding_projection(teacher, 6),
-                               atol=1e-6)
+    assert (
+        _init_student(config, teacher, narrow, has_weights=False)
+        == "teacher embeddings, projected 10 -> 6 (PCA)"
+    )
+    np.testing.assert_allclose(
+        np.asarray(narrow.token_embedding.embeddings),
+        np.asarray(teacher.token_embedding.embeddings) @ embedding_projection(teacher, 6),
+        atol=1e-6,
+    )
     assert _init_student(DistillConfig(init_from_teacher=False), teacher, narrow, False) == "random"
-    assert _init_student(config, teacher, narrow, has_weights=True) == "the student preset's weights"
-    assert _init_student(DistillConfig(method="distilbert"), teacher, tiny_backbone(num_layers=2), False) == \
-        "teacher embeddings and layers (DistilBERT)"
+    assert (
+        _init_student(config, teacher, narrow, has_weights=True) == "the student preset's weights"
+    )
+    assert (
+        _init_student(
+            DistillConfig(method="distilbert"), teacher, tiny_backbone(num_layers=2), False
+        )
+        == "teacher embeddings and layers (DistilBERT)"
+    )
     wide = tiny_backbone(num_layers=1, hidden_dim=12)
     before = np.asarray(wide.token_embedding.embeddings).copy()
-    assert _init_student(config, teacher, wide, False) == "random (the teacher's embeddings do not fit)"
+    assert (
+        _init_student(config, teacher, wide, False)
+        == "random (the teacher's embeddings do not fit)"
+    )
     assert "wider than the teacher's 10" in caplog.text
     np.testing.assert_array_equal(np.asarray(wide.token_embedding.embeddings), before)

@@ -69,7 +69,8 @@ def task_files(tmp_path_factory):
     for split, seed, n in (("train", 0, 240), ("validation", 1, 80)):
         rows = _classification_rows(seed, n)
         files[f"sst2_{split}"] = _write(
-            d / f"sst2_{split}.tsv", "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows)
+            d / f"sst2_{split}.tsv",
+            "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows),
         )
         rows = _regression_rows(seed + 10, n)
         files[f"reg_{split}"] = _write(
@@ -85,9 +86,29 @@ def task_files(tmp_path_factory):
             + "\n".join("".join(f"{w} {t}\n" for w, t in zip(ws, ts)) for ws, ts in rows),
         )
         rows = builtin_tasks.questions(seed, train_size=600 if split == "train" else 60)[0]
-        data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
-            {"context": r["context"], "qas": [{"id": f"{split}-{r['id']}", "question": r["question"],
-             "answers": [{"text": r["answer"], "answer_start": r["answer_start"]}]}]} for r in rows]}]}
+        data = {
+            "version": "1.1",
+            "data": [
+                {
+                    "title": "t",
+                    "paragraphs": [
+                        {
+                            "context": r["context"],
+                            "qas": [
+                                {
+                                    "id": f"{split}-{r['id']}",
+                                    "question": r["question"],
+                                    "answers": [
+                                        {"text": r["answer"], "answer_start": r["answer_start"]}
+                                    ],
+                                }
+                            ],
+                        }
+                        for r in rows
+                    ],
+                }
+            ],
+        }
         files[f"squad_{split}"] = _write(d / f"squad_{split}.json", json.dumps(data, indent=1))
     return files
 
@@ -105,10 +126,18 @@ def tiny_preset(tmp_path_factory, task_files):
     _write(corpus, "\n".join(lines) + "\n")
     tokens = train_wordpiece([corpus], 600, min_frequency=1, output=d / "vocab.txt")
     backbone = bertzoo.BertBackbone(
-        vocabulary_size=len(tokens), num_layers=2, num_heads=2, hidden_dim=64,
-        intermediate_dim=128, max_sequence_length=96, dropout=0.0, attention_dropout=0.0,
+        vocabulary_size=len(tokens),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=64,
+        intermediate_dim=128,
+        max_sequence_length=96,
+        dropout=0.0,
+        attention_dropout=0.0,
     )
-    backbone.preset_info = {"tokenizer": {"kind": "wordpiece", "lowercase": True, "strip_accents": True}}
+    backbone.preset_info = {
+        "tokenizer": {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
+    }
     backbone.save_to_preset(d)
     return d
 
@@ -116,7 +145,13 @@ def tiny_preset(tmp_path_factory, task_files):
 CASES = {
     # task, files, extra settings, main metric, threshold
     "classification": ("classification", "sst2", {"glue_task": "sst2"}, "accuracy", 0.95),
-    "regression": ("regression", "reg", {"text_columns": ("text",), "label_column": "score"}, "pearson", 0.9),
+    "regression": (
+        "regression",
+        "reg",
+        {"text_columns": ("text",), "label_column": "score"},
+        "pearson",
+        0.9,
+    ),
     "tagging": ("tagging", "conll", {}, "f1", 0.9),
     "qa": ("qa", "squad", {"epochs": 20, "doc_stride": 16, "max_query_length": 16}, "f1", 80.0),
 }
@@ -125,10 +160,18 @@ CASES = {
 def _config(tiny_preset, task_files, output, case, **changes):
     task, prefix, extra, _, _ = CASES[case]
     settings = dict(
-        task=task, train=str(task_files[f"{prefix}_train"]),
-        validation=str(task_files[f"{prefix}_validation"]), init=str(tiny_preset),
-        output=str(output), learning_rate=3e-3, epochs=5, batch_size=16, sequence_length=48,
-        warmup_proportion=0.1, dropout=0.0, verbose=0,
+        task=task,
+        train=str(task_files[f"{prefix}_train"]),
+        validation=str(task_files[f"{prefix}_validation"]),
+        init=str(tiny_preset),
+        output=str(output),
+        learning_rate=3e-3,
+        epochs=5,
+        batch_size=16,
+        sequence_length=48,
+        warmup_proportion=0.1,
+        dropout=0.0,
+        verbose=0,
     )
     settings.update(extra)
     settings.update(changes)
@@ -141,7 +184,9 @@ def test_every_task_learns_its_synthetic_task(tmp_path, tiny_preset, task_files,
     _, _, _, metric, threshold = CASES[case]
     result = run_finetuning(_config(tiny_preset, task_files, tmp_path / "run", case))
     score = result["validation"][metric]
-    print(f"{case}: validation {metric} {score:.4f} (threshold {threshold}); history {result['history']}")
+    print(
+        f"{case}: validation {metric} {score:.4f} (threshold {threshold}); history {result['history']}"
+    )
     assert score >= threshold, result["history"]
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert written["validation"] == result["validation"] and written["main_metric"] == metric
@@ -157,16 +202,21 @@ def test_every_task_learns_its_synthetic_task(tmp_path, tiny_preset, task_files,
 def test_export_round_trip_in_a_fresh_process(tmp_path, tiny_preset, task_files, case):
     """SavedModel (loaded without bertzoo) and .keras (loaded with it) in a
     new process give the predictions of the in-memory serving model."""
-    config = _config(tiny_preset, task_files, tmp_path / "run", case, epochs=1,
-                     export=str(tmp_path / "export"))
+    config = _config(
+        tiny_preset, task_files, tmp_path / "run", case, epochs=1, export=str(tmp_path / "export")
+    )
     run_finetuning(config)
     description = json.loads((tmp_path / "export" / "serving.json").read_text())
     inputs = {
         "classification": {"text": ["the film was good", "a bad day", "très bien, 좋아요"]},
         "regression": {"text": ["good great fine", "the cat"]},
-        "tagging": {"text": ["Alice lives in Paris .", "yesterday  Maria said that John moved to Rome ."]},
-        "qa": {"question": ["Where does Alice live?", "Where was Bob born?"],
-               "context": ["Bob works in Rome. Alice lives in Paris.", "Bob was born in Berlin."]},
+        "tagging": {
+            "text": ["Alice lives in Paris .", "yesterday  Maria said that John moved to Rome ."]
+        },
+        "qa": {
+            "question": ["Where does Alice live?", "Where was Bob born?"],
+            "context": ["Bob works in Rome. Alice lives in Paris.", "Bob was born in Berlin."],
+        },
     }[case]
     assert description["inputs"] == list(inputs)
     # The reference: a serving model built here from the saved best preset.
@@ -175,17 +225,23 @@ def test_export_round_trip_in_a_fresh_process(tmp_path, tiny_preset, task_files,
 import json, sys
 import numpy as np, tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer ops
 inputs = json.loads(sys.argv[1])
-saved = tf.saved_model.load({str(tmp_path / 'export' / 'saved_model')!r}).signatures["serving_default"]
+saved = tf.saved_model.load({str(tmp_path / "export" / "saved_model")!r}).signatures["serving_default"]
 a = {{k: v.numpy() for k, v in saved(**{{k: tf.constant(v) for k, v in inputs.items()}}).items()}}
 import keras, bertzoo
-model = keras.saving.load_model({str(tmp_path / 'export' / 'model.keras')!r})
+model = keras.saving.load_model({str(tmp_path / "export" / "model.keras")!r})
 b = {{k: np.asarray(v) for k, v in model({{k: tf.constant(v) for k, v in inputs.items()}}).items()}}
 dump = lambda d: {{k: v.tolist() if v.dtype != object else [x.decode() if isinstance(x, bytes) else [y.decode() for y in x] for x in v] for k, v in d.items()}}
 print(json.dumps({{"saved_model": dump(a), "keras": dump(b)}}))
 """
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(inputs)], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(inputs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     fresh = json.loads(done.stdout.strip().splitlines()[-1])
     import tensorflow as tf
@@ -197,7 +253,9 @@ print(json.dumps({{"saved_model": dump(a), "keras": dump(b)}}))
         for key, value in here.items():
             value = value.numpy()
             if value.dtype == object:
-                text = [x.decode() if isinstance(x, bytes) else [y.decode() for y in x] for x in value]
+                text = [
+                    x.decode() if isinstance(x, bytes) else [y.decode() for y in x] for x in value
+                ]
                 assert got[key] == text, (source, key)
             else:
                 # Same graph, same weights: equal up to float32 rounding.
@@ -206,21 +264,33 @@ print(json.dumps({{"saved_model": dump(a), "keras": dump(b)}}))
 
 @pytest.mark.slow
 def test_bfloat16_run_trains_and_saves_a_float32_loadable_preset(tmp_path, tiny_preset, task_files):
-    result = run_finetuning(_config(tiny_preset, task_files, tmp_path / "run", "classification",
-                                    precision="mixed_bfloat16", epochs=3))
+    result = run_finetuning(
+        _config(
+            tiny_preset,
+            task_files,
+            tmp_path / "run",
+            "classification",
+            precision="mixed_bfloat16",
+            epochs=3,
+        )
+    )
     assert result["validation"]["accuracy"] >= 0.9, result["history"]
     model = bertzoo.models.task_model_from_preset(tmp_path / "run" / "best")
     assert model.backbone.dtype_policy.name == "float32" and model.head_loaded
 
 
 @pytest.mark.slow
-def test_an_interrupted_run_resumes_from_its_last_finished_epoch(tmp_path, tiny_preset, task_files, monkeypatch):
+def test_an_interrupted_run_resumes_from_its_last_finished_epoch(
+    tmp_path, tiny_preset, task_files, monkeypatch
+):
     """A run stopped during epoch 2 and run again continues after epoch 1
     and ends where an uninterrupted run ends (same batches, RNG state and
     optimizer state)."""
     from bertzoo.training import finetune
 
-    full = run_finetuning(_config(tiny_preset, task_files, tmp_path / "full", "classification", epochs=3, dropout=0.1))
+    full = run_finetuning(
+        _config(tiny_preset, task_files, tmp_path / "full", "classification", epochs=3, dropout=0.1)
+    )
     evaluate, calls = finetune.evaluate, []
 
     def interrupted(*args, **kwargs):
@@ -229,7 +299,9 @@ def test_an_interrupted_run_resumes_from_its_last_finished_epoch(tmp_path, tiny_
             raise KeyboardInterrupt
         return evaluate(*args, **kwargs)
 
-    config = _config(tiny_preset, task_files, tmp_path / "cut", "classification", epochs=3, dropout=0.1)
+    config = _config(
+        tiny_preset, task_files, tmp_path / "cut", "classification", epochs=3, dropout=0.1
+    )
     monkeypatch.setattr(finetune, "evaluate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_finetuning(config)
@@ -237,7 +309,10 @@ def test_an_interrupted_run_resumes_from_its_last_finished_epoch(tmp_path, tiny_
     resumed = run_finetuning(config)
     for a, b in zip(full["history"], resumed["history"], strict=True):
         assert a == pytest.approx(b, rel=1e-5, abs=1e-6), (full["history"], resumed["history"])
-    weights = [bertzoo.models.task_model_from_preset(tmp_path / d / "best").get_weights() for d in ("full", "cut")]
+    weights = [
+        bertzoo.models.task_model_from_preset(tmp_path / d / "best").get_weights()
+        for d in ("full", "cut")
+    ]
     diff = max(float(np.max(np.abs(u - v))) for u, v in zip(*weights))
     print(f"resumed vs uninterrupted best weights: max |diff| {diff:.3g}")
     assert diff <= 1e-5
@@ -248,31 +323,96 @@ def test_an_interrupted_run_resumes_from_its_last_finished_epoch(tmp_path, tiny_
 
 def _cli(args, cwd):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run([sys.executable, str(ROOT / "recipes" / "finetune.py"), *args],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / "finetune.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
 
 
 @TF_ONLY
 def test_bad_inputs_fail_with_file_and_line_and_write_nothing(tmp_path, tiny_preset, task_files):
     good_train = task_files["sst2_train"]
     bad = {
-        "label": ("classification", _write(tmp_path / "bad_label.tsv", "sentence\tlabel\nfine day\t1\nsad day\t7\n"),
-                  ["--glue-task", "sst2"], r"bad_label.tsv:3:.*'7'"),
-        "column": ("regression", _write(tmp_path / "cols.csv", "sentence,score\nhi,1\n"),
-                   ["--text-column", "text", "--label-column", "score"], r"cols.csv:1:.*'text'"),
-        "json": ("qa", _write(tmp_path / "broken.json", '{"data": [\n  {"title": "x",\n}'),
-                 [], r"broken.json:3"),
-        "answer": ("qa", _write(tmp_path / "answer.json", json.dumps({"data": [{"paragraphs": [{
-            "context": "Bob lives in Rome.", "qas": [{"id": "q1", "question": "Where?",
-            "answers": [{"text": "Paris", "answer_start": 13}]}]}]}]}, indent=1)), [], r"answer.json:\d+:.*not in its context"),
+        "label": (
+            "classification",
+            _write(tmp_path / "bad_label.tsv", "sentence\tlabel\nfine day\t1\nsad day\t7\n"),
+            ["--glue-task", "sst2"],
+            r"bad_label.tsv:3:.*'7'",
+        ),
+        "column": (
+            "regression",
+            _write(tmp_path / "cols.csv", "sentence,score\nhi,1\n"),
+            ["--text-column", "text", "--label-column", "score"],
+            r"cols.csv:1:.*'text'",
+        ),
+        "json": (
+            "qa",
+            _write(tmp_path / "broken.json", '{"data": [\n  {"title": "x",\n}'),
+            [],
+            r"broken.json:3",
+        ),
+        "answer": (
+            "qa",
+            _write(
+                tmp_path / "answer.json",
+                json.dumps(
+                    {
+                        "data": [
+                            {
+                                "paragraphs": [
+                                    {
+                                        "context": "Bob lives in Rome.",
+                                        "qas": [
+                                            {
+                                                "id": "q1",
+                                                "question": "Where?",
+                                                "answers": [{"text": "Paris", "answer_start": 13}],
+                                            }
+                                        ],
+                                    }
+                                ]
+                            }
+                        ]
+                    },
+                    indent=1,
+                ),
+            ),
+            [],
+            r"answer.json:\d+:.*not in its context",
+        ),
         "empty": ("tagging", _write(tmp_path / "empty.conll", ""), [], r"empty.conll.*no examples"),
     }
     for name, (task, path, extra, pattern) in bad.items():
         out = tmp_path / f"out_{name}"
-        train = {"qa": task_files["squad_train"], "tagging": task_files["conll_train"],
-                 "regression": task_files["reg_train"]}.get(task, good_train)
-        done = _cli(["--task", task, "--train", str(train), "--validation", str(path), "--sequence-length", "48", "--max-query-length", "16", "--init",
-                     str(tiny_preset), "--output", str(out), *extra], tmp_path)
+        train = {
+            "qa": task_files["squad_train"],
+            "tagging": task_files["conll_train"],
+            "regression": task_files["reg_train"],
+        }.get(task, good_train)
+        done = _cli(
+            [
+                "--task",
+                task,
+                "--train",
+                str(train),
+                "--validation",
+                str(path),
+                "--sequence-length",
+                "48",
+                "--max-query-length",
+                "16",
+                "--init",
+                str(tiny_preset),
+                "--output",
+                str(out),
+                *extra,
+            ],
+            tmp_path,
+        )
         assert done.returncode == 2, (name, done.stderr[-2000:])
         message = done.stderr.strip().splitlines()[-1]
         assert message.startswith("error: "), (name, done.stderr[-2000:])
@@ -288,9 +428,15 @@ def test_bad_settings_are_reported_before_any_work(tiny_preset, task_files, tmp_
     with pytest.raises(FinetuneError, match="both --train and --validation"):
         run_finetuning(FinetuneConfig(train=str(task_files["sst2_train"])))
     with pytest.raises(FinetuneError, match="--text-column"):
-        run_finetuning(FinetuneConfig(train=str(task_files["reg_train"]), validation=str(task_files["reg_validation"])))
+        run_finetuning(
+            FinetuneConfig(
+                train=str(task_files["reg_train"]), validation=str(task_files["reg_validation"])
+            )
+        )
     with pytest.raises(FinetuneError, match="longer than the 96 positions"):
-        run_finetuning(_config(tiny_preset, task_files, tmp_path / "x", "classification", sequence_length=128))
+        run_finetuning(
+            _config(tiny_preset, task_files, tmp_path / "x", "classification", sequence_length=128)
+        )
     assert not (tmp_path / "x").exists()
 
 
@@ -298,9 +444,25 @@ def test_bad_settings_are_reported_before_any_work(tiny_preset, task_files, tmp_
 def test_help_documents_the_flags():
     done = _cli(["--help"], ROOT)
     assert done.returncode == 0
-    for flag in ("--task", "--train", "--validation", "--text-column", "--label-column", "--init",
-                 "--output", "--learning-rate", "--epochs", "--batch-size", "--warmup-proportion",
-                 "--sequence-length", "--seed", "--precision", "--strategy", "--export", "--glue-task"):
+    for flag in (
+        "--task",
+        "--train",
+        "--validation",
+        "--text-column",
+        "--label-column",
+        "--init",
+        "--output",
+        "--learning-rate",
+        "--epochs",
+        "--batch-size",
+        "--warmup-proportion",
+        "--sequence-length",
+        "--seed",
+        "--precision",
+        "--strategy",
+        "--export",
+        "--glue-task",
+    ):
         assert flag in done.stdout, flag
 
 
@@ -312,14 +474,20 @@ def test_export_under_another_backend_runs_in_a_tensorflow_subprocess(tmp_path, 
     import tensorflow_text  # noqa: F401  # registers the tokenizer ops
 
     tokenizer = bertzoo.tokenizers.base.from_preset(tiny_preset)
-    classifier = bertzoo.BertClassifier.from_preset(tiny_preset, num_classes=3, label_names=["x", "y", "z"])
+    classifier = bertzoo.BertClassifier.from_preset(
+        tiny_preset, num_classes=3, label_names=["x", "y", "z"]
+    )
     classifier.save_to_preset(tmp_path / "task", tokenizer=tokenizer)
     bertzoo.export_serving(tmp_path / "task", tmp_path / "export", sequence_length=24)
-    serve = tf.saved_model.load(str(tmp_path / "export" / "saved_model")).signatures["serving_default"]
+    serve = tf.saved_model.load(str(tmp_path / "export" / "saved_model")).signatures[
+        "serving_default"
+    ]
     texts = ["the film was good", "a sad day"]
     got = serve(text=tf.constant(texts))
     inputs = bertzoo.BertPreprocessor(tokenizer, 24)(texts)
     logits = np.asarray(classifier.predict(inputs, verbose=0), "float64")
     expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     np.testing.assert_allclose(got["probabilities"].numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert [x.decode() for x in got["label"].numpy()] == [["x", "y", "z"][i] for i in expected.argmax(-1)]
+    assert [x.decode() for x in got["label"].numpy()] == [
+        ["x", "y", "z"][i] for i in expected.argmax(-1)
+    ]

@@ -28,6 +28,7 @@ from bertzoo.metrics import (
 # Data, tokenizer and metric code: the same under every Keras backend.
 pytestmark = pytest.mark.backend_independent
 
+
 @pytest.fixture(autouse=True)
 def _seed():
     """Overrides conftest's autouse fixture of the same name: these tests hold
@@ -262,10 +263,7 @@ def _naive_average_ranks(values):
     """rank_i = #(v < v_i) + (#(v == v_i) + 1) / 2, O(n^2)."""
     values = list(values)
     return np.array(
-        [
-            sum(w < v for w in values) + (sum(w == v for w in values) + 1) / 2
-            for v in values
-        ]
+        [sum(w < v for w in values) + (sum(w == v for w in values) + 1) / 2 for v in values]
     )
 
 
@@ -310,9 +308,7 @@ def test_correlation_errors():
 def test_regression_metrics():
     # x = 1 2 3, y = 2 4 7: errors 1, 2, 4 -> mse = (1 + 4 + 16) / 3 = 7.
     result = regression_metrics([1, 2, 3], [2, 4, 7])
-    assert result == pytest.approx(
-        {"pearson": 15 / math.sqrt(228), "spearman": 1.0, "mse": 7.0}
-    )
+    assert result == pytest.approx({"pearson": 15 / math.sqrt(228), "spearman": 1.0, "mse": 7.0})
     assert all(_is_plain_number(v) for v in result.values())
     json.dumps(result, allow_nan=False)
 
@@ -408,9 +404,8 @@ def _conlleval_chunks(tags):
     prev_tag, prev_type, start = "O", "", None
     for position, tag in enumerate(list(tags) + ["O"]):
         cur_tag, cur_type = split(tag)
-        end = (
-            (prev_tag in ("B", "I") and cur_tag in ("B", "O"))
-            or (prev_tag != "O" and prev_type != cur_type)
+        end = (prev_tag in ("B", "I") and cur_tag in ("B", "O")) or (
+            prev_tag != "O" and prev_type != cur_type
         )
         begin = (
             cur_tag == "B"
@@ -592,8 +587,11 @@ def test_squad_scores_answerable_only_and_all_unanswerable():
 
 def test_squad_errors():
     references = {f"q{i}": ["x"] for i in range(8)}
-    with pytest.raises(ValueError, match=r"7 reference id\(s\) have no prediction: "
-                       r"'q1', 'q2', 'q3', 'q4', 'q5' \(and 2 more\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"7 reference id\(s\) have no prediction: "
+        r"'q1', 'q2', 'q3', 'q4', 'q5' \(and 2 more\)",
+    ):
         squad_scores({"q0": "x"}, references)
     with pytest.raises(ValueError, match="references is empty"):
         squad_scores({}, {})

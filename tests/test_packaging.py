@@ -22,8 +22,18 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "-q", "-w", str(tmp_path / "dist"), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(ROOT),
+        ],
         check=True,
     )
     (wheel,) = (tmp_path / "dist").glob("bertzoo-*.whl")
@@ -33,7 +43,17 @@ def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
     assert "bertzoo/tokenizers/unicode_tables.json" in names
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
         check=True,
     )
     code = (
@@ -45,7 +65,12 @@ def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": str(target), "TF_CPP_MIN_LOG_LEVEL": "3"}
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, check=True, capture_output=True, text=True
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     module_file, root, params = json.loads(out.strip().splitlines()[-1])
     assert module_file.startswith(str(target))
@@ -73,7 +98,9 @@ def test_every_package_directory_is_in_the_wheel_list():
     of the installed wheel (and only fail for users)."""
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
     found = {
         ".".join(p.parent.relative_to(ROOT).parts)
         for p in (ROOT / "bertzoo").rglob("__init__.py")

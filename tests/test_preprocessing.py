@@ -108,7 +108,10 @@ def test_errors(small_preprocessor, minilm_dir):
         bertzoo.BertPreprocessor("vocab.txt")
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="string inputs in a Keras graph need the TensorFlow backend")
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="string inputs in a Keras graph need the TensorFlow backend",
+)
 def test_inside_a_keras_model_and_exported(tmp_path, minilm_dir):
     """Strings -> preprocessor -> backbone in one Keras model, exported as a
     SavedModel and reloaded: same outputs."""

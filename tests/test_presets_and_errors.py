@@ -74,8 +74,14 @@ def test_unknown_backbone_key_names_file_and_key(tmp_path):
     "doc, pattern",
     [
         ({"backbone": TINY, "extra": 1}, "unknown key 'extra'"),
-        ({"backbone": TINY, "tokenizer": {"lowercase": "yes"}}, "'tokenizer.lowercase' must be a JSON bool"),
-        ({"backbone": TINY, "tokenizer": {"kind": "bpe"}}, "tokenizer.kind must be one of wordpiece, sentencepiece"),
+        (
+            {"backbone": TINY, "tokenizer": {"lowercase": "yes"}},
+            "'tokenizer.lowercase' must be a JSON bool",
+        ),
+        (
+            {"backbone": TINY, "tokenizer": {"kind": "bpe"}},
+            "tokenizer.kind must be one of wordpiece, sentencepiece",
+        ),
         ({"backbone": TINY, "metadata": {"params": 1.5}}, "'metadata.params' must be a JSON int"),
         ({"backbone": TINY, "metadata": {"author": "x"}}, "unknown key 'metadata.author'"),
         ({"tokenizer": {}}, "missing the required key 'backbone'"),
@@ -114,10 +120,16 @@ def test_incomplete_hf_config_names_file_and_key(tmp_path):
 
 def test_invalid_values_in_a_preset_name_the_file(tmp_path):
     doc = {"backbone": {k: v for k, v in TINY.items() if k != "vocabulary_size"}}
-    with pytest.raises(PresetError, match=re.escape(str(tmp_path / "config.json")) + ": invalid backbone config.*vocabulary_size"):
+    with pytest.raises(
+        PresetError,
+        match=re.escape(str(tmp_path / "config.json"))
+        + ": invalid backbone config.*vocabulary_size",
+    ):
         BertBackbone.from_preset(_write(tmp_path, doc), load_weights=False)
     doc = {"backbone": {**TINY, "num_layers": "2"}}
-    with pytest.raises(PresetError, match="config.json: invalid backbone config: num_layers must be an integer"):
+    with pytest.raises(
+        PresetError, match="config.json: invalid backbone config: num_layers must be an integer"
+    ):
         BertBackbone.from_preset(_write(tmp_path, doc), load_weights=False)
 
 
@@ -144,7 +156,10 @@ def test_overrides_are_limited(key, pattern):
         (dict(num_segments=-1), "num_segments must be an integer >= 0"),
         (dict(dropout=1.0), "dropout must be a number in [0, 1), got 1.0"),
         (dict(attention_dropout=-0.1), "attention_dropout must be a number in [0, 1)"),
-        (dict(activation="gelu_new"), "activation='gelu_new' is not supported. Valid: gelu, gelu_approximate"),
+        (
+            dict(activation="gelu_new"),
+            "activation='gelu_new' is not supported. Valid: gelu, gelu_approximate",
+        ),
         (dict(layer_norm_epsilon=0), "layer_norm_epsilon must be a number > 0"),
         (dict(initializer_range=True), "initializer_range must be a number > 0, got True"),
         (dict(use_pooler="yes"), "use_pooler must be true or false"),

@@ -31,8 +31,17 @@ RECIPE = ROOT / "recipes" / "pretrain.py"
 
 # A run small enough for CI: bert_tiny on the built-in corpus, two phases.
 SMALL = dict(
-    preset="bert_tiny", vocab_size=2000, seq_len=(32, 64), steps=(150, 20), batch_size=16,
-    learning_rate=3e-3, dropout=0.0, checkpoint_every=50, log_every=5, eval_batches=4, verbose=0,
+    preset="bert_tiny",
+    vocab_size=2000,
+    seq_len=(32, 64),
+    steps=(150, 20),
+    batch_size=16,
+    learning_rate=3e-3,
+    dropout=0.0,
+    checkpoint_every=50,
+    log_every=5,
+    eval_batches=4,
+    verbose=0,
 )
 
 
@@ -87,12 +96,19 @@ def test_small_default_run_learns_and_writes_a_preset(tmp_path):
     assert features["sequence_output"].shape == (1, 16, backbone.hidden_dim)
     # Not the random initialisation: the embedding table moved.
     fresh = bertzoo.BertBackbone(**{**backbone.get_config(), "name": "fresh"})
-    assert not np.allclose(backbone.token_embedding.embeddings.numpy(), fresh.token_embedding.embeddings.numpy())
+    assert not np.allclose(
+        backbone.token_embedding.embeddings.numpy(), fresh.token_embedding.embeddings.numpy()
+    )
 
     # TensorBoard: training curves, learning rate, final evaluation.
     tags = _event_tags(out / "logs")
-    for tag in ("train/loss", "train/masked_lm_accuracy", "train/nsp_accuracy", "train/learning_rate",
-                "eval/masked_lm_accuracy"):
+    for tag in (
+        "train/loss",
+        "train/masked_lm_accuracy",
+        "train/nsp_accuracy",
+        "train/learning_rate",
+        "eval/masked_lm_accuracy",
+    ):
         assert tag in tags, (tag, tags)
     # Checkpoints: the newest two (keep=2), the last at the final step.
     names = sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("ckpt-"))
@@ -101,14 +117,33 @@ def test_small_default_run_learns_and_writes_a_preset(tmp_path):
     # Rerunning a finished run resumes at its end: no training, same result.
     again = run_pretraining(PretrainConfig(**SMALL, output=str(out)))
     assert again["resumed_from_step"] == 170 and again["steps"] == 170
-    assert again["final_masked_lm_accuracy"] == pytest.approx(metrics["final_masked_lm_accuracy"], abs=1e-6)
+    assert again["final_masked_lm_accuracy"] == pytest.approx(
+        metrics["final_masked_lm_accuracy"], abs=1e-6
+    )
 
 
 def _recipe_command(out, steps):
     return [
-        sys.executable, str(RECIPE), "--output", str(out), "--preset", "bert_tiny", "--vocab-size", "2000",
-        "--seq-len", "32", "--steps", str(steps), "--batch-size", "16", "--dropout", "0",
-        "--checkpoint-every", "10", "--verbose", "2",
+        sys.executable,
+        str(RECIPE),
+        "--output",
+        str(out),
+        "--preset",
+        "bert_tiny",
+        "--vocab-size",
+        "2000",
+        "--seq-len",
+        "32",
+        "--steps",
+        str(steps),
+        "--batch-size",
+        "16",
+        "--dropout",
+        "0",
+        "--checkpoint-every",
+        "10",
+        "--verbose",
+        "2",
     ]
 
 
@@ -117,17 +152,28 @@ def _recipe_command(out, steps):
 def test_recipe_resumes_after_kill_9(tmp_path):
     killed, straight = tmp_path / "killed", tmp_path / "straight"
     steps = 150
-    proc = subprocess.Popen(_recipe_command(killed, steps), env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        _recipe_command(killed, steps),
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     checkpoints = killed / "checkpoints"
     deadline = time.time() + 240
     try:
         while time.time() < deadline and proc.poll() is None:
-            done = [p for p in checkpoints.glob("ckpt-*") if p.is_dir()] if checkpoints.is_dir() else []
+            done = (
+                [p for p in checkpoints.glob("ckpt-*") if p.is_dir()]
+                if checkpoints.is_dir()
+                else []
+            )
             if any(int(p.name.split("-")[1]) >= 30 for p in done):
                 break
             time.sleep(0.2)
-        assert proc.poll() is None, "the run ended before it could be killed:\n" + proc.stdout.read().decode()
+        assert proc.poll() is None, (
+            "the run ended before it could be killed:\n" + proc.stdout.read().decode()
+        )
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
@@ -137,7 +183,9 @@ def test_recipe_resumes_after_kill_9(tmp_path):
     assert 30 <= saved < steps
 
     # The same command again resumes from the newest checkpoint.
-    result = subprocess.run(_recipe_command(killed, steps), env=_env(), capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        _recipe_command(killed, steps), env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = json.loads((killed / "metrics.json").read_text())
     assert metrics["resumed_from_step"] == saved and metrics["steps"] == steps
@@ -145,7 +193,9 @@ def test_recipe_resumes_after_kill_9(tmp_path):
     # An uninterrupted run of the same command ends with the same weights
     # (dropout 0; same data stream, optimizer state and schedule). Measured
     # difference: 0.0; bar 1e-5 for float reassociation across processes.
-    result = subprocess.run(_recipe_command(straight, steps), env=_env(), capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        _recipe_command(straight, steps), env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     a = bertzoo.BertBackbone.from_preset(killed / "preset")
     b = bertzoo.BertBackbone.from_preset(straight / "preset")
@@ -166,7 +216,10 @@ def test_resume_with_other_settings_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (dict(seq_len=(128, 1024), steps=(5, 5)), r"seq_len=1024 is longer than the model's 512 position"),
+        (
+            dict(seq_len=(128, 1024), steps=(5, 5)),
+            r"seq_len=1024 is longer than the model's 512 position",
+        ),
         (dict(seq_len=(128, 512), steps=(5,)), r"one entry per phase"),
         (dict(masking="span"), r"masking='span' is not valid. Valid: token, whole_word, ngram"),
         (dict(precision="fp8"), r"precision='fp8' is not valid"),
@@ -194,15 +247,19 @@ def test_distilbert_preset_trains_mlm_only_and_vocab_must_match(tmp_path):
 @tensorflow_only
 def test_static_data_written_once_and_read(tmp_path):
     out = tmp_path / "run"
-    config = PretrainConfig(**{**SMALL, "seq_len": (32,), "steps": (12,), "data_mode": "static", "dupe_factor": 2},
-                            output=str(out))
+    config = PretrainConfig(
+        **{**SMALL, "seq_len": (32,), "steps": (12,), "data_mode": "static", "dupe_factor": 2},
+        output=str(out),
+    )
     metrics = run_pretraining(config)
     meta = json.loads((out / "data" / "seq32" / "pretraining_metadata.json").read_text())
     assert meta["masked"] and meta["seq_len"] == 32 and meta["max_predictions_per_seq"] == 5
     assert metrics["steps"] == 12
     # Data written for another length is refused.
-    wrong = PretrainConfig(**{**SMALL, "seq_len": (64,), "steps": (12,), "data": (str(out / "data" / "seq32"),)},
-                           output=str(tmp_path / "other"))
+    wrong = PretrainConfig(
+        **{**SMALL, "seq_len": (64,), "steps": (12,), "data": (str(out / "data" / "seq32"),)},
+        output=str(tmp_path / "other"),
+    )
     with pytest.raises(bertzoo.data.PretrainingDataError, match="written for seq_len=32"):
         run_pretraining(wrong)
 
@@ -220,13 +277,23 @@ def test_korean_tutorial_commands_run_verbatim(tmp_path):
     """Runs the README's Korean tutorial as written, on the Korean sample
     corpus, from a directory holding `ko.txt` and the recipes."""
     # The sample as the tutorial's format: documents of ten sentences.
-    lines = [x for x in (FIXTURES / "korean_corpus.txt").read_text(encoding="utf-8").splitlines() if x.strip()]
+    lines = [
+        x
+        for x in (FIXTURES / "korean_corpus.txt").read_text(encoding="utf-8").splitlines()
+        if x.strip()
+    ]
     documents = ["\n".join(lines[i : i + 10]) for i in range(0, len(lines), 10)]
     (tmp_path / "ko.txt").write_text("\n\n".join(documents) + "\n", encoding="utf-8")
     (tmp_path / "recipes").symlink_to(ROOT / "recipes")
     script = "set -euo pipefail\n" + _korean_tutorial()
-    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     # The vocabulary keeps Hangul syllables whole (no jamo), the run learnt,
     # and the embedding step printed its vectors.
@@ -246,7 +313,9 @@ def test_recipe_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     status = main(["--output", str(tmp_path / "run"), "--seq-len", "64,1024", "--steps", "5,5"])
     assert status == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: seq_len=1024 is longer than the model's 512 position embeddings"), err
+    assert err.startswith(
+        "error: seq_len=1024 is longer than the model's 512 position embeddings"
+    ), err
     assert not (tmp_path / "run").exists()  # nothing written before the check
     status = main(["--output", str(tmp_path / "run"), "--corpus", str(tmp_path / "missing.txt")])
     assert status == 2 and "missing.txt" in capsys.readouterr().err
@@ -256,9 +325,26 @@ def test_recipe_help_documents_every_flag(capsys):
     from recipes.pretrain import build_parser
 
     text = build_parser().format_help()
-    for flag in ("--preset", "--corpus", "--vocab", "--objective", "--masking", "--seq-len", "--steps",
-                 "--batch-size", "--learning-rate", "--optimizer", "--precision", "--strategy", "--tpu",
-                 "--output", "--resume", "--data-mode", "--jit-compile", "--steps-per-execution"):
+    for flag in (
+        "--preset",
+        "--corpus",
+        "--vocab",
+        "--objective",
+        "--masking",
+        "--seq-len",
+        "--steps",
+        "--batch-size",
+        "--learning-rate",
+        "--optimizer",
+        "--precision",
+        "--strategy",
+        "--tpu",
+        "--output",
+        "--resume",
+        "--data-mode",
+        "--jit-compile",
+        "--steps-per-execution",
+    ):
         assert flag in text, flag
 
 
@@ -268,17 +354,31 @@ def test_albert_style_run_with_lamb_accumulation_and_bfloat16(tmp_path):
     a factorised + shared (ALBERT-shaped) tiny preset directory."""
     preset = tmp_path / "albert_tiny"
     backbone = bertzoo.BertBackbone(
-        vocabulary_size=50, num_layers=3, num_heads=2, hidden_dim=32, intermediate_dim=64,
-        embedding_dim=16, num_groups=1, max_sequence_length=64,
+        vocabulary_size=50,
+        num_layers=3,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        embedding_dim=16,
+        num_groups=1,
+        max_sequence_length=64,
     )
     backbone.save_to_preset(preset)
     # An architecture, assembled by hand (so no manifest): the run initialises it.
     edited_by_hand(preset)
     (preset / "model.weights.h5").unlink()
     config = PretrainConfig(
-        **{**SMALL, "preset": str(preset), "seq_len": (32,), "steps": (12,), "optimizer": "lamb",
-           "gradient_accumulation_steps": 2, "precision": "mixed_bfloat16", "masking": "ngram",
-           "checkpoint_every": 4},
+        **{
+            **SMALL,
+            "preset": str(preset),
+            "seq_len": (32,),
+            "steps": (12,),
+            "optimizer": "lamb",
+            "gradient_accumulation_steps": 2,
+            "precision": "mixed_bfloat16",
+            "masking": "ngram",
+            "checkpoint_every": 4,
+        },
         output=str(tmp_path / "run"),
     )
     metrics = run_pretraining(config)
@@ -303,9 +403,16 @@ def test_albert_presets_train_a_sentencepiece_vocabulary(tmp_path):
     from bertzoo.training.pretrain import prepare_tokenizer
 
     corpus = tmp_path / "ko.txt"
-    corpus.write_text((FIXTURES / "korean_corpus.txt").read_text(encoding="utf-8"), encoding="utf-8")
-    config = PretrainConfig(preset="albert_base", vocab_size=1000, lowercase=False, strip_accents=False,
-                            output=str(tmp_path / "run"))
+    corpus.write_text(
+        (FIXTURES / "korean_corpus.txt").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    config = PretrainConfig(
+        preset="albert_base",
+        vocab_size=1000,
+        lowercase=False,
+        strip_accents=False,
+        output=str(tmp_path / "run"),
+    )
     tokenizer = prepare_tokenizer(config, tmp_path / "run", [str(corpus)])
     assert isinstance(tokenizer, bertzoo.tokenizers.SentencePieceTokenizer)
     assert (tmp_path / "run" / "spiece.model").is_file() and tokenizer.vocabulary_size <= 1000

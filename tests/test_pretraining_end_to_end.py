@@ -35,7 +35,9 @@ def test_korean_pretraining_end_to_end(tmp_path):
 
     documents = tokenize_documents(read_corpus(corpus), tokenizer)
     assert len(documents) == -(-len(lines) // 10)
-    examples = create_examples(documents, tokenizer, seq_len=SEQ, objective="sop", dupe_factor=2, seed=7)
+    examples = create_examples(
+        documents, tokenizer, seq_len=SEQ, objective="sop", dupe_factor=2, seed=7
+    )
     masker = MaskedLMMasker(tokenizer, SEQ, PREDICTIONS, kind="whole_word")
     train = make_pretraining_dataset(examples, BATCH, masker, seed=1, repeat=True)
     held_out = make_pretraining_dataset(examples, BATCH, masker, seed=2, shuffle=False).take(8)
@@ -65,11 +67,15 @@ def test_korean_pretraining_end_to_end(tmp_path):
 
     # The trained backbone and its vocabulary are a preset directory.
     out = tmp_path / "preset"
-    backbone.preset_info = {"tokenizer": {"kind": "wordpiece", "lowercase": False, "strip_accents": False}}
+    backbone.preset_info = {
+        "tokenizer": {"kind": "wordpiece", "lowercase": False, "strip_accents": False}
+    }
     backbone.save_to_preset(out)
     tokenizer.save_to_preset(out)
     embedder = bertzoo.TextEmbedder.from_preset(out, sequence_length=SEQ)
     vectors = embedder.embed(["이 원피스 예뻐요", "가방이 예뻐서 샀어요"])
     assert vectors.shape == (2, 32) and np.all(np.isfinite(vectors))
-    pieces = embedder.preprocessor.tokenizer.detokenize(embedder.preprocessor.tokenizer("이 원피스 예뻐요"))
+    pieces = embedder.preprocessor.tokenizer.detokenize(
+        embedder.preprocessor.tokenizer("이 원피스 예뻐요")
+    )
     assert "[UNK]" not in pieces

@@ -106,9 +106,7 @@ def _archive_name(url):
     for suffix in _ARCHIVE_SUFFIXES:
         if filename.endswith(suffix) and len(filename) > len(suffix):
             return filename, filename[: -len(suffix)]
-    raise CheckpointError(
-        f"{url} does not name a .zip, .tar.gz or .tgz archive."
-    )
+    raise CheckpointError(f"{url} does not name a .zip, .tar.gz or .tgz archive.")
 
 
 def _sha256_of(path):
@@ -152,8 +150,11 @@ def _safe_extract(archive, dest):
             else:  # Python < 3.11.4: check by hand
                 for member in tf_archive.getmembers():
                     parts = Path(member.name).parts
-                    if (Path(member.name).is_absolute() or ".." in parts
-                            or not (member.isfile() or member.isdir())):
+                    if (
+                        Path(member.name).is_absolute()
+                        or ".." in parts
+                        or not (member.isfile() or member.isdir())
+                    ):
                         raise CheckpointError(f"{archive}: unsafe member {member.name!r}.")
                 tf_archive.extractall(dest)
     except tarfile.TarError as e:
@@ -244,8 +245,9 @@ def download_google_archive(name, cache_dir, sha256=None, check_recorded=True):
             "there and will not replace it; move it or use another cache directory."
         )
     else:
-        fd, tmp_archive = tempfile.mkstemp(prefix=f".{archive_name}.", suffix=".part",
-                                           dir=cache_dir)
+        fd, tmp_archive = tempfile.mkstemp(
+            prefix=f".{archive_name}.", suffix=".part", dir=cache_dir
+        )
         os.close(fd)
         tmp_dir = None
         try:

@@ -170,8 +170,13 @@ def google_config_to_backbone(config, model_type, source="config", shapes=None):
     shapes = shapes or {}
     missing = [
         k
-        for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                  "intermediate_size")
+        for k in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+        )
         if k not in config
     ]
     if missing:
@@ -200,9 +205,7 @@ def google_config_to_backbone(config, model_type, source="config", shapes=None):
         "num_heads": config["num_attention_heads"],
         "hidden_dim": config["hidden_size"],
         "intermediate_dim": config["intermediate_size"],
-        "num_segments": from_shape(
-            "type_vocab_size", "bert/embeddings/token_type_embeddings", 2
-        ),
+        "num_segments": from_shape("type_vocab_size", "bert/embeddings/token_type_embeddings", 2),
         "use_pooler": not shapes or "bert/pooler/dense/kernel" in shapes,
         "activation": _ACTIVATIONS[act_key],
         "dropout": config.get("hidden_dropout_prob", default_dropout),
@@ -227,7 +230,10 @@ def google_config_to_backbone(config, model_type, source="config", shapes=None):
         backbone["num_groups"] = num_groups
         # The reference code's float form: int(i / num_layers * num_groups).
         check_group_map(
-            num_layers, num_groups, lambda i: int(i / num_layers * num_groups), source,
+            num_layers,
+            num_groups,
+            lambda i: int(i / num_layers * num_groups),
+            source,
             "the reference code",
         )
     return backbone
@@ -262,13 +268,21 @@ def _variable_map(backbone, model_type):
         if model_type == "albert":
             p = f"bert/encoder/transformer/group_{g}/inner_group_0"
             attention = f"{p}/attention_1"
-            names = (f"{p}/LayerNorm", f"{p}/ffn_1/intermediate/dense",
-                     f"{p}/ffn_1/intermediate/output/dense", f"{p}/LayerNorm_1")
+            names = (
+                f"{p}/LayerNorm",
+                f"{p}/ffn_1/intermediate/dense",
+                f"{p}/ffn_1/intermediate/output/dense",
+                f"{p}/LayerNorm_1",
+            )
         else:
             p = f"bert/encoder/layer_{g}"
             attention = f"{p}/attention"
-            names = (f"{p}/attention/output/LayerNorm", f"{p}/intermediate/dense",
-                     f"{p}/output/dense", f"{p}/output/LayerNorm")
+            names = (
+                f"{p}/attention/output/LayerNorm",
+                f"{p}/intermediate/dense",
+                f"{p}/output/dense",
+                f"{p}/output/LayerNorm",
+            )
         attn = block.self_attention
         dense(f"{attention}/self/query", attn.query)
         dense(f"{attention}/self/key", attn.key)
@@ -301,8 +315,16 @@ def _head_map(model_type, hidden_dim, embedding_dim, vocabulary_size):
     return {
         "cls/predictions/transform/dense/kernel": (f"{transform}.dense.weight", True, (H, width)),
         "cls/predictions/transform/dense/bias": (f"{transform}.dense.bias", False, (width,)),
-        "cls/predictions/transform/LayerNorm/gamma": (f"{transform}.LayerNorm.weight", False, (width,)),
-        "cls/predictions/transform/LayerNorm/beta": (f"{transform}.LayerNorm.bias", False, (width,)),
+        "cls/predictions/transform/LayerNorm/gamma": (
+            f"{transform}.LayerNorm.weight",
+            False,
+            (width,),
+        ),
+        "cls/predictions/transform/LayerNorm/beta": (
+            f"{transform}.LayerNorm.bias",
+            False,
+            (width,),
+        ),
         "cls/predictions/output_bias": (f"{mlm}.bias", False, (V,)),
         "cls/seq_relationship/output_weights": (f"{order}.weight", False, (2, H)),
         "cls/seq_relationship/output_bias": (f"{order}.bias", False, (2,)),
@@ -310,7 +332,7 @@ def _head_map(model_type, hidden_dim, embedding_dim, vocabulary_size):
 
 
 def detect_model_type(names, source="checkpoint"):
-    """"albert" when the names have ALBERT's `group_*/inner_group_*` scopes,
+    """ "albert" when the names have ALBERT's `group_*/inner_group_*` scopes,
     "bert" for `bert/encoder/layer_*`, else an error."""
     if any(_ALBERT_NAME.search(n) for n in names):
         return "albert"
@@ -361,7 +383,9 @@ def _check_vocabulary(vocab, kind, vocabulary_size, config_path):
         if size is None:
             logger.warning(
                 "Not checking the size of %s: no %s beside it and the sentencepiece "
-                "package is not installed.", vocab, Path(vocab).with_suffix(".vocab").name,
+                "package is not installed.",
+                vocab,
+                Path(vocab).with_suffix(".vocab").name,
             )
             return
     if size != vocabulary_size:
@@ -465,8 +489,9 @@ def read_google_checkpoint(
     config_path = (
         Path(config_file)
         if config_file
-        else _pick_file(ckpt_dir, (_CONFIG_FILES[model_type], "*config*.json"),
-                        "model config", "config_file")
+        else _pick_file(
+            ckpt_dir, (_CONFIG_FILES[model_type], "*config*.json"), "model config", "config_file"
+        )
     )
     config = read_json_object(config_path)
     kind = "sentencepiece" if model_type == "albert" else "wordpiece"
@@ -478,8 +503,9 @@ def read_google_checkpoint(
     elif model_type == "albert":
         vocab = _pick_file(ckpt_dir, ("*.model",), "SentencePiece model", "vocab_file")
     else:
-        vocab = _pick_file(ckpt_dir, ("vocab.txt", "*vocab*.txt"), "WordPiece vocabulary",
-                           "vocab_file")
+        vocab = _pick_file(
+            ckpt_dir, ("vocab.txt", "*vocab*.txt"), "WordPiece vocabulary", "vocab_file"
+        )
 
     backbone_config = google_config_to_backbone(config, model_type, config_path, shapes)
     _check_vocabulary(vocab, kind, backbone_config["vocabulary_size"], config_path)
@@ -543,8 +569,9 @@ def load_google_weights(backbone, checkpoint, allow_partial=False):
     the config and translated to Hugging Face names and layouts."""
     heads = {}
     tensors = dict(checkpoint.tensors)
-    head_map = _head_map(checkpoint.model_type, backbone.hidden_dim, backbone.embedding_dim,
-                         backbone.vocabulary_size)
+    head_map = _head_map(
+        checkpoint.model_type, backbone.hidden_dim, backbone.embedding_dim, backbone.vocabulary_size
+    )
     for name, shape in checkpoint.head_shapes.items():
         if name not in head_map:
             tensors[name] = checkpoint.reader.get_tensor(name)  # reported as unused
@@ -557,8 +584,12 @@ def load_google_weights(backbone, checkpoint, allow_partial=False):
             )
         value = np.asarray(checkpoint.reader.get_tensor(name), dtype="float32")
         heads[hf_name] = np.ascontiguousarray(value.T if transpose else value)
-    assign_tensors(_variable_map(backbone, checkpoint.model_type), tensors, checkpoint.prefix,
-                   allow_partial=allow_partial)
+    assign_tensors(
+        _variable_map(backbone, checkpoint.model_type),
+        tensors,
+        checkpoint.prefix,
+        allow_partial=allow_partial,
+    )
     return heads
 
 

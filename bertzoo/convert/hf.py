@@ -358,7 +358,10 @@ def hf_to_preset(directory):
         layers, groups = backbone["num_layers"], backbone["num_groups"]
         if isinstance(layers, int) and isinstance(groups, int) and 0 < groups <= layers:
             check_group_map(
-                layers, groups, _hf_group_map(layers, groups).__getitem__, config_path,
+                layers,
+                groups,
+                _hf_group_map(layers, groups).__getitem__,
+                config_path,
                 "transformers",
             )
     return {
@@ -489,9 +492,7 @@ def load_hf_weights(backbone, directory, allow_partial=False, allow_pickle=False
     heads = {k: raw[n] for k, n in file_name.items() if k.startswith(spec.heads)}
     # Head tensors are kept for task models and save_hf: weights too.
     check_float_tensors({file_name[k]: v for k, v in heads.items()}, path)
-    mapping = {
-        file_name.get(k, prefix + k): v for k, v in _variable_map(backbone, spec).items()
-    }
+    mapping = {file_name.get(k, prefix + k): v for k, v in _variable_map(backbone, spec).items()}
     assign_tensors(
         mapping,
         {n: raw[n] for k, n in file_name.items() if k not in heads},

@@ -107,9 +107,7 @@ def _parse_header(path, raw):
             "of the header (a wrong header length, or not a safetensors file)."
         ) from e
     try:
-        header = json.loads(
-            text, object_pairs_hook=_unique_object, parse_constant=_refuse_constant
-        )
+        header = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_refuse_constant)
     except _DuplicateKey as e:
         raise SafetensorsError(
             f"{path} has a corrupt safetensors header: the key {e.args[0]!r} appears "

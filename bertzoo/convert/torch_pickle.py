@@ -31,9 +31,7 @@ _STORAGE_DTYPES = {
     "ByteStorage": "u1",
     "BoolStorage": "?",
 }
-_ALLOWED_GLOBALS = (
-    "collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.<Type>Storage"
-)
+_ALLOWED_GLOBALS = "collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.<Type>Storage"
 
 
 class _StorageType:

@@ -36,8 +36,15 @@ _EXPORTS = {
     "write_pretraining_tfrecords": "bertzoo.data.pipeline",
 }
 _SUBMODULES = (
-    "builtin_corpus", "builtin_tasks", "corpus", "examples", "masking", "pipeline", "qa",
-    "readers", "tagging",
+    "builtin_corpus",
+    "builtin_tasks",
+    "corpus",
+    "examples",
+    "masking",
+    "pipeline",
+    "qa",
+    "readers",
+    "tagging",
 )
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

@@ -17,43 +17,130 @@ from pathlib import Path
 from bertzoo.io_utils import atomic_write_text
 
 _SUBJECTS = (
-    "the movie", "this film", "the acting", "the plot", "the soundtrack", "the ending",
-    "the cast", "the script", "the dialogue", "the story", "the camera work", "the sequel",
-    "the show", "the performance", "the book", "the restaurant", "the meal", "the service",
+    "the movie",
+    "this film",
+    "the acting",
+    "the plot",
+    "the soundtrack",
+    "the ending",
+    "the cast",
+    "the script",
+    "the dialogue",
+    "the story",
+    "the camera work",
+    "the sequel",
+    "the show",
+    "the performance",
+    "the book",
+    "the restaurant",
+    "the meal",
+    "the service",
 )
 _TEMPLATES = (
-    "{s} was {a}.", "i thought {s} was {a}.", "honestly, {s} felt {a}.",
-    "{s} is {a}.", "in the end {s} turned out {a}.", "my friends said {s} was {a}.",
-    "overall, {s} was really {a}.", "{s} seemed {a} to me.",
+    "{s} was {a}.",
+    "i thought {s} was {a}.",
+    "honestly, {s} felt {a}.",
+    "{s} is {a}.",
+    "in the end {s} turned out {a}.",
+    "my friends said {s} was {a}.",
+    "overall, {s} was really {a}.",
+    "{s} seemed {a} to me.",
 )
 _ADJECTIVES = {
     # (train, validation) per sentiment; the two lists share no word.
     "positive": (
-        ("good", "great", "wonderful", "excellent", "enjoyable", "delightful", "brilliant",
-         "charming", "beautiful", "impressive", "amazing", "pleasant"),
-        ("superb", "fantastic", "terrific", "lovely", "outstanding", "marvelous", "perfect",
-         "awesome"),
+        (
+            "good",
+            "great",
+            "wonderful",
+            "excellent",
+            "enjoyable",
+            "delightful",
+            "brilliant",
+            "charming",
+            "beautiful",
+            "impressive",
+            "amazing",
+            "pleasant",
+        ),
+        (
+            "superb",
+            "fantastic",
+            "terrific",
+            "lovely",
+            "outstanding",
+            "marvelous",
+            "perfect",
+            "awesome",
+        ),
     ),
     "negative": (
-        ("bad", "terrible", "awful", "boring", "dull", "weak", "poor", "disappointing",
-         "annoying", "painful", "ugly", "tedious"),
-        ("dreadful", "horrible", "lousy", "mediocre", "bland", "pathetic", "miserable",
-         "unpleasant"),
+        (
+            "bad",
+            "terrible",
+            "awful",
+            "boring",
+            "dull",
+            "weak",
+            "poor",
+            "disappointing",
+            "annoying",
+            "painful",
+            "ugly",
+            "tedious",
+        ),
+        (
+            "dreadful",
+            "horrible",
+            "lousy",
+            "mediocre",
+            "bland",
+            "pathetic",
+            "miserable",
+            "unpleasant",
+        ),
     ),
 }
 
 _PEOPLE = (
-    ("alice", "bob", "maria", "john", "emma", "david", "sophia", "james", "olivia", "peter",
-     "laura", "thomas"),
+    (
+        "alice",
+        "bob",
+        "maria",
+        "john",
+        "emma",
+        "david",
+        "sophia",
+        "james",
+        "olivia",
+        "peter",
+        "laura",
+        "thomas",
+    ),
     ("michael", "sarah", "daniel", "anna", "robert", "julia"),
 )
 _PLACES = (
-    ("paris", "london", "berlin", "tokyo", "madrid", "rome", "boston", "chicago", "vienna",
-     "dublin", "seoul", "sydney"),
+    (
+        "paris",
+        "london",
+        "berlin",
+        "tokyo",
+        "madrid",
+        "rome",
+        "boston",
+        "chicago",
+        "vienna",
+        "dublin",
+        "seoul",
+        "sydney",
+    ),
     ("toronto", "moscow", "cairo", "lisbon", "prague", "athens"),
 )
 _VERBS = ("lives in", "works in", "grew up in", "studied in", "moved to", "was born in")
-_COLORS = (("red", "blue", "green", "black", "white", "yellow"), ("purple", "orange", "gray", "pink"))
+_COLORS = (
+    ("red", "blue", "green", "black", "white", "yellow"),
+    ("purple", "orange", "gray", "pink"),
+)
 _DAYS = (("monday", "tuesday", "wednesday", "thursday"), ("friday", "saturday", "sunday"))
 _AGES = (range(20, 50), range(50, 80))
 
@@ -82,8 +169,10 @@ def entities(seed=0, train_size=300, validation_size=100):
     """Person/location tagging in BIO: rows (words, tags)."""
     rng = random.Random(seed)
     templates = (
-        ("{p} {v} {l} .",), ("yesterday {p} said that {p2} {v} {l} .",),
-        ("we know {p} {v} {l} and likes it .",), ("{l} is where {p} {v2} .",),
+        ("{p} {v} {l} .",),
+        ("yesterday {p} said that {p2} {v} {l} .",),
+        ("we know {p} {v} {l} and likes it .",),
+        ("{l} is where {p} {v2} .",),
     )
 
     def rows(split, n):
@@ -141,13 +230,15 @@ def questions(seed=0, train_size=300, validation_size=100):
             rng.shuffle(facts)
             context = " ".join(f[0] for f in facts)
             start = context.index(sentence) + sentence.rindex(answer)
-            out.append({
-                "id": f"{('train', 'dev')[split]}-{i}",
-                "question": question,
-                "context": context,
-                "answer": answer,
-                "answer_start": start,
-            })
+            out.append(
+                {
+                    "id": f"{('train', 'dev')[split]}-{i}",
+                    "question": question,
+                    "context": context,
+                    "answer": answer,
+                    "answer_start": start,
+                }
+            )
         return out
 
     return rows(0, train_size), rows(1, validation_size)
@@ -158,7 +249,13 @@ def questions(seed=0, train_size=300, validation_size=100):
 BUILTIN_SETTINGS = {
     "classification": {"sequence_length": 64},
     "tagging": {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4},
-    "qa": {"sequence_length": 64, "max_query_length": 24, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4},
+    "qa": {
+        "sequence_length": 64,
+        "max_query_length": 24,
+        "learning_rate": 1e-4,
+        "batch_size": 16,
+        "epochs": 4,
+    },
 }
 
 BUILTIN_TASKS = {
@@ -185,7 +282,9 @@ def write_builtin_task(task, directory, seed=0):
         train, validation = entities(seed)
         paths = []
         for name, rows in (("train.conll", train), ("validation.conll", validation)):
-            text = "\n".join("".join(f"{w} {t}\n" for w, t in zip(words, tags)) for words, tags in rows)
+            text = "\n".join(
+                "".join(f"{w} {t}\n" for w, t in zip(words, tags)) for words, tags in rows
+            )
             atomic_write_text(directory / name, text)
             paths.append(directory / name)
         return paths[0], paths[1], {}
@@ -195,22 +294,30 @@ def write_builtin_task(task, directory, seed=0):
         for name, rows in (("train.json", train), ("validation.json", validation)):
             data = {
                 "version": "1.1",
-                "data": [{
-                    "title": "builtin",
-                    "paragraphs": [
-                        {
-                            "context": r["context"],
-                            "qas": [{
-                                "id": r["id"],
-                                "question": r["question"],
-                                "answers": [{"text": r["answer"], "answer_start": r["answer_start"]}],
-                            }],
-                        }
-                        for r in rows
-                    ],
-                }],
+                "data": [
+                    {
+                        "title": "builtin",
+                        "paragraphs": [
+                            {
+                                "context": r["context"],
+                                "qas": [
+                                    {
+                                        "id": r["id"],
+                                        "question": r["question"],
+                                        "answers": [
+                                            {"text": r["answer"], "answer_start": r["answer_start"]}
+                                        ],
+                                    }
+                                ],
+                            }
+                            for r in rows
+                        ],
+                    }
+                ],
             }
-            atomic_write_text(directory / name, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+            atomic_write_text(
+                directory / name, json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+            )
             paths.append(directory / name)
         return paths[0], paths[1], {}
     raise ValueError(

@@ -156,7 +156,9 @@ def create_examples(
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
     min_len = min_seq_len(objective)
     if seq_len < min_len:
-        raise ValueError(f"seq_len={seq_len} is too small: {objective!r} examples need at least {min_len}.")
+        raise ValueError(
+            f"seq_len={seq_len} is too small: {objective!r} examples need at least {min_len}."
+        )
     if dupe_factor < 1:
         raise ValueError(f"dupe_factor must be >= 1, got {dupe_factor}.")
     documents = [d for d in documents if len(d)]
@@ -165,7 +167,8 @@ def create_examples(
     if len(documents) == 1 and objective != "none":
         logger.warning(
             "The corpus has a single document: random-segment (%s label 1) examples take B "
-            "from that same document. Separate documents with blank lines.", objective.upper(),
+            "from that same document. Separate documents with blank lines.",
+            objective.upper(),
         )
     rng = random.Random(seed)
     order = list(range(len(documents)))
@@ -177,7 +180,9 @@ def create_examples(
     rows, segs, labels, doc_ids = [], [], [], []
     for _ in range(dupe_factor):
         for d in range(len(documents)):
-            for a, b, label in _document_examples(documents, d, seq_len, objective, short_seq_prob, rng):
+            for a, b, label in _document_examples(
+                documents, d, seq_len, objective, short_seq_prob, rng
+            ):
                 if b is None:
                     ids = np.concatenate([[cls_id], a, [sep_id]])
                     seg = np.zeros(len(ids), np.int32)

@@ -61,13 +61,19 @@ class MaskedLMMasker:
     (B, P), mask_ids (B, P), mask_weights float32 (B, P)).
     """
 
-    def __init__(self, tokenizer, seq_len, max_predictions_per_seq, kind="token", mask_rate=0.15, max_ngram=3):
+    def __init__(
+        self, tokenizer, seq_len, max_predictions_per_seq, kind="token", mask_rate=0.15, max_ngram=3
+    ):
         if kind not in KINDS:
             raise ValueError(f"masking kind must be one of {KINDS}, got {kind!r}.")
         if max_predictions_per_seq < 1:
-            raise ValueError(f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}.")
+            raise ValueError(
+                f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}."
+            )
         if max_predictions_per_seq > seq_len:
-            raise ValueError(f"max_predictions_per_seq={max_predictions_per_seq} exceeds seq_len={seq_len}.")
+            raise ValueError(
+                f"max_predictions_per_seq={max_predictions_per_seq} exceeds seq_len={seq_len}."
+            )
         if not 0.0 < mask_rate < 1.0:
             raise ValueError(f"mask_rate must be in (0, 1), got {mask_rate}.")
         wanted = int(round(seq_len * mask_rate))
@@ -75,7 +81,11 @@ class MaskedLMMasker:
             logger.warning(
                 "max_predictions_per_seq=%d is smaller than round(seq_len * mask_rate) = %d "
                 "(seq_len=%d, mask_rate=%g): full-length examples get fewer than %g%% masked tokens.",
-                max_predictions_per_seq, wanted, seq_len, mask_rate, mask_rate * 100,
+                max_predictions_per_seq,
+                wanted,
+                seq_len,
+                mask_rate,
+                mask_rate * 100,
             )
         self.seq_len = int(seq_len)
         self.max_predictions_per_seq = int(max_predictions_per_seq)
@@ -83,11 +93,21 @@ class MaskedLMMasker:
         self.mask_rate = float(mask_rate)
         self.max_ngram = int(max_ngram) if kind == "ngram" else 1
         self.vocabulary_size = tokenizer.vocabulary_size
-        self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
+        self.cls_id, self.sep_id, self.pad_id = (
+            tokenizer.cls_token_id,
+            tokenizer.sep_token_id,
+            tokenizer.pad_token_id,
+        )
         self.mask_id = tokenizer.mask_token_id
         special = set(tokenizer.special_token_ids)
-        self._random_ids = tf.constant([i for i in range(tokenizer.vocabulary_size) if i not in special], tf.int32)
-        starts = word_start_table(tokenizer) if kind != "token" else np.ones(tokenizer.vocabulary_size, bool)
+        self._random_ids = tf.constant(
+            [i for i in range(tokenizer.vocabulary_size) if i not in special], tf.int32
+        )
+        starts = (
+            word_start_table(tokenizer)
+            if kind != "token"
+            else np.ones(tokenizer.vocabulary_size, bool)
+        )
         self._word_start = tf.constant(starts)
         p = 1.0 / np.arange(1, self.max_ngram + 1)
         self._ngram_cdf = tf.constant(np.cumsum(p / p.sum())[:-1], tf.float32)
@@ -120,14 +140,21 @@ class MaskedLMMasker:
         B = tf.shape(token_ids)[0]
         seeds = tf.random.experimental.stateless_split(seed, 5)
 
-        cand = padding_mask & (token_ids != self.cls_id) & (token_ids != self.sep_id) & (token_ids != self.pad_id)
+        cand = (
+            padding_mask
+            & (token_ids != self.cls_id)
+            & (token_ids != self.sep_id)
+            & (token_ids != self.pad_id)
+        )
         prev_cand = tf.pad(cand[:, :-1], [[0, 0], [1, 0]])
         starts = cand & (tf.gather(self._word_start, token_ids) | ~prev_cand)
         word_of = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1  # (B, S)
         num_words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)  # (B,)
         # Token length of each word (B, S); words are indexed 0..num_words-1.
         seg = tf.where(cand, word_of + S * tf.range(B)[:, None], B * S)
-        word_len = tf.math.unsorted_segment_sum(tf.ones([B * S], tf.int32), tf.reshape(seg, [-1]), B * S + 1)
+        word_len = tf.math.unsorted_segment_sum(
+            tf.ones([B * S], tf.int32), tf.reshape(seg, [-1]), B * S + 1
+        )
         word_len = tf.reshape(word_len[:-1], [B, S])
         cum = tf.pad(tf.cumsum(word_len, axis=1), [[0, 0], [1, 0]])  # (B, S+1), exclusive
         budget = self.num_to_predict(tf.reduce_sum(tf.cast(padding_mask, tf.int32), axis=1))
@@ -138,25 +165,29 @@ class MaskedLMMasker:
         priority = tf.where(w_range < num_words[:, None], priority, 2.0)
         order = tf.argsort(priority, axis=1, stable=True)  # (B, S)
         u = tf.random.stateless_uniform([B, S], seeds[1])
-        n_draw = 1 + tf.reduce_sum(tf.cast(u[:, :, None] >= self._ngram_cdf, tf.int32), axis=2)  # (B, S)
+        n_draw = 1 + tf.reduce_sum(
+            tf.cast(u[:, :, None] >= self._ngram_cdf, tf.int32), axis=2
+        )  # (B, S)
         # ngram_len[b, w, n-1]: tokens in the (clamped) n-gram starting at word w.
-        ends = tf.minimum(w_range[:, :, None] + tf.range(1, N + 1), num_words[:, None, None])  # (B, S, N)
+        ends = tf.minimum(
+            w_range[:, :, None] + tf.range(1, N + 1), num_words[:, None, None]
+        )  # (B, S, N)
         ngram_len = tf.gather(cum, ends, batch_dims=1) - cum[:, :S, None]
 
         def body(k, count, covered):
             w = order[:, k]  # (B,)
             n0 = tf.gather(n_draw, w, batch_dims=1)
             lens = tf.gather(ngram_len, w, batch_dims=1)  # (B, N)
-            fits = (count[:, None] + lens <= budget[:, None]) & (tf.range(1, N + 1)[None, :] <= n0[:, None])
+            fits = (count[:, None] + lens <= budget[:, None]) & (
+                tf.range(1, N + 1)[None, :] <= n0[:, None]
+            )
             n = tf.reduce_sum(tf.cast(fits, tf.int32), axis=1)  # largest fitting n <= n0 (0: none)
             words = w[:, None] + tf.range(N)[None, :]  # (B, N)
             inside = (tf.range(N)[None, :] < n[:, None]) & (words < num_words[:, None])
             hit = tf.gather(covered, tf.minimum(words, S - 1), batch_dims=1) & inside
             take = (k < num_words) & (n > 0) & ~tf.reduce_any(hit, axis=1)
             mark = inside & take[:, None]
-            covered = covered | tf.reduce_any(
-                (tf.one_hot(words, S) > 0) & mark[:, :, None], axis=1
-            )
+            covered = covered | tf.reduce_any((tf.one_hot(words, S) > 0) & mark[:, :, None], axis=1)
             count = count + tf.where(take, tf.gather(lens, tf.maximum(n - 1, 0), batch_dims=1), 0)
             return k + 1, count, covered
 
@@ -164,7 +195,9 @@ class MaskedLMMasker:
             return (k < tf.reduce_max(num_words)) & tf.reduce_any(count < budget)
 
         _, _, covered = tf.while_loop(
-            cond, body, [tf.constant(0), tf.zeros([B], tf.int32), tf.zeros([B, S], tf.bool)],
+            cond,
+            body,
+            [tf.constant(0), tf.zeros([B], tf.int32), tf.zeros([B, S], tf.bool)],
             maximum_iterations=S,
         )
         selected = cand & tf.gather(covered, tf.maximum(word_of, 0), batch_dims=1)
@@ -173,7 +206,9 @@ class MaskedLMMasker:
         r = tf.random.stateless_uniform([B, S], seeds[2])
         random_ids = tf.gather(
             self._random_ids,
-            tf.random.stateless_uniform([B, S], seeds[3], maxval=tf.shape(self._random_ids)[0], dtype=tf.int32),
+            tf.random.stateless_uniform(
+                [B, S], seeds[3], maxval=tf.shape(self._random_ids)[0], dtype=tf.int32
+            ),
         )
         replaced = tf.where(r < 0.8, self.mask_id, tf.where(r < 0.9, random_ids, token_ids))
         masked = tf.where(selected, replaced, token_ids)

@@ -98,7 +98,16 @@ def _check_start_batch(start_batch):
 
 def _mask_batch(batch, masker, pair, objective):
     masked, positions, ids, weights = masker(batch["token_ids"], batch["padding_mask"], pair)
-    return _format(masked, batch["segment_ids"], batch["padding_mask"], positions, ids, weights, batch["label"], objective)
+    return _format(
+        masked,
+        batch["segment_ids"],
+        batch["padding_mask"],
+        positions,
+        ids,
+        weights,
+        batch["label"],
+        objective,
+    )
 
 
 def _mask_seeds(seed, start_batch, endless):
@@ -152,12 +161,21 @@ def _endless_in_memory(examples, batch_size, masker, seed, shuffle, start_batch)
         batch = {k: tf.gather(v, j) for k, v in columns.items()}
         return _mask_batch(batch, masker, tf.stack([seed64, b]), examples.objective)
 
-    ds = tf.data.Dataset.counter(start_batch).map(load, num_parallel_calls=_AUTOTUNE, deterministic=True)
+    ds = tf.data.Dataset.counter(start_batch).map(
+        load, num_parallel_calls=_AUTOTUNE, deterministic=True
+    )
     return ds.prefetch(_AUTOTUNE)
 
 
 def make_pretraining_dataset(
-    examples, batch_size, masker, seed=0, shuffle=True, drop_remainder=True, repeat=False, start_batch=0
+    examples,
+    batch_size,
+    masker,
+    seed=0,
+    shuffle=True,
+    drop_remainder=True,
+    repeat=False,
+    start_batch=0,
 ):
     """Dynamic masking over in-memory `PretrainingExamples`: a batched
     `tf.data.Dataset` of (x, y, sample_weight), re-masked every epoch.
@@ -195,11 +213,15 @@ def _int_feature(values):
 def _serialize(features):
     feats = {k: _int_feature(v) for k, v in features.items() if k != "mask_weights"}
     if "mask_weights" in features:
-        feats["mask_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=features["mask_weights"]))
+        feats["mask_weights"] = tf.train.Feature(
+            float_list=tf.train.FloatList(value=features["mask_weights"])
+        )
     return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
 
 
-def write_pretraining_tfrecords(examples, output_dir, num_shards=1, masker=None, seed=0, prefix="pretraining", batch_size=1024):
+def write_pretraining_tfrecords(
+    examples, output_dir, num_shards=1, masker=None, seed=0, prefix="pretraining", batch_size=1024
+):
     """Writes `PretrainingExamples` as sharded TFRecords + metadata.
 
     With a `masker`, examples are masked now (static mode; each example gets
@@ -222,7 +244,9 @@ def write_pretraining_tfrecords(examples, output_dir, num_shards=1, masker=None,
     if masker is not None:
 
         def apply(i, batch):
-            masked, positions, ids, weights = masker(batch["token_ids"], batch["padding_mask"], tf.stack([tf.cast(seed, tf.int64), i]))
+            masked, positions, ids, weights = masker(
+                batch["token_ids"], batch["padding_mask"], tf.stack([tf.cast(seed, tf.int64), i])
+            )
             return {
                 "token_ids": masked,
                 "segment_ids": batch["segment_ids"],
@@ -236,7 +260,9 @@ def write_pretraining_tfrecords(examples, output_dir, num_shards=1, masker=None,
         ds = ds.enumerate().map(apply, num_parallel_calls=_AUTOTUNE, deterministic=True)
     n = len(examples)
     bounds = np.linspace(0, n, num_shards + 1).astype(int)
-    paths = [output_dir / f"{prefix}-{s:05d}-of-{num_shards:05d}.tfrecord" for s in range(num_shards)]
+    paths = [
+        output_dir / f"{prefix}-{s:05d}-of-{num_shards:05d}.tfrecord" for s in range(num_shards)
+    ]
     it = ds.prefetch(2).as_numpy_iterator()
     pending, index = {}, 0  # column arrays of the current batch
     for s, path in enumerate(paths):
@@ -276,7 +302,9 @@ def _resolve(pattern):
             raise FileNotFoundError(f"No pre-training files match {pattern!r}.")
         dirs = {str(Path(f).parent) for f in files}
         if len(dirs) > 1:
-            raise PretrainingDataError(f"{pattern!r} matches files in several directories: {sorted(dirs)}.")
+            raise PretrainingDataError(
+                f"{pattern!r} matches files in several directories: {sorted(dirs)}."
+            )
         directory = Path(dirs.pop())
     meta_path = directory / METADATA_FILE
     if not meta_path.is_file():
@@ -350,14 +378,19 @@ def read_pretraining_dataset(
                 f"{max_predictions_per_seq} was requested."
             )
         if masker is not None:
-            raise PretrainingDataError(f"{meta_path.parent} holds masked examples; do not pass a masker.")
+            raise PretrainingDataError(
+                f"{meta_path.parent} holds masked examples; do not pass a masker."
+            )
     else:
         if masker is None:
             raise PretrainingDataError(
                 f"{meta_path.parent} holds unmasked examples (dynamic masking): pass masker=MaskedLMMasker(...)."
             )
         _check_masker(masker, seq_len)
-        if max_predictions_per_seq is not None and max_predictions_per_seq != masker.max_predictions_per_seq:
+        if (
+            max_predictions_per_seq is not None
+            and max_predictions_per_seq != masker.max_predictions_per_seq
+        ):
             raise PretrainingDataError(
                 f"max_predictions_per_seq={max_predictions_per_seq} differs from the masker's "
                 f"{masker.max_predictions_per_seq}."
@@ -379,7 +412,9 @@ def read_pretraining_dataset(
         return out
 
     if repeat:
-        records = _endless_records(files, meta, shuffle, seed, shuffle_buffer, start_batch * batch_size)
+        records = _endless_records(
+            files, meta, shuffle, seed, shuffle_buffer, start_batch * batch_size
+        )
     else:
         records = _records(files, shuffle, seed, shuffle_buffer, reshuffle=True)
     batches = records.batch(batch_size, drop_remainder=drop_remainder)
@@ -393,14 +428,22 @@ def read_pretraining_dataset(
             deterministic=True,
         )
     else:
-        ds = _mask_dynamically(batches, masker, seed, objective, start_batch, endless=repeat, parse=parse)
+        ds = _mask_dynamically(
+            batches, masker, seed, objective, start_batch, endless=repeat, parse=parse
+        )
     return ds.prefetch(_AUTOTUNE)
 
 
 def _format_static(b, objective):
     return _format(
-        b["token_ids"], b["segment_ids"], b["padding_mask"], b["mask_positions"],
-        b["mask_ids"], b["mask_weights"], b["label"], objective,
+        b["token_ids"],
+        b["segment_ids"],
+        b["padding_mask"],
+        b["mask_positions"],
+        b["mask_ids"],
+        b["mask_weights"],
+        b["label"],
+        objective,
     )
 
 
@@ -409,9 +452,14 @@ def _records(files, shuffle, seed, shuffle_buffer, reshuffle):
     interleaved, records shuffled in a buffer (or file order, as written)."""
     if not shuffle:
         return tf.data.TFRecordDataset(files)
-    ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=seed, reshuffle_each_iteration=reshuffle)
+    ds = tf.data.Dataset.from_tensor_slices(files).shuffle(
+        len(files), seed=seed, reshuffle_each_iteration=reshuffle
+    )
     ds = ds.interleave(
-        tf.data.TFRecordDataset, cycle_length=min(len(files), 8), num_parallel_calls=_AUTOTUNE, deterministic=True
+        tf.data.TFRecordDataset,
+        cycle_length=min(len(files), 8),
+        num_parallel_calls=_AUTOTUNE,
+        deterministic=True,
     )
     return ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=reshuffle)
 
@@ -429,7 +477,9 @@ def _endless_records(files, meta, shuffle, seed, shuffle_buffer, skip):
     """The endless record stream from record `skip` on: epoch e is one pass
     shuffled with seeds drawn from (seed, e), the same on every iteration."""
     if all(os.path.getsize(f) == 0 for f in files):
-        raise PretrainingDataError(f"{files} hold no records.")  # else an endless loop over empty epochs
+        raise PretrainingDataError(
+            f"{files} hold no records."
+        )  # else an endless loop over empty epochs
     first_epoch = 0
     if skip:
         n = _count_records(files, meta)

@@ -113,7 +113,9 @@ def _max_context(p, j, step, max_len, clen, n):
 
 
 @tf.autograph.experimental.do_not_convert
-def encode_qa(tokenizer, questions, contexts, sequence_length=384, doc_stride=128, max_query_length=64):
+def encode_qa(
+    tokenizer, questions, contexts, sequence_length=384, doc_stride=128, max_query_length=64
+):
     """(question, context) strings -> windowed BERT inputs with offsets.
 
     TensorFlow ops only: eager, `tf.data`, `tf.function` and exported graphs.
@@ -573,7 +575,9 @@ def serve_answers(
     offset_start, offset_end = tf.cast(offset_start, tf.int32), tf.cast(offset_end, tf.int32)
     start_logits = tf.cast(tf.convert_to_tensor(start_logits), tf.float32)
     end_logits = tf.cast(tf.convert_to_tensor(end_logits), tf.float32)
-    null = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], segment, num_examples)
+    null = tf.math.unsorted_segment_min(
+        start_logits[:, 0] + end_logits[:, 0], segment, num_examples
+    )
     if version_2:
         found &= ~(null - best > null_score_diff_threshold)
     offset_start = tf.where(found, offset_start, -1)

@@ -55,10 +55,16 @@ def encode_words(tokenizer, words, sequence_length):
 
 
 def _ragged_words(sentences):
-    return tf.ragged.constant([list(words) for words in sentences], dtype=tf.string, ragged_rank=1) if sentences else tf.ragged.constant([[]], dtype=tf.string)[:0]
+    return (
+        tf.ragged.constant([list(words) for words in sentences], dtype=tf.string, ragged_rank=1)
+        if sentences
+        else tf.ragged.constant([[]], dtype=tf.string)[:0]
+    )
 
 
-def tagging_features(tokenizer, sentences, label_set=None, sequence_length=128, source="", batch_size=512):
+def tagging_features(
+    tokenizer, sentences, label_set=None, sequence_length=128, source="", batch_size=512
+):
     """Training or evaluation features for `BertTokenClassifier`.
 
     Args:
@@ -87,9 +93,19 @@ def tagging_features(tokenizer, sentences, label_set=None, sequence_length=128, 
         raise ValueError("No sentences to encode.")
     width = max(c["word_starts"].shape[1] for c in chunks)
     starts = np.concatenate(
-        [np.pad(c["word_starts"], ((0, 0), (0, width - c["word_starts"].shape[1])), constant_values=-1) for c in chunks]
+        [
+            np.pad(
+                c["word_starts"],
+                ((0, 0), (0, width - c["word_starts"].shape[1])),
+                constant_values=-1,
+            )
+            for c in chunks
+        ]
     )
-    features = {k: np.concatenate([c[k] for c in chunks]) for k in ("token_ids", "segment_ids", "padding_mask")}
+    features = {
+        k: np.concatenate([c[k] for c in chunks])
+        for k in ("token_ids", "segment_ids", "padding_mask")
+    }
     lengths = np.array([len(s.words) for s in sentences])
     present = np.arange(width)[None, :] < lengths[:, None]
     truncated = int(np.sum(present & (starts < 0)))
@@ -97,14 +113,18 @@ def tagging_features(tokenizer, sentences, label_set=None, sequence_length=128, 
         logger.warning(
             "%d of %d words are not in the model input (cut off at sequence_length=%d, or "
             "no tokens); they are predicted as the first label.",
-            truncated, int(lengths.sum()), sequence_length,
+            truncated,
+            int(lengths.sum()),
+            sequence_length,
         )
     labels = None
     if label_set is not None:
         labels = np.full(features["token_ids"].shape, IGNORE_LABEL, np.int32)
         for row, sentence in enumerate(sentences):
             if sentence.tags is None:
-                raise ValueError(f"{source}:{sentence.line}: the sentence has no tags (a tag column is needed for training and evaluation).")
+                raise ValueError(
+                    f"{source}:{sentence.line}: the sentence has no tags (a tag column is needed for training and evaluation)."
+                )
             for j, tag in enumerate(sentence.tags):
                 index = label_set.index(tag, source, sentence.line + j)
                 if starts[row, j] >= 0:

@@ -56,7 +56,9 @@ class _Distiller(keras.Model):
     def compile(self, optimizer="adam", loss=None, **kwargs):
         """`keras.Model.compile` with the distillation loss built in."""
         if loss is not None:
-            raise ValueError(f"{type(self).__name__} computes its loss itself; call compile() without loss=.")
+            raise ValueError(
+                f"{type(self).__name__} computes its loss itself; call compile() without loss=."
+            )
         super().compile(optimizer=optimizer, **kwargs)
 
     def _total(self, parts):
@@ -118,8 +120,15 @@ class DistilBertDistiller(_Distiller):
     loss_names = ("kl_loss", "mlm_loss", "cosine_loss")
 
     def __init__(
-        self, teacher, student, temperature=2.0, kl_weight=5.0, mlm_weight=2.0,
-        cosine_weight=1.0, kl_positions="all", **kwargs,
+        self,
+        teacher,
+        student,
+        temperature=2.0,
+        kl_weight=5.0,
+        mlm_weight=2.0,
+        cosine_weight=1.0,
+        kl_positions="all",
+        **kwargs,
     ):
         super().__init__(**kwargs)
         teacher = as_pretrainer(teacher, "teacher", need_head=kl_weight > 0)
@@ -139,7 +148,9 @@ class DistilBertDistiller(_Distiller):
                 "teacher's width."
             )
         if kl_positions not in ("all", "masked"):
-            raise DistillationError(f"kl_positions must be 'all' or 'masked', got {kl_positions!r}.")
+            raise DistillationError(
+                f"kl_positions must be 'all' or 'masked', got {kl_positions!r}."
+            )
         teacher.trainable = False
         self.teacher = teacher
         self.student = student
@@ -155,7 +166,9 @@ class DistilBertDistiller(_Distiller):
     def call(self, x, training=None):
         if self.kl_positions == "all":
             batch, length = ops.shape(x["token_ids"])[0], ops.shape(x["token_ids"])[1]
-            positions = ops.broadcast_to(ops.arange(length, dtype="int32")[None, :], (batch, length))
+            positions = ops.broadcast_to(
+                ops.arange(length, dtype="int32")[None, :], (batch, length)
+            )
         else:
             positions = x["mask_positions"]
         t_seq, t_logits = self._logits(self.teacher, x, positions, False)
@@ -174,7 +187,9 @@ class DistilBertDistiller(_Distiller):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if y is None or "mlm" not in y:
-            raise ValueError("DistilBertDistiller needs y={'mlm': ids} batches (the pre-training pipeline).")
+            raise ValueError(
+                "DistilBertDistiller needs y={'mlm': ids} batches (the pre-training pipeline)."
+            )
         mlm_weights = sample_weight.get("mlm") if isinstance(sample_weight, dict) else None
         mask = x["padding_mask"]
         kl_weights = mask if self.kl_positions == "all" else mlm_weights
@@ -218,8 +233,15 @@ class TinyBertDistiller(_Distiller):
     loss_names = ("attention_loss", "embedding_loss", "hidden_loss")
 
     def __init__(
-        self, teacher, student, layer_map=None, attention_weight=1.0, embedding_weight=1.0,
-        hidden_weight=1.0, shared_projection=True, **kwargs,
+        self,
+        teacher,
+        student,
+        layer_map=None,
+        attention_weight=1.0,
+        embedding_weight=1.0,
+        hidden_weight=1.0,
+        shared_projection=True,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         t, s = backbone_of(teacher, "teacher"), backbone_of(student, "student")
@@ -254,7 +276,9 @@ class TinyBertDistiller(_Distiller):
         count = 1 if shared_projection else s.num_layers + 1
         self.projections = [
             keras.layers.Dense(
-                t.hidden_dim, dtype=s.dtype_policy, name=f"projection_{i}",
+                t.hidden_dim,
+                dtype=s.dtype_policy,
+                name=f"projection_{i}",
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=s.initializer_range),
             )
             for i in range(count)
@@ -283,7 +307,9 @@ class TinyBertDistiller(_Distiller):
         ]
         out["student_hidden"] = [self._project(i, h) for i, h in enumerate(s["hidden_states"])]
         if self.weights_by_loss["attention_loss"] > 0:
-            out["teacher_scores"] = [ops.stop_gradient(t["attention_scores"][j]) for j in self.layer_map]
+            out["teacher_scores"] = [
+                ops.stop_gradient(t["attention_scores"][j]) for j in self.layer_map
+            ]
             out["student_scores"] = s["attention_scores"]
         return out
 

@@ -11,7 +11,14 @@ from bertzoo.layers.common import group_of_layer
 
 logger = logging.getLogger(__name__)
 
-_SAME = ("vocabulary_size", "hidden_dim", "embedding_dim", "intermediate_dim", "num_heads", "activation")
+_SAME = (
+    "vocabulary_size",
+    "hidden_dim",
+    "embedding_dim",
+    "intermediate_dim",
+    "num_heads",
+    "activation",
+)
 
 
 def backbone_of(model, role):
@@ -97,19 +104,28 @@ def init_student_from_teacher(student, teacher, layer_map=None):
 def _check_embeddings(s, t):
     problems = []
     if s.vocabulary_size != t.vocabulary_size:
-        problems.append(f"vocabulary_size: teacher {t.vocabulary_size}, student {s.vocabulary_size} "
-                        "(one tokenizer is needed)")
+        problems.append(
+            f"vocabulary_size: teacher {t.vocabulary_size}, student {s.vocabulary_size} "
+            "(one tokenizer is needed)"
+        )
     if s.embedding_dim > t.embedding_dim:
-        problems.append(f"embedding_dim: the student's {s.embedding_dim} is wider than the teacher's "
-                        f"{t.embedding_dim} (a projection only narrows)")
+        problems.append(
+            f"embedding_dim: the student's {s.embedding_dim} is wider than the teacher's "
+            f"{t.embedding_dim} (a projection only narrows)"
+        )
     if s.max_sequence_length > t.max_sequence_length:
-        problems.append(f"max_sequence_length: the student has {s.max_sequence_length} positions, the "
-                        f"teacher only {t.max_sequence_length}")
+        problems.append(
+            f"max_sequence_length: the student has {s.max_sequence_length} positions, the "
+            f"teacher only {t.max_sequence_length}"
+        )
     if s.num_segments > 0 and s.num_segments != t.num_segments:
         problems.append(f"num_segments: teacher {t.num_segments}, student {s.num_segments}")
     if problems:
-        raise DistillationError("Cannot initialise the student's embeddings from the teacher's: "
-                                + "; ".join(problems) + ".")
+        raise DistillationError(
+            "Cannot initialise the student's embeddings from the teacher's: "
+            + "; ".join(problems)
+            + "."
+        )
 
 
 def embedding_projection(teacher, width):

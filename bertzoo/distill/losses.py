@@ -17,7 +17,11 @@ def _f32(x):
 
 
 def check_temperature(temperature):
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0:
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or temperature <= 0
+    ):
         raise ValueError(f"temperature must be a number > 0, got {temperature!r}.")
 
 

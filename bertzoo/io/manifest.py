@@ -108,7 +108,9 @@ def read_manifest(directory):
         not isinstance(files, dict)
         or document.get("format") != FORMAT
         or not all(
-            isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("size"), int)
+            isinstance(v, dict)
+            and isinstance(v.get("sha256"), str)
+            and isinstance(v.get("size"), int)
             for v in files.values()
         )
     ):

@@ -170,7 +170,9 @@ def check_target(target, kind, overwrite=True):
     kind = kinds[0]
     if not target.exists():
         if target.is_symlink():
-            raise OutputError(f"{target} is a dangling symbolic link; remove it or choose another path.")
+            raise OutputError(
+                f"{target} is a dangling symbolic link; remove it or choose another path."
+            )
         return None
     if not target.is_dir():
         raise OutputError(
@@ -298,7 +300,9 @@ def _finish(staging, target, kind, old, replaces):
         if not _exchange(staging, target):
             # No atomic exchange here: move the old one aside first; a kill
             # between the two renames leaves it complete beside the target.
-            aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
+            aside = Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent)
+            )
             os.rmdir(aside)
             os.replace(target, aside)
             os.replace(staging, target)

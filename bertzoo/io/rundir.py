@@ -138,7 +138,9 @@ class RunDirectory:
             parts = PurePosixPath(name).parts
             blocked = []  # a file where one of the path's folders goes
             for i in range(1, len(parts)):
-                blocked = [p for p in self._matches("/".join(parts[:i])) if not (self.path / p).is_dir()]
+                blocked = [
+                    p for p in self._matches("/".join(parts[:i])) if not (self.path / p).is_dir()
+                ]
                 if blocked:
                     break
             for found in blocked or self._matches(name):
@@ -185,7 +187,9 @@ class RunDirectory:
 
     def _require_lock(self):
         if self._fd is None:
-            raise RuntimeError("Lock the run directory (lock() or `with`) before claiming or removing paths.")
+            raise RuntimeError(
+                "Lock the run directory (lock() or `with`) before claiming or removing paths."
+            )
 
     def _name(self, path):
         """An output-relative POSIX path; absolute paths must be inside."""
@@ -225,7 +229,10 @@ class RunDirectory:
 
     def _save(self):
         """Writes the record atomically (temporary file, fsync, rename)."""
-        text = json.dumps({"format_version": FORMAT_VERSION, "paths": sorted(self._paths)}, indent=1) + "\n"
+        text = (
+            json.dumps({"format_version": FORMAT_VERSION, "paths": sorted(self._paths)}, indent=1)
+            + "\n"
+        )
         try:
             atomic_write_text(self.path / RECORD_FILE, text)
         except OSError as e:

@@ -48,10 +48,7 @@ class BertSelfAttention(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         if hidden_dim % num_heads:
-            raise ValueError(
-                f"hidden_dim={hidden_dim} must be divisible by "
-                f"num_heads={num_heads}."
-            )
+            raise ValueError(f"hidden_dim={hidden_dim} must be divisible by num_heads={num_heads}.")
         self.num_heads = num_heads
         self.hidden_dim = hidden_dim
         self.head_dim = hidden_dim // num_heads
@@ -81,9 +78,7 @@ class BertSelfAttention(keras.layers.Layer):
 
     def _split_heads(self, x):
         # (B, S, H) -> (B, S, heads, head_dim)
-        return ops.reshape(
-            x, tuple(ops.shape(x)[:2]) + (self.num_heads, self.head_dim)
-        )
+        return ops.reshape(x, tuple(ops.shape(x)[:2]) + (self.num_heads, self.head_dim))
 
     def call(
         self,
@@ -118,9 +113,7 @@ class BertSelfAttention(keras.layers.Layer):
             context = ops.dot_product_attention(
                 q, k, v, mask=mask, scale=1.0 / math.sqrt(self.head_dim)
             )  # (B, T, heads, head_dim)
-        context = ops.reshape(
-            context, tuple(ops.shape(context)[:2]) + (self.hidden_dim,)
-        )
+        context = ops.reshape(context, tuple(ops.shape(context)[:2]) + (self.hidden_dim,))
         output = self.attention_output(context)
         if return_attention_scores:
             return output, scores

@@ -23,8 +23,7 @@ def get_activation(name):
     """Returns the activation function for a config name, with a clear error."""
     if name not in _ACTIVATIONS:
         raise ValueError(
-            f"Unknown activation {name!r}. Valid activations: "
-            f"{', '.join(ACTIVATION_NAMES)}."
+            f"Unknown activation {name!r}. Valid activations: {', '.join(ACTIVATION_NAMES)}."
         )
     return _ACTIVATIONS[name]
 

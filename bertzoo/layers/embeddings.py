@@ -87,9 +87,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
-        self.dropout_layer = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="dropout"
-        )
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.projection = None
         if embedding_dim != hidden_dim:
             self.projection = keras.layers.Dense(
@@ -129,8 +127,7 @@ class BertEmbeddings(keras.layers.Layer):
             )
         if self.segment_embedding is not None and segment_ids is None:
             raise ValueError(
-                "segment_ids are required: this model has "
-                f"num_segments={self.num_segments}."
+                f"segment_ids are required: this model has num_segments={self.num_segments}."
             )
         # Out-of-range ids (issue 14): with known values (eager) an error;
         # in traced graphs, where none can be raised, the lookup reads row 0

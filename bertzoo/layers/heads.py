@@ -71,9 +71,7 @@ class MaskedLMHead(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         if token_embedding is None:
-            raise ValueError(
-                "MaskedLMHead needs the token_embedding layer whose table it ties to."
-            )
+            raise ValueError("MaskedLMHead needs the token_embedding layer whose table it ties to.")
         self.vocabulary_size = vocabulary_size
         self.embedding_dim = embedding_dim
         # Not tracked as a sublayer: the table belongs to the backbone, and a

@@ -104,9 +104,7 @@ class BertTransformerBlock(keras.layers.Layer):
         )
         if return_attention_scores:
             attended, scores = attended
-        x = self.attention_layer_norm(
-            inputs + self.dropout_layer(attended, training=training)
-        )
+        x = self.attention_layer_norm(inputs + self.dropout_layer(attended, training=training))
         h = self.output_dense(self.intermediate_dense(x))  # H -> I -> H
         x = self.output_layer_norm(x + self.dropout_layer(h, training=training))
         if return_attention_scores:

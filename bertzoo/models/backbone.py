@@ -41,9 +41,7 @@ class _ScoresTap(keras.layers.Layer):
         self.block = block
 
     def call(self, inputs, padding_mask, training=None):
-        return self.block(
-            inputs, padding_mask, training=training, return_attention_scores=True
-        )
+        return self.block(inputs, padding_mask, training=training, return_attention_scores=True)
 
     def get_config(self):
         raise NotImplementedError(
@@ -263,13 +261,10 @@ class BertBackbone(InputChecks, keras.Model):
                 f"{num_heads} (each head gets hidden_dim / num_heads features)."
             )
         if num_groups > num_layers:
-            raise ValueError(
-                f"num_groups={num_groups} must not exceed num_layers={num_layers}."
-            )
+            raise ValueError(f"num_groups={num_groups} must not exceed num_layers={num_layers}.")
         if activation not in ACTIVATION_NAMES:
             raise ValueError(
-                f"activation={activation!r} is not supported. Valid: "
-                f"{', '.join(ACTIVATION_NAMES)}."
+                f"activation={activation!r} is not supported. Valid: {', '.join(ACTIVATION_NAMES)}."
             )
         _check_rate("dropout", dropout)
         _check_rate("attention_dropout", effective_attention_dropout)

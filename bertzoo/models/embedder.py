@@ -40,7 +40,11 @@ def sentence_transformers_settings(directory):
             if module.get("type", "").endswith(".Pooling"):
                 config = json.loads((directory / module["path"] / "config.json").read_text("utf-8"))
                 modes = [mode for key, mode in _ST_POOLING_KEYS.items() if config.get(key)]
-                other = [k for k, v in config.items() if k.startswith("pooling_mode") and v and k not in _ST_POOLING_KEYS]
+                other = [
+                    k
+                    for k, v in config.items()
+                    if k.startswith("pooling_mode") and v and k not in _ST_POOLING_KEYS
+                ]
                 if len(modes) != 1 or other:
                     raise preset_lib.PresetError(
                         f"{directory}: pooling {modes + other} is not supported; bertzoo "
@@ -55,7 +59,9 @@ def sentence_transformers_settings(directory):
     except (OSError, ValueError, KeyError, AttributeError) as e:
         if isinstance(e, preset_lib.PresetError):
             raise
-        raise preset_lib.PresetError(f"{directory}: unreadable sentence-transformers files: {e}") from e
+        raise preset_lib.PresetError(
+            f"{directory}: unreadable sentence-transformers files: {e}"
+        ) from e
     return settings
 
 
@@ -86,8 +92,7 @@ def _is_empty_text(x):
 # === Input checks (issue 14) ===
 
 _TEXTS = (
-    "a string, a list of strings, or a tuple (texts_a, texts_b) of two equally "
-    "long lists for pairs"
+    "a string, a list of strings, or a tuple (texts_a, texts_b) of two equally long lists for pairs"
 )
 
 
@@ -167,7 +172,16 @@ class TextEmbedder(keras.Model):
         self.normalize = bool(normalize)
 
     @classmethod
-    def from_preset(cls, preset, pooling=None, normalize=None, sequence_length=None, vocabulary=None, load_weights=True, **kwargs):
+    def from_preset(
+        cls,
+        preset,
+        pooling=None,
+        normalize=None,
+        sequence_length=None,
+        vocabulary=None,
+        load_weights=True,
+        **kwargs,
+    ):
         """Backbone and preprocessor from a preset directory (bertzoo or
         Hugging Face format). Pooling, normalisation and sequence length
         default to what a sentence-transformers directory records, else mean
@@ -178,7 +192,9 @@ class TextEmbedder(keras.Model):
             settings = sentence_transformers_settings(preset)
         preprocessor = BertPreprocessor.from_preset(
             preset,
-            sequence_length=settings.get("sequence_length") if sequence_length is None else sequence_length,
+            sequence_length=settings.get("sequence_length")
+            if sequence_length is None
+            else sequence_length,
             vocabulary=vocabulary,
         )
         return cls(

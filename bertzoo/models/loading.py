@@ -39,7 +39,11 @@ def resolve_preset(preset):
     if kind == "hf":
         document = hf_to_preset(location)
         source = str(Path(location) / preset_lib.CONFIG_FILE)
-        return preset_lib.validate_preset(document, source, BertBackbone.architecture_keys()), location, kind
+        return (
+            preset_lib.validate_preset(document, source, BertBackbone.architecture_keys()),
+            location,
+            kind,
+        )
     document = preset_lib.read_document(kind, location, BertBackbone.architecture_keys())
     return document, (None if kind == "builtin" else location), kind
 
@@ -54,9 +58,9 @@ def check_weights_file(path, model):
     try:
         with h5py.File(path, "r") as f:
             f.visititems(
-                lambda name, obj: shapes.append(tuple(obj.shape))
-                if isinstance(obj, h5py.Dataset)
-                else None
+                lambda name, obj: (
+                    shapes.append(tuple(obj.shape)) if isinstance(obj, h5py.Dataset) else None
+                )
             )
     except OSError as e:
         raise PresetError(f"{path} is not a readable weights file: {e}") from e

@@ -16,6 +16,7 @@ logger = logging.getLogger(__name__)
 # the models and the example builders (bertzoo.data).
 OBJECTIVES = ("nsp", "sop", "none")
 
+
 def _scale_for_replicas(loss):
     """Divides by the number of tf.distribute replicas (gradients are summed
     across replicas), as Keras' own losses do."""
@@ -52,9 +53,7 @@ def masked_lm_loss(labels, logits, weights=None):
 def sentence_loss(labels, logits):
     """Mean cross-entropy of the NSP/SOP logits `(B, 2)`."""
     logits = ops.cast(logits, "float32")
-    return ops.mean(
-        keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-    )
+    return ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
@@ -150,9 +149,7 @@ class BertPretrainer(keras.Model):
         self.objective = objective
         self.mlm_head = mlm_head
         self.sentence_head = sentence_head
-        self.masked_lm_accuracy = keras.metrics.SparseCategoricalAccuracy(
-            name="masked_lm_accuracy"
-        )
+        self.masked_lm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="masked_lm_accuracy")
         self.sentence_accuracy = None
         if objective != "none":
             self.sentence_accuracy = keras.metrics.SparseCategoricalAccuracy(
@@ -217,15 +214,11 @@ class BertPretrainer(keras.Model):
         if isinstance(sample_weight, dict):
             mlm_weights = sample_weight.get("mlm")
         elif sample_weight is not None:
-            raise ValueError(
-                "sample_weight must be a dict {'mlm': (batch, predictions) weights}."
-            )
+            raise ValueError("sample_weight must be a dict {'mlm': (batch, predictions) weights}.")
         total = masked_lm_loss(y["mlm"], y_pred["mlm"], mlm_weights)
         if self.objective != "none":
             if "sentence" not in y:
-                raise ValueError(
-                    f"objective={self.objective!r} needs y['sentence'] labels."
-                )
+                raise ValueError(f"objective={self.objective!r} needs y['sentence'] labels.")
             total = total + sentence_loss(y["sentence"], y_pred["sentence"])
         return finish_loss(self, total)
 

@@ -117,7 +117,9 @@ class _TaskModel(InputChecks, keras.Model):
         `kwargs` are this model's constructor arguments (e.g. `num_classes`);
         ones the directory records (class count, label names) default to it.
         """
-        overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in ("dropout", "attention_dropout", "dtype")}
+        overrides = {
+            k: kwargs.pop(k) for k in list(kwargs) if k in ("dropout", "attention_dropout", "dtype")
+        }
         backbone = BertBackbone.from_preset(preset, load_weights=load_weights, **overrides)
         task = read_task_section(preset)
         same_kind = cls._kind_of(task) in cls.kinds
@@ -133,7 +135,10 @@ class _TaskModel(InputChecks, keras.Model):
         elif task and not same_kind:
             logger.info(
                 "%s holds a %s head; %s starts a new %s head.",
-                preset, task.get("kind"), cls.__name__, cls.kinds[0],
+                preset,
+                task.get("kind"),
+                cls.__name__,
+                cls.kinds[0],
             )
         hf = getattr(backbone, "head_tensors", None)
         if hf and not model.head_loaded:  # a bertzoo head file wins
@@ -157,7 +162,9 @@ class _TaskModel(InputChecks, keras.Model):
             logger.warning(
                 "Not loading the task head from %s: it holds %s, this model needs %s; "
                 "the head starts from the initialiser.",
-                path, shapes, wanted,
+                path,
+                shapes,
+                wanted,
             )
             self.head_loaded = False
             return
@@ -172,7 +179,9 @@ class _TaskModel(InputChecks, keras.Model):
         if architectures and not any(a.endswith(self.hf_architecture) for a in architectures):
             logger.info(
                 "%s is a %s checkpoint: its task head is not loaded into a %s.",
-                source, ", ".join(architectures), type(self).__name__,
+                source,
+                ", ".join(architectures),
+                type(self).__name__,
             )
             return False
         mapping = self._hf_head(tensors)
@@ -186,7 +195,8 @@ class _TaskModel(InputChecks, keras.Model):
             logger.warning(
                 "Not loading the task head of %s: its shape does not fit this %s; the "
                 "head starts from the initialiser.",
-                source, type(self).__name__,
+                source,
+                type(self).__name__,
             )
             return False
         assign_tensors(mapping, {k: tensors[k] for k in mapping}, source)
@@ -217,7 +227,10 @@ class _TaskModel(InputChecks, keras.Model):
                 info["tokenizer"] = tokenizer.preset_section()
             write_safetensors(
                 staging / HEAD_FILE,
-                {k: np.asarray(keras.ops.convert_to_numpy(v.value), "float32") for k, v in self.head_variables().items()},
+                {
+                    k: np.asarray(keras.ops.convert_to_numpy(v.value), "float32")
+                    for k, v in self.head_variables().items()
+                },
             )
             self.backbone.save_to_preset(
                 staging, extra={"task": self.task_config()}, preset_info=info
@@ -359,8 +372,7 @@ class BertClassifier(_TaskModel):
             hf_classes = _hf_num_classes(preset)
             if hf_classes is None:
                 raise ValueError(
-                    f"{preset!r} records no classifier head: pass num_classes= "
-                    "(1 for regression)."
+                    f"{preset!r} records no classifier head: pass num_classes= (1 for regression)."
                 )
             kwargs["num_classes"] = hf_classes
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
@@ -582,8 +594,12 @@ class BertSpanQA(_TaskModel):
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         start, end = self._targets(y)
         hit = ops.logical_and(
-            ops.equal(ops.argmax(y_pred["start_logits"], -1), ops.cast(ops.reshape(start, (-1,)), "int32")),
-            ops.equal(ops.argmax(y_pred["end_logits"], -1), ops.cast(ops.reshape(end, (-1,)), "int32")),
+            ops.equal(
+                ops.argmax(y_pred["start_logits"], -1), ops.cast(ops.reshape(start, (-1,)), "int32")
+            ),
+            ops.equal(
+                ops.argmax(y_pred["end_logits"], -1), ops.cast(ops.reshape(end, (-1,)), "int32")
+            ),
         )
         self.span_accuracy.update_state(ops.cast(hit, "float32"), sample_weight)
         return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)

@@ -16,6 +16,7 @@ import pkgutil
 
 # isort: off
 from bertzoo.tasks import classification, regression, tagging, qa  # noqa: F401 (registers them)
+
 # isort: on
 from bertzoo.tasks.base import (
     TaskData,

@@ -40,7 +40,10 @@ class QuestionAnswering(TaskKind):
         `max_query_length`); no label set (None)."""
         examples = read_squad(path)
         features = qa.qa_training_features(
-            tokenizer, examples, sequence_length=sequence_length, doc_stride=settings.doc_stride,
+            tokenizer,
+            examples,
+            sequence_length=sequence_length,
+            doc_stride=settings.doc_stride,
             max_query_length=settings.max_query_length,
         )
         inputs = {k: features[k] for k in _MODEL_INPUTS if segment_ids or k != "segment_ids"}
@@ -50,8 +53,10 @@ class QuestionAnswering(TaskKind):
     def evaluate(self, settings, predictions, data):
         """SQuAD exact match and F1 of the extracted answers."""
         answers, _ = qa.extract_answers(
-            np.asarray(predictions["start_logits"]), np.asarray(predictions["end_logits"]),
-            data.extra["qa_features"], [e.context for e in data.examples],
+            np.asarray(predictions["start_logits"]),
+            np.asarray(predictions["end_logits"]),
+            data.extra["qa_features"],
+            [e.context for e in data.examples],
             max_answer_length=settings.max_answer_length,
             version_2=any(e.is_impossible for e in data.examples),
             null_score_diff_threshold=settings.null_score_diff_threshold,
@@ -80,14 +85,21 @@ class QuestionAnswering(TaskKind):
         """`answer` (B,), `start` and `end` byte offsets in the context (-1:
         no answer) and `score` (B,)."""
         features = qa.encode_qa(
-            serving_model.tokenizer, texts["question"], texts["context"],
-            sequence_length=serving_model.sequence_length, doc_stride=serving_model.doc_stride,
+            serving_model.tokenizer,
+            texts["question"],
+            texts["context"],
+            sequence_length=serving_model.sequence_length,
+            doc_stride=serving_model.doc_stride,
             max_query_length=serving_model.max_query_length,
         )
         logits = serving_model.task_model(serving_model.model_inputs(features), training=False)
         found = qa.serve_answers(
-            features, logits["start_logits"], logits["end_logits"], texts["context"],
-            max_answer_length=serving_model.max_answer_length, version_2=serving_model.version_2,
+            features,
+            logits["start_logits"],
+            logits["end_logits"],
+            texts["context"],
+            max_answer_length=serving_model.max_answer_length,
+            version_2=serving_model.version_2,
             null_score_diff_threshold=serving_model.null_score_diff_threshold,
         )
         return {

@@ -18,7 +18,10 @@ def read_labelled(settings, path, task):
         examples = read_glue(path, settings.glue_task)
     else:
         examples = read_table(
-            path, list(settings.text_columns), settings.label_column, format=settings.file_format,
+            path,
+            list(settings.text_columns),
+            settings.label_column,
+            format=settings.file_format,
             task=task,
         )
     missing = [e for e in examples if e.label is None]
@@ -72,7 +75,8 @@ def serving_logits(serving_model, texts):
     """The classifier's logits for string batches `texts` (`text`, and
     `text_pair` for pairs), packed in the graph."""
     preprocessor = BertPreprocessor(
-        serving_model.tokenizer, serving_model.sequence_length,
+        serving_model.tokenizer,
+        serving_model.sequence_length,
         segment_ids=serving_model.segment_ids,
     )
     segments = tuple(texts[k] for k in serving_model.input_names)

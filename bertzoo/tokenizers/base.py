@@ -115,10 +115,12 @@ def check_utf8(strings, of=""):
     Python's `bytes.decode("utf-8")` (tested). A few percent of the
     tokenizer's own time, several times cheaper than transcoding.
     """
-    flat = strings.flat_values if isinstance(strings, tf.RaggedTensor) else tf.reshape(strings, [-1])
+    flat = (
+        strings.flat_values if isinstance(strings, tf.RaggedTensor) else tf.reshape(strings, [-1])
+    )
     valid = tf.strings.regex_full_match(flat, _VALID_UTF8)
     fix = (
-        'bertzoo does not drop such bytes silently: decode the text with '
+        "bertzoo does not drop such bytes silently: decode the text with "
         'errors="replace" (data.decode("utf-8", errors="replace")) or fix its encoding.'
     )
     if tf.executing_eagerly():
@@ -358,7 +360,11 @@ class Tokenizer(tf.Module):
         tokenizer: kind, lowercase, strip_accents and the special tokens
         that differ from the kind's defaults."""
         defaults = inspect.signature(type(self).__init__).parameters
-        section = {"kind": self.kind, "lowercase": self.lowercase, "strip_accents": self.strip_accents}
+        section = {
+            "kind": self.kind,
+            "lowercase": self.lowercase,
+            "strip_accents": self.strip_accents,
+        }
         for role in SPECIAL_ROLES:
             token = getattr(self, f"{role}_token")
             if token != defaults[f"{role}_token"].default:
@@ -412,7 +418,10 @@ def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, *
         section, vocabulary_size = hf_preset_tokenizer(location)
     else:
         data = preset_lib.read_document(kind, location)
-        section, vocabulary_size = data.get("tokenizer", {}), data["backbone"].get("vocabulary_size")
+        section, vocabulary_size = (
+            data.get("tokenizer", {}),
+            data["backbone"].get("vocabulary_size"),
+        )
     settings = dict(section)
     kind = settings.pop("kind", "wordpiece")
     cls = tokenizer_class(kind)

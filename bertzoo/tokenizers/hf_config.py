@@ -76,7 +76,9 @@ def tokenizer_kind_of(tokenizer):
     for kind in tokenizer_kinds():
         if tokenizer_class(kind).vocabulary_file == tokenizer.vocabulary_file:
             return kind
-    raise TokenizerError(f"No tokenizer kind uses the vocabulary file {tokenizer.vocabulary_file!r}.")
+    raise TokenizerError(
+        f"No tokenizer kind uses the vocabulary file {tokenizer.vocabulary_file!r}."
+    )
 
 
 def hf_tokenizer_config(tokenizer, model_kind, model_class):

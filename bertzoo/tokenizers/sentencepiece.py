@@ -156,7 +156,10 @@ class SentencePieceTokenizer(Tokenizer):
         return {
             "lowercase": self.lowercase,
             "strip_accents": self.strip_accents,
-            **{f"{r}_token": getattr(self, f"{r}_token") for r in ("cls", "sep", "pad", "unk", "mask")},
+            **{
+                f"{r}_token": getattr(self, f"{r}_token")
+                for r in ("cls", "sep", "pad", "unk", "mask")
+            },
         }
 
     def preprocess(self, strings):

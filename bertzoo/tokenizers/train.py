@@ -278,8 +278,7 @@ def train_sentencepiece(
     too_long = sum(len(s.encode("utf-8")) > max_sentence_length for s in sentences)
     if too_long:
         logger.warning(
-            "%d line(s) are longer than max_sentence_length=%d bytes; sentencepiece "
-            "skips them.",
+            "%d line(s) are longer than max_sentence_length=%d bytes; sentencepiece skips them.",
             too_long,
             max_sentence_length,
         )

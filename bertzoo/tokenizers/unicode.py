@@ -42,21 +42,16 @@ def char_class(predicate):
                 start = prev = cp
     if start is not None:
         ranges.append((start, prev))
-    parts = [
-        f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in ranges
-    ]
+    parts = [f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in ranges]
     return "[" + "".join(parts) + "]"
 
 
 def _compute_wordpiece_patterns(control_chars):
-    drop = char_class(
-        lambda c: c == "\x00" or c == "\ufffd" or basic.is_control(c, control_chars)
-    )
+    drop = char_class(lambda c: c == "\x00" or c == "\ufffd" or basic.is_control(c, control_chars))
     # Whitespace as the reference cleans it, plus what str.split() also splits
     # on (U+2028, U+2029) once cleaning is done.
     space = char_class(
-        lambda c: basic.is_whitespace(c)
-        or (c.isspace() and not basic.is_control(c, control_chars))
+        lambda c: basic.is_whitespace(c) or (c.isspace() and not basic.is_control(c, control_chars))
     )
     return {
         "drop": drop,
@@ -148,8 +143,6 @@ def lowercase_fixes():
     ):
         return {int(k): v for k, v in shipped["lowercase_fixes"].items()}
     return _compute_lowercase_fixes()
-
-
 
 
 def python_lower(text):

@@ -29,6 +29,7 @@ def _kept_cjk_class(control_chars):
     """The CJK ideograph ranges minus the characters cleaning drops (the
     ranges hold a few unassigned code points, which "hf" mode drops): a
     dropped character must stay inside its piece, never split it."""
+
     def dropped(char):
         return char in "\x00\ufffd" or basic.is_control(char, control_chars)
 
@@ -144,7 +145,10 @@ class BertTokenizer(Tokenizer):
             "lowercase": self.lowercase,
             "strip_accents": self.strip_accents,
             "control_chars": self.control_chars,
-            **{f"{r}_token": getattr(self, f"{r}_token") for r in ("cls", "sep", "pad", "unk", "mask")},
+            **{
+                f"{r}_token": getattr(self, f"{r}_token")
+                for r in ("cls", "sep", "pad", "unk", "mask")
+            },
         }
 
     def words(self, strings):
@@ -211,12 +215,16 @@ class BertTokenizer(Tokenizer):
         context = tf.strings.regex_replace(chosen, p["drop"], "\u00ad")
         context = tf.strings.regex_replace(context, p["space"], " ")
         context = tf.strings.regex_replace(context, "\u0130", "I")
-        lowered = tf.strings.unicode_decode(unicode.python_lower(context), "UTF-8", errors="replace")
+        lowered = tf.strings.unicode_decode(
+            unicode.python_lower(context), "UTF-8", errors="replace"
+        )
         aligned = valid & tf.equal(lowered.row_lengths(), chars.row_lengths())
         # Each character's lowercase, where the row aligns (it always should;
         # a row that does not keeps its raw text).
         row = row_ids(chars.row_splits)
-        at = tf.range(tf.size(chars.flat_values, out_type=tf.int64)) - tf.gather(chars.row_splits, row)
+        at = tf.range(tf.size(chars.flat_values, out_type=tf.int64)) - tf.gather(
+            chars.row_splits, row
+        )
         at = tf.gather(lowered.row_splits, row) + at
         padded = tf.concat([lowered.flat_values, tf.zeros([1], lowered.flat_values.dtype)], 0)
         lower = tf.gather(padded, tf.minimum(at, tf.size(padded, out_type=tf.int64) - 1))

@@ -193,7 +193,9 @@ class CheckpointManager:
         if clash:
             raise ValueError(f"state may not set {clash}: the manager writes them.")
         # Serialise first: a bad state fails before anything is written.
-        text = json.dumps({"step": step, "format_version": FORMAT_VERSION, **state}, indent=2) + "\n"
+        text = (
+            json.dumps({"step": step, "format_version": FORMAT_VERSION, **state}, indent=2) + "\n"
+        )
         _check_finite(model, step)
         _build_optimizer(model)  # so that every checkpoint holds the full optimizer state
         rng = [{"path": v.path, "value": np.asarray(v).tolist()} for v in _rng_variables(model)]
@@ -206,7 +208,9 @@ class CheckpointManager:
         tmp.mkdir()
         try:
             model.save_weights(tmp / WEIGHTS_FILE)
-            (tmp / RNG_FILE).write_text(json.dumps({"seed_generators": rng}) + "\n", encoding="utf-8")
+            (tmp / RNG_FILE).write_text(
+                json.dumps({"seed_generators": rng}) + "\n", encoding="utf-8"
+            )
             (tmp / STATE_FILE).write_text(text, encoding="utf-8")
             # Last: the checksums that restore() verifies.
             entries = manifest_lib.describe_files(tmp, manifest_lib.list_files(tmp))
@@ -346,7 +350,9 @@ class CheckpointManager:
         try:
             saved = json.loads(rng_path.read_text(encoding="utf-8"))["seed_generators"]
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-            warnings.warn(f"{rng_path} cannot be read ({e}); dropout will draw other masks.", stacklevel=3)
+            warnings.warn(
+                f"{rng_path} cannot be read ({e}); dropout will draw other masks.", stacklevel=3
+            )
             return
         variables = _rng_variables(model)
         shapes_match = len(saved) == len(variables) and all(

@@ -96,8 +96,18 @@ DEFAULT_TASK_TEACHER = Path("runs/finetune/best")
 # Per method: steps (per stage), learning rate, temperature, sequence length.
 METHOD_DEFAULTS = {
     "distilbert": {"steps": 300, "learning_rate": 5e-4, "temperature": 2.0, "sequence_length": 128},
-    "tinybert-general": {"steps": 300, "learning_rate": 1e-3, "temperature": 1.0, "sequence_length": 128},
-    "tinybert-task": {"steps": 300, "learning_rate": 1e-3, "temperature": 1.0, "sequence_length": 32},
+    "tinybert-general": {
+        "steps": 300,
+        "learning_rate": 1e-3,
+        "temperature": 1.0,
+        "sequence_length": 128,
+    },
+    "tinybert-task": {
+        "steps": 300,
+        "learning_rate": 1e-3,
+        "temperature": 1.0,
+        "sequence_length": 32,
+    },
 }
 
 
@@ -112,42 +122,67 @@ class DistillConfig(RunConfig):
     """Settings of one distillation run (the recipe's flags)."""
 
     method: str = setting(
-        "tinybert-task", "distilbert (KL + MLM + cosine), tinybert-general (stage 1: attention and "
+        "tinybert-task",
+        "distilbert (KL + MLM + cosine), tinybert-general (stage 1: attention and "
         "hidden states on a corpus) or tinybert-task (stage 2 for a classifier teacher)",
-        choices=METHODS, group="models")
+        choices=METHODS,
+        group="models",
+    )
     teacher: str | None = setting(
-        None, "preset name or directory; tinybert-task: a fine-tune recipe output (DIR/best); "
-        "default: runs/finetune/best or MiniLM", group="models")  # None: see resolve_teacher()
+        None,
+        "preset name or directory; tinybert-task: a fine-tune recipe output (DIR/best); "
+        "default: runs/finetune/best or MiniLM",
+        group="models",
+    )  # None: see resolve_teacher()
     student: str | None = setting(
-        None, "built-in preset (e.g. tinybert_4l_312d, distilbert_base), JSON file of backbone "
+        None,
+        "built-in preset (e.g. tinybert_4l_312d, distilbert_base), JSON file of backbone "
         "settings, or preset directory with weights; default: TinyBERT-4-style (distilbert: half "
-        "the teacher's layers)", group="models")
-    output: str = setting("runs/distill", "run directory (student/, report.json, logs/)",
-                          group="output")
+        "the teacher's layers)",
+        group="models",
+    )
+    output: str = setting(
+        "runs/distill", "run directory (student/, report.json, logs/)", group="output"
+    )
     corpus: tuple = setting(
-        (), "text files for distilbert / tinybert-general, comma-separated (default: built-in "
-        "corpus)", parse=comma_strings, group="data")
+        (),
+        "text files for distilbert / tinybert-general, comma-separated (default: built-in corpus)",
+        parse=comma_strings,
+        group="data",
+    )
     train: str | None = setting(
-        None, "tinybert-task training file (TSV/CSV/JSONL); default: built-in sentiment set",
-        group="data")
-    validation: str | None = setting(None, "held-out file for the quality score, same format",
-                                     group="data")
-    text_columns: tuple = setting((), "text column of TSV/CSV/JSONL files", flag="--text-column",
-                                  parse=comma_strings, group="data")
+        None,
+        "tinybert-task training file (TSV/CSV/JSONL); default: built-in sentiment set",
+        group="data",
+    )
+    validation: str | None = setting(
+        None, "held-out file for the quality score, same format", group="data"
+    )
+    text_columns: tuple = setting(
+        (),
+        "text column of TSV/CSV/JSONL files",
+        flag="--text-column",
+        parse=comma_strings,
+        group="data",
+    )
     label_column: str | None = setting(None, "label column of TSV/CSV/JSONL files", group="data")
     steps: int | None = setting(
-        None, "steps per stage (default 300); tinybert-task runs two stages (intermediate, "
-        "prediction)", group="training")
+        None,
+        "steps per stage (default 300); tinybert-task runs two stages (intermediate, prediction)",
+        group="training",
+    )
     prediction_steps: int | None = setting(
-        None, "tinybert-task prediction-layer steps (default: --steps)", group="training")
+        None, "tinybert-task prediction-layer steps (default: --steps)", group="training"
+    )
     batch_size: int = setting(32, "global batch size", group="training")
     learning_rate: float | None = setting(
-        None, "peak AdamW learning rate (default: distilbert 5e-4, tinybert 1e-3)",
-        group="training")
+        None, "peak AdamW learning rate (default: distilbert 5e-4, tinybert 1e-3)", group="training"
+    )
     warmup_proportion: float = setting(0.1, "share of steps with linear warmup", group="training")
     sequence_length: int | None = setting(None, "default 128 (tinybert-task: 32)", group="training")
     temperature: float | None = setting(
-        None, "soft-target temperature (distilbert 2, tinybert 1)", group="training")
+        None, "soft-target temperature (distilbert 2, tinybert 1)", group="training"
+    )
     kl_weight: float = setting(5.0, "weight of the kl loss", group="training")
     mlm_weight: float = setting(2.0, "weight of the mlm loss", group="training")
     cosine_weight: float = setting(1.0, "weight of the cosine loss", group="training")
@@ -155,29 +190,42 @@ class DistillConfig(RunConfig):
     hidden_weight: float = setting(1.0, "weight of the hidden loss", group="training")
     embedding_weight: float = setting(1.0, "weight of the embedding loss", group="training")
     layer_map: tuple | None = setting(
-        None, "teacher layer per student layer, 1-based, e.g. 3,6,9,12 (default: uniform)",
-        parse=parse_layer_map, group="models")  # 0-based here
+        None,
+        "teacher layer per student layer, 1-based, e.g. 3,6,9,12 (default: uniform)",
+        parse=parse_layer_map,
+        group="models",
+    )  # 0-based here
     init_from_teacher: bool = setting(
-        True, "start a student without weights from the teacher: distilbert at the teacher's width "
+        True,
+        "start a student without weights from the teacher: distilbert at the teacher's width "
         "copies its embeddings and every other layer, any other student gets the teacher's "
         "embeddings projected onto their principal directions (default: on)",
-        group="models")  # see _init_student
-    augment: int = setting(20, "tinybert-task: augmented copies per training text (0: none)",
-                           group="data")
-    eval_fraction: float = setting(0.1, "corpus methods: held-out share of the documents",
-                                   group="data")
-    benchmark_batch_size: int = setting(32, "batch size of the speed-up measurement",
-                                        group="output")
-    benchmark_sequence_length: int = setting(128, "sequence length of the speed-up measurement",
-                                             group="output")
-    precision: str = setting("float32", "float32 or mixed_bfloat16", choices=PRECISIONS,
-                             group="training")
-    strategy: str = setting("default", "distribution strategy", choices=STRATEGIES,
-                            group="training")
-    tpu: str | None = setting(None, "TPU name or grpc:// address (with --strategy tpu)",
-                              group="training")
-    seed: int = setting(0, "seed of the data order, augmentation and initialisation",
-                        group="training")
+        group="models",
+    )  # see _init_student
+    augment: int = setting(
+        20, "tinybert-task: augmented copies per training text (0: none)", group="data"
+    )
+    eval_fraction: float = setting(
+        0.1, "corpus methods: held-out share of the documents", group="data"
+    )
+    benchmark_batch_size: int = setting(
+        32, "batch size of the speed-up measurement", group="output"
+    )
+    benchmark_sequence_length: int = setting(
+        128, "sequence length of the speed-up measurement", group="output"
+    )
+    precision: str = setting(
+        "float32", "float32 or mixed_bfloat16", choices=PRECISIONS, group="training"
+    )
+    strategy: str = setting(
+        "default", "distribution strategy", choices=STRATEGIES, group="training"
+    )
+    tpu: str | None = setting(
+        None, "TPU name or grpc:// address (with --strategy tpu)", group="training"
+    )
+    seed: int = setting(
+        0, "seed of the data order, augmentation and initialisation", group="training"
+    )
     verbose: int = verbose_setting(2)
 
 
@@ -189,38 +237,77 @@ def _check(condition, message):
 def validate_config(config):
     """Checks every setting before any work; errors say what is valid."""
     check_finite_settings(config, DistillationError)
-    _check(config.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {config.method!r}.")
-    _check((config.train is None) == (config.validation is None),
-           "Pass both --train and --validation, or neither (the built-in sentiment set).")
+    _check(
+        config.method in METHODS,
+        f"method must be one of {', '.join(METHODS)}, got {config.method!r}.",
+    )
+    _check(
+        (config.train is None) == (config.validation is None),
+        "Pass both --train and --validation, or neither (the built-in sentiment set).",
+    )
     for name in ("train", "validation"):
         path = getattr(config, name)
         _check(path is None or Path(path).is_file(), f"--{name} file {path} does not exist.")
     for path in config.corpus:
         _check(Path(path).exists(), f"--corpus file {path} does not exist.")
     if config.method != "tinybert-task":
-        _check(config.train is None, "--train/--validation are for --method tinybert-task; "
-               "distilbert and tinybert-general read --corpus text files.")
-    for name in ("steps", "prediction_steps", "batch_size", "learning_rate", "sequence_length",
-                 "temperature", "benchmark_batch_size", "benchmark_sequence_length"):
+        _check(
+            config.train is None,
+            "--train/--validation are for --method tinybert-task; "
+            "distilbert and tinybert-general read --corpus text files.",
+        )
+    for name in (
+        "steps",
+        "prediction_steps",
+        "batch_size",
+        "learning_rate",
+        "sequence_length",
+        "temperature",
+        "benchmark_batch_size",
+        "benchmark_sequence_length",
+    ):
         value = getattr(config, name)
         _check(value is None or value > 0, f"{name} must be positive, got {value}.")
-    for name in ("kl_weight", "mlm_weight", "cosine_weight", "attention_weight", "hidden_weight",
-                 "embedding_weight", "augment"):
+    for name in (
+        "kl_weight",
+        "mlm_weight",
+        "cosine_weight",
+        "attention_weight",
+        "hidden_weight",
+        "embedding_weight",
+        "augment",
+    ):
         _check(getattr(config, name) >= 0, f"{name} must be >= 0, got {getattr(config, name)}.")
     if config.sequence_length is not None and config.method in METHODS:
         # tinybert-task: [CLS] text [SEP]; corpus methods: create_examples' minimum.
         needed = 3 if config.method == "tinybert-task" else min_seq_len("none")
-        _check(config.sequence_length >= needed,
-               f"--sequence-length {config.sequence_length} is too short: --method {config.method} needs at "
-               f"least {needed} tokens ([CLS] text [SEP]{', with room to mask' if needed > 3 else ''}).")
-    _check(0 <= config.warmup_proportion < 1, f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.")
-    _check(0 <= config.eval_fraction < 1, f"eval_fraction must be in [0, 1), got {config.eval_fraction}.")
-    _check(config.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.")
-    _check(config.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}, got {config.strategy!r}.")
+        _check(
+            config.sequence_length >= needed,
+            f"--sequence-length {config.sequence_length} is too short: --method {config.method} needs at "
+            f"least {needed} tokens ([CLS] text [SEP]{', with room to mask' if needed > 3 else ''}).",
+        )
+    _check(
+        0 <= config.warmup_proportion < 1,
+        f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.",
+    )
+    _check(
+        0 <= config.eval_fraction < 1,
+        f"eval_fraction must be in [0, 1), got {config.eval_fraction}.",
+    )
+    _check(
+        config.precision in PRECISIONS,
+        f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.",
+    )
+    _check(
+        config.strategy in STRATEGIES,
+        f"strategy must be one of {', '.join(STRATEGIES)}, got {config.strategy!r}.",
+    )
 
 
 def resolve_defaults(config):
-    changes = {k: v for k, v in METHOD_DEFAULTS[config.method].items() if getattr(config, k) is None}
+    changes = {
+        k: v for k, v in METHOD_DEFAULTS[config.method].items() if getattr(config, k) is None
+    }
     config = dataclasses.replace(config, **changes)
     if config.prediction_steps is None:
         config = dataclasses.replace(config, prediction_steps=config.steps)
@@ -238,8 +325,12 @@ def _dtype(config):
 
 def _needs_own_teacher(config):
     """Whether `resolve_teacher` fine-tunes a teacher into output/teacher."""
-    return (config.teacher is None and config.method == "tinybert-task" and config.train is None
-            and read_task_section(DEFAULT_TASK_TEACHER).get("kind") != "classification")
+    return (
+        config.teacher is None
+        and config.method == "tinybert-task"
+        and config.train is None
+        and read_task_section(DEFAULT_TASK_TEACHER).get("kind") != "classification"
+    )
 
 
 def resolve_teacher(config):
@@ -252,15 +343,29 @@ def resolve_teacher(config):
         return str(config.teacher)
     if config.method != "tinybert-task":
         return default_init()
-    if read_task_section(DEFAULT_TASK_TEACHER).get("kind") == "classification" and config.train is None:
+    if (
+        read_task_section(DEFAULT_TASK_TEACHER).get("kind") == "classification"
+        and config.train is None
+    ):
         logger.info("Teacher: the fine-tune recipe's classifier %s.", DEFAULT_TASK_TEACHER)
         return str(DEFAULT_TASK_TEACHER)
-    _check(config.train is None, "--method tinybert-task with your own --train files needs --teacher: a "
-           "classifier fine-tuned on that task (recipes/finetune.py --output DIR; pass DIR/best).")
+    _check(
+        config.train is None,
+        "--method tinybert-task with your own --train files needs --teacher: a "
+        "classifier fine-tuned on that task (recipes/finetune.py --output DIR; pass DIR/best).",
+    )
     out = Path(config.output) / "teacher"
-    logger.warning("No fine-tuned teacher found at %s; fine-tuning one on the built-in sentiment "
-                   "set into %s first.", DEFAULT_TASK_TEACHER, out)
-    run_finetuning(FinetuneConfig(task="classification", output=str(out), seed=config.seed, verbose=config.verbose))
+    logger.warning(
+        "No fine-tuned teacher found at %s; fine-tuning one on the built-in sentiment "
+        "set into %s first.",
+        DEFAULT_TASK_TEACHER,
+        out,
+    )
+    run_finetuning(
+        FinetuneConfig(
+            task="classification", output=str(out), seed=config.seed, verbose=config.verbose
+        )
+    )
     return str(out / "best")
 
 
@@ -271,10 +376,15 @@ def default_student_config(teacher):
     heads = teacher.num_heads
     width = max(heads, int(teacher.hidden_dim * 5 / 16) // heads * heads)
     return {
-        "vocabulary_size": teacher.vocabulary_size, "num_layers": min(4, teacher.num_layers),
-        "num_heads": heads, "hidden_dim": width, "intermediate_dim": 4 * width,
-        "num_segments": teacher.num_segments, "use_pooler": teacher.use_pooler,
-        "activation": teacher.activation, "max_sequence_length": teacher.max_sequence_length,
+        "vocabulary_size": teacher.vocabulary_size,
+        "num_layers": min(4, teacher.num_layers),
+        "num_heads": heads,
+        "hidden_dim": width,
+        "intermediate_dim": 4 * width,
+        "num_segments": teacher.num_segments,
+        "use_pooler": teacher.use_pooler,
+        "activation": teacher.activation,
+        "max_sequence_length": teacher.max_sequence_length,
         "layer_norm_epsilon": teacher.layer_norm_epsilon,
     }
 
@@ -288,7 +398,11 @@ def build_student(config, teacher):
     spec = config.student
     if spec is None:
         if config.method == "distilbert":
-            arch = {**teacher.get_config(), "num_layers": max(1, teacher.num_layers // 2), "num_groups": None}
+            arch = {
+                **teacher.get_config(),
+                "num_layers": max(1, teacher.num_layers // 2),
+                "num_groups": None,
+            }
             arch = {k: arch[k] for k in BertBackbone.architecture_keys() if k in arch}
         else:
             arch = default_student_config(teacher)
@@ -310,8 +424,11 @@ def build_student(config, teacher):
     if directory is None:  # a built-in architecture preset
         arch = {**data["backbone"], "vocabulary_size": teacher.vocabulary_size}
         if data["backbone"]["vocabulary_size"] != teacher.vocabulary_size:
-            logger.info("Student %s: vocabulary size set to the teacher's %d.", spec,
-                        teacher.vocabulary_size)
+            logger.info(
+                "Student %s: vocabulary size set to the teacher's %d.",
+                spec,
+                teacher.vocabulary_size,
+            )
         return BertBackbone(**arch, **dtype), False
     student = BertBackbone.from_preset(spec, **dtype)
     if student.vocabulary_size != teacher.vocabulary_size:
@@ -345,15 +462,22 @@ def _init_student(config, teacher, student, has_weights):
         return _COPY_LAYERS
     try:
         basis = init_embeddings_from_teacher(student, teacher)
-    except DistillationError as e:  # e.g. a student wider than an ALBERT teacher's 128-wide embeddings
+    except (
+        DistillationError
+    ) as e:  # e.g. a student wider than an ALBERT teacher's 128-wide embeddings
         logger.warning("The student starts from random embeddings. %s", e)
         return "random (the teacher's embeddings do not fit)"
-    how = "copied" if basis.shape[0] == basis.shape[1] else f"projected {basis.shape[0]} -> {basis.shape[1]} (PCA)"
+    how = (
+        "copied"
+        if basis.shape[0] == basis.shape[1]
+        else f"projected {basis.shape[0]} -> {basis.shape[1]} (PCA)"
+    )
     logger.info("Student embeddings initialised from the teacher's, %s.", how)
     return f"teacher embeddings, {how}"
 
 
 # === Data ===
+
 
 def _corpus_documents(config, tokenizer):
     if config.corpus:
@@ -362,24 +486,34 @@ def _corpus_documents(config, tokenizer):
         files = [str(write_builtin_corpus(Path(config.output) / DATA_DIR / CORPUS_FILE))]
     documents = tokenize_documents(read_corpus(files), tokenizer)
     train, held = split_documents(documents, config.eval_fraction, config.seed)
-    _check(held, "The corpus needs at least 2 documents (separated by blank lines) to hold some out.")
+    _check(
+        held, "The corpus needs at least 2 documents (separated by blank lines) to hold some out."
+    )
     return train, held
 
 
 def _corpus_examples(config, tokenizer, teacher):
-    _check(config.sequence_length <= teacher.max_sequence_length,
-           f"sequence_length={config.sequence_length} is longer than the teacher's "
-           f"{teacher.max_sequence_length} positions.")
+    _check(
+        config.sequence_length <= teacher.max_sequence_length,
+        f"sequence_length={config.sequence_length} is longer than the teacher's "
+        f"{teacher.max_sequence_length} positions.",
+    )
     train_docs, held_docs = _corpus_documents(config, tokenizer)
-    make = lambda docs, seed: create_examples(docs, tokenizer, seq_len=config.sequence_length, objective="none", seed=seed)  # noqa: E731
-    masker = MaskedLMMasker(tokenizer, config.sequence_length, max(1, round(0.15 * config.sequence_length)))
+    make = lambda docs, seed: create_examples(
+        docs, tokenizer, seq_len=config.sequence_length, objective="none", seed=seed
+    )  # noqa: E731
+    masker = MaskedLMMasker(
+        tokenizer, config.sequence_length, max(1, round(0.15 * config.sequence_length))
+    )
     return make(train_docs, config.seed), make(held_docs, config.seed + 7), masker
 
 
 def _inputs_only(ds, keep_positions=False):
     """The model inputs of the pre-training pipeline's (x, y, w) batches,
     without `mask_positions` unless asked."""
-    return ds.map(lambda x, y, w: {k: v for k, v in x.items() if keep_positions or k != "mask_positions"})
+    return ds.map(
+        lambda x, y, w: {k: v for k, v in x.items() if keep_positions or k != "mask_positions"}
+    )
 
 
 # === Run ===
@@ -392,14 +526,27 @@ def _fit(model, dataset, steps, config, tensorboard, stage, start_step=0):
     tensorboard.start_at(start_step)
     logger.info("%s: %d steps", stage, steps)
     # A NaN loss stops the run: the student is not published.
-    guard = NonFiniteGuard(stage=stage, kept=f"Distillation keeps no checkpoints; "
-                           f"{Path(config.output) / STUDENT_DIR} was not updated.")
-    return model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=config.verbose, callbacks=[guard, tensorboard])
+    guard = NonFiniteGuard(
+        stage=stage,
+        kept=f"Distillation keeps no checkpoints; "
+        f"{Path(config.output) / STUDENT_DIR} was not updated.",
+    )
+    return model.fit(
+        dataset,
+        epochs=1,
+        steps_per_epoch=steps,
+        verbose=config.verbose,
+        callbacks=[guard, tensorboard],
+    )
 
 
 def _optimizer(config, steps):
-    return make_optimizer("adamw", config.learning_rate, total_steps=steps,
-                          warmup_steps=int(config.warmup_proportion * steps))
+    return make_optimizer(
+        "adamw",
+        config.learning_rate,
+        total_steps=steps,
+        warmup_steps=int(config.warmup_proportion * steps),
+    )
 
 
 def _history(fit):
@@ -453,24 +600,38 @@ def _run(config, distribution, rundir):
     with distribution.scope():
         if task:
             teacher = BertClassifier.from_preset(teacher_path, **dtype)
-            _check(teacher.head_loaded and teacher.num_classes >= 2,
-                   f"--method tinybert-task needs a classifier teacher (a fine-tune recipe output with a "
-                   f"classification head); {teacher_path} has none.")
+            _check(
+                teacher.head_loaded and teacher.num_classes >= 2,
+                f"--method tinybert-task needs a classifier teacher (a fine-tune recipe output with a "
+                f"classification head); {teacher_path} has none.",
+            )
             t_backbone = teacher.backbone
         else:
             t_backbone = BertBackbone.from_preset(teacher_path, **dtype)
             teacher = t_backbone
         s_backbone, has_weights = build_student(config, t_backbone)
         layer_map = config.layer_map
-        if layer_map is None and config.student is None and t_backbone.num_layers % s_backbone.num_layers:
+        if (
+            layer_map is None
+            and config.student is None
+            and t_backbone.num_layers % s_backbone.num_layers
+        ):
             layer_map = suggested_layer_map(t_backbone.num_layers, s_backbone.num_layers)
-            logger.info("Layer map (default student): student layer i <- teacher layer %s "
-                        "(1-based).", [i + 1 for i in layer_map])
+            logger.info(
+                "Layer map (default student): student layer i <- teacher layer %s (1-based).",
+                [i + 1 for i in layer_map],
+            )
         if config.method != "distilbert":
             layer_map = resolve_layer_map(layer_map, t_backbone.num_layers, s_backbone.num_layers)
-        logger.info("Teacher %s: %d layers x %d; student: %d layers x %d, %d heads.", teacher_path,
-                    t_backbone.num_layers, t_backbone.hidden_dim, s_backbone.num_layers,
-                    s_backbone.hidden_dim, s_backbone.num_heads)
+        logger.info(
+            "Teacher %s: %d layers x %d; student: %d layers x %d, %d heads.",
+            teacher_path,
+            t_backbone.num_layers,
+            t_backbone.hidden_dim,
+            s_backbone.num_layers,
+            s_backbone.hidden_dim,
+            s_backbone.num_heads,
+        )
         student_init = _init_student(config, t_backbone, s_backbone, has_weights)
 
     _open_output(config, rundir)
@@ -478,12 +639,28 @@ def _run(config, distribution, rundir):
     output.mkdir(parents=True, exist_ok=True)
     stages = {}
     if task:
-        report_quality, student_model = _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, tensorboard, stages)
+        report_quality, student_model = _run_task(
+            config, teacher, s_backbone, layer_map, tokenizer, distribution, tensorboard, stages
+        )
     else:
-        report_quality, student_model = _run_corpus(config, teacher, s_backbone, student_init == _COPY_LAYERS, layer_map, tokenizer, distribution, tensorboard, stages)
+        report_quality, student_model = _run_corpus(
+            config,
+            teacher,
+            s_backbone,
+            student_init == _COPY_LAYERS,
+            layer_map,
+            tokenizer,
+            distribution,
+            tensorboard,
+            stages,
+        )
     seconds = time.perf_counter() - started
 
-    bench_length = min(config.benchmark_sequence_length, t_backbone.max_sequence_length, s_backbone.max_sequence_length)
+    bench_length = min(
+        config.benchmark_sequence_length,
+        t_backbone.max_sequence_length,
+        s_backbone.max_sequence_length,
+    )
     speed = measure_speedup(teacher, student_model, config.benchmark_batch_size, bench_length)
     report = {
         "method": config.method,
@@ -511,50 +688,110 @@ def _run(config, distribution, rundir):
 
 
 def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, tensorboard, stages):
-    ft = FinetuneConfig(task="classification", text_columns=config.text_columns, label_column=config.label_column,
-                        train=config.train, validation=config.validation)
+    ft = FinetuneConfig(
+        task="classification",
+        text_columns=config.text_columns,
+        label_column=config.label_column,
+        train=config.train,
+        validation=config.validation,
+    )
     train_path, validation_path = config.train, config.validation
     if train_path is None:
         from bertzoo.data import builtin_tasks
 
-        train_path, validation_path, settings = builtin_tasks.write_builtin_task("classification", Path(config.output) / "data", config.seed)
-        ft = dataclasses.replace(ft, train=str(train_path), validation=str(validation_path),
-                                 text_columns=settings["text_columns"], label_column=settings["label_column"])
+        train_path, validation_path, settings = builtin_tasks.write_builtin_task(
+            "classification", Path(config.output) / "data", config.seed
+        )
+        ft = dataclasses.replace(
+            ft,
+            train=str(train_path),
+            validation=str(validation_path),
+            text_columns=settings["text_columns"],
+            label_column=settings["label_column"],
+        )
     segments = teacher.backbone.num_segments > 0
     label_set = LabelSet(teacher.label_names) if teacher.label_names else None
-    train, label_set = load_split(ft, train_path, tokenizer, config.sequence_length, segments, label_set)
-    _check(len(label_set) == teacher.num_classes,
-           f"{train_path} has {len(label_set)} labels; the teacher classifies into {teacher.num_classes}.")
-    validation, _ = load_split(ft, validation_path, tokenizer, config.sequence_length, segments, label_set)
+    train, label_set = load_split(
+        ft, train_path, tokenizer, config.sequence_length, segments, label_set
+    )
+    _check(
+        len(label_set) == teacher.num_classes,
+        f"{train_path} has {len(label_set)} labels; the teacher classifies into {teacher.num_classes}.",
+    )
+    validation, _ = load_split(
+        ft, validation_path, tokenizer, config.sequence_length, segments, label_set
+    )
     texts = [e.texts[0] for e in train.examples]
-    _check(all(len(e.texts) == 1 for e in train.examples), "tinybert-task augmentation handles single texts, not pairs.")
+    _check(
+        all(len(e.texts) == 1 for e in train.examples),
+        "tinybert-task augmentation handles single texts, not pairs.",
+    )
     pool = list(texts)
     dropped = 0
     if config.augment:
         words = {w for t in texts for w in WORD.findall(t.lower())}
-        neighbours = neighbour_table(tokenizer, keras.ops.convert_to_numpy(teacher.backbone.token_embedding.embeddings), words)
-        extra, dropped = augment_texts(texts, neighbours, config.augment,
-                                       exclude=[e.texts[0] for e in validation.examples], seed=config.seed)
+        neighbours = neighbour_table(
+            tokenizer,
+            keras.ops.convert_to_numpy(teacher.backbone.token_embedding.embeddings),
+            words,
+        )
+        extra, dropped = augment_texts(
+            texts,
+            neighbours,
+            config.augment,
+            exclude=[e.texts[0] for e in validation.examples],
+            seed=config.seed,
+        )
         pool += extra
     preprocessor = BertPreprocessor(tokenizer, config.sequence_length, segment_ids=segments)
     features = text_features(preprocessor, [(t,) for t in pool])
-    logger.info("Distillation set: %d training texts + %d augmented (%d variants equal to held-out "
-                "texts dropped).", len(texts), len(pool) - len(texts), dropped)
-    ds = (tf.data.Dataset.from_tensor_slices(features).shuffle(len(pool), seed=config.seed)
-          .repeat().batch(config.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    logger.info(
+        "Distillation set: %d training texts + %d augmented (%d variants equal to held-out "
+        "texts dropped).",
+        len(texts),
+        len(pool) - len(texts),
+        dropped,
+    )
+    ds = (
+        tf.data.Dataset.from_tensor_slices(features)
+        .shuffle(len(pool), seed=config.seed)
+        .repeat()
+        .batch(config.batch_size, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
     with distribution.scope():
         student = BertClassifier(s_backbone, teacher.num_classes, label_names=teacher.label_names)
-        inter = TinyBertDistiller(teacher, student, layer_map=layer_map, attention_weight=config.attention_weight,
-                                  hidden_weight=config.hidden_weight, embedding_weight=config.embedding_weight)
+        inter = TinyBertDistiller(
+            teacher,
+            student,
+            layer_map=layer_map,
+            attention_weight=config.attention_weight,
+            hidden_weight=config.hidden_weight,
+            embedding_weight=config.embedding_weight,
+        )
         inter.compile(optimizer=_optimizer(config, config.steps))
-    stages["intermediate"] = _history(_fit(inter, ds, config.steps, config, tensorboard, "Stage 2a: intermediate layers"))
+    stages["intermediate"] = _history(
+        _fit(inter, ds, config.steps, config, tensorboard, "Stage 2a: intermediate layers")
+    )
     inter.release()
     with distribution.scope():
         pred = prediction_distiller(teacher, student, temperature=config.temperature)
-        pred.compile(optimizer=_optimizer(config, config.prediction_steps), loss="sparse_categorical_crossentropy")
+        pred.compile(
+            optimizer=_optimizer(config, config.prediction_steps),
+            loss="sparse_categorical_crossentropy",
+        )
     # Stage 2b continues stage 2a's step count in the TensorBoard log.
-    stages["prediction"] = _history(_fit(pred, ds, config.prediction_steps, config, tensorboard,
-                                         "Stage 2b: prediction layer", start_step=config.steps))
+    stages["prediction"] = _history(
+        _fit(
+            pred,
+            ds,
+            config.prediction_steps,
+            config,
+            tensorboard,
+            "Stage 2b: prediction layer",
+            start_step=config.steps,
+        )
+    )
     teacher_acc = accuracy(teacher, validation.features, validation.targets, 64)
     student_acc = accuracy(student, validation.features, validation.targets, 64)
     logger.info("validation accuracy: teacher %.4f, student %.4f", teacher_acc, student_acc)
@@ -568,46 +805,92 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
     }, student
 
 
-def _run_corpus(config, teacher, s_backbone, copy_layers, layer_map, tokenizer, distribution, tensorboard, stages):
+def _run_corpus(
+    config,
+    teacher,
+    s_backbone,
+    copy_layers,
+    layer_map,
+    tokenizer,
+    distribution,
+    tensorboard,
+    stages,
+):
     train_examples, held_examples, masker = _corpus_examples(config, tokenizer, teacher)
-    ds = make_pretraining_dataset(train_examples, config.batch_size, masker, seed=config.seed, repeat=True)
-    held = make_pretraining_dataset(held_examples, min(config.batch_size, len(held_examples)), masker,
-                                    seed=config.seed + 11, shuffle=False, drop_remainder=False)
+    ds = make_pretraining_dataset(
+        train_examples, config.batch_size, masker, seed=config.seed, repeat=True
+    )
+    held = make_pretraining_dataset(
+        held_examples,
+        min(config.batch_size, len(held_examples)),
+        masker,
+        seed=config.seed + 11,
+        shuffle=False,
+        drop_remainder=False,
+    )
     with distribution.scope():
         if config.method == "distilbert":
             t_model = as_pretrainer(teacher, "teacher", need_head=config.kl_weight > 0)
             s_model = BertPretrainer(s_backbone, objective="none")
             if copy_layers:
                 used = init_student_from_teacher(s_model, t_model, layer_map)
-                logger.info("Student initialised from teacher layers %s (1-based).",
-                            [i + 1 for i in used])
+                logger.info(
+                    "Student initialised from teacher layers %s (1-based).", [i + 1 for i in used]
+                )
             distiller = DistilBertDistiller(
-                t_model, s_model, temperature=config.temperature, kl_weight=config.kl_weight,
-                mlm_weight=config.mlm_weight, cosine_weight=config.cosine_weight,
+                t_model,
+                s_model,
+                temperature=config.temperature,
+                kl_weight=config.kl_weight,
+                mlm_weight=config.mlm_weight,
+                cosine_weight=config.cosine_weight,
             )
         else:
-            distiller = TinyBertDistiller(teacher, s_backbone, layer_map=layer_map,
-                                          attention_weight=config.attention_weight,
-                                          hidden_weight=config.hidden_weight, embedding_weight=config.embedding_weight)
+            distiller = TinyBertDistiller(
+                teacher,
+                s_backbone,
+                layer_map=layer_map,
+                attention_weight=config.attention_weight,
+                hidden_weight=config.hidden_weight,
+                embedding_weight=config.embedding_weight,
+            )
         distiller.compile(optimizer=_optimizer(config, config.steps))
     data = ds if config.method == "distilbert" else _inputs_only(ds)
-    stages[config.method] = _history(_fit(distiller, data, config.steps, config, tensorboard, config.method))
+    stages[config.method] = _history(
+        _fit(distiller, data, config.steps, config, tensorboard, config.method)
+    )
     if config.method == "distilbert":
         t_model.compile(optimizer="adam")
         s_model.compile(optimizer="adam")
-        teacher_acc = float(t_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"])
-        student_acc = float(s_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"])
+        teacher_acc = float(
+            t_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"]
+        )
+        student_acc = float(
+            s_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"]
+        )
         cosine = hidden_cosine(distiller, _inputs_only(held, keep_positions=True), project=False)
-        logger.info("held-out masked-LM accuracy: teacher %.4f, student %.4f", teacher_acc,
-                    student_acc)
-        return {"quality_retained": round(student_acc / teacher_acc, 4) if teacher_acc else None,
-                "metric": "masked_lm_accuracy", "teacher_metric": teacher_acc, "student_metric": student_acc,
-                "hidden_cosine": round(cosine, 4), "held_out": {"examples": len(held_examples)}}, s_backbone
+        logger.info(
+            "held-out masked-LM accuracy: teacher %.4f, student %.4f", teacher_acc, student_acc
+        )
+        return {
+            "quality_retained": round(student_acc / teacher_acc, 4) if teacher_acc else None,
+            "metric": "masked_lm_accuracy",
+            "teacher_metric": teacher_acc,
+            "student_metric": student_acc,
+            "hidden_cosine": round(cosine, 4),
+            "held_out": {"examples": len(held_examples)},
+        }, s_backbone
     cosine = hidden_cosine(distiller, _inputs_only(held), project=True)
-    logger.info("held-out cosine between teacher and (projected) student last hidden states: %.4f",
-                cosine)
-    return {"quality_retained": round(cosine, 4), "metric": "hidden_cosine", "teacher_metric": 1.0,
-            "student_metric": cosine, "held_out": {"examples": len(held_examples)}}, s_backbone
+    logger.info(
+        "held-out cosine between teacher and (projected) student last hidden states: %.4f", cosine
+    )
+    return {
+        "quality_retained": round(cosine, 4),
+        "metric": "hidden_cosine",
+        "teacher_metric": 1.0,
+        "student_metric": cosine,
+        "held_out": {"examples": len(held_examples)},
+    }, s_backbone
 
 
 def _save_student(config, model, backbone, tokenizer, teacher_path, directory):

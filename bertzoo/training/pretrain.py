@@ -108,74 +108,122 @@ class PretrainConfig(RunConfig):
     """
 
     preset: str = setting(
-        "bert_tiny", "built-in preset name (random init) or a preset/HF directory (continue "
-        "pre-training); default %(default)s", group="model")
+        "bert_tiny",
+        "built-in preset name (random init) or a preset/HF directory (continue "
+        "pre-training); default %(default)s",
+        group="model",
+    )
     corpus: tuple = setting(
-        (), "comma-separated text files or globs (one sentence per line, blank line between "
-        "documents); default: the built-in corpus", parse=comma_strings, group="data")
-    corpus_layout: str = setting("sentences", "'documents': one document per line",
-                                 choices=CORPUS_LAYOUTS, group="data")
-    vocab: str = setting(None, "vocab.txt or spiece.model; default: the preset directory's, else "
-                         "trained on the corpus", group="data")
+        (),
+        "comma-separated text files or globs (one sentence per line, blank line between "
+        "documents); default: the built-in corpus",
+        parse=comma_strings,
+        group="data",
+    )
+    corpus_layout: str = setting(
+        "sentences", "'documents': one document per line", choices=CORPUS_LAYOUTS, group="data"
+    )
+    vocab: str = setting(
+        None,
+        "vocab.txt or spiece.model; default: the preset directory's, else trained on the corpus",
+        group="data",
+    )
     vocab_size: int = setting(8000, "size of a trained vocabulary", group="data")
     lowercase: bool = setting(None, "default: the preset's setting", group="data")
     strip_accents: bool = setting(
-        None, "default: follows --lowercase; use --no-strip-accents for Korean (keeps Hangul "
-        "syllables whole)", group="data")
+        None,
+        "default: follows --lowercase; use --no-strip-accents for Korean (keeps Hangul "
+        "syllables whole)",
+        group="data",
+    )
     objective: str = setting(
-        "auto", "sentence objective; auto: nsp for BERT, sop for ALBERT-shaped models, none "
-        "without a pooler", choices=OBJECTIVE_CHOICES, group="model")
+        "auto",
+        "sentence objective; auto: nsp for BERT, sop for ALBERT-shaped models, none "
+        "without a pooler",
+        choices=OBJECTIVE_CHOICES,
+        group="model",
+    )
     masking: str = setting("token", "default %(default)s", choices=MASKING_CHOICES, group="data")
     mask_rate: float = setting(0.15, "share of tokens masked", group="data")
     max_predictions_per_seq: tuple = setting(
-        (), "prediction slots per phase; default ceil(seq_len * mask_rate)",
-        flag="--max-predictions", parse=comma_ints, group="data")
+        (),
+        "prediction slots per phase; default ceil(seq_len * mask_rate)",
+        flag="--max-predictions",
+        parse=comma_ints,
+        group="data",
+    )
     seq_len: tuple = setting(
-        (64, 128), "sequence length per phase, e.g. 128,512; default %(default)s",
-        parse=comma_ints, group="data")
-    steps: tuple = setting((600, 100), "steps per phase, e.g. 900,100; default %(default)s",
-                           parse=comma_ints, group="training")
+        (64, 128),
+        "sequence length per phase, e.g. 128,512; default %(default)s",
+        parse=comma_ints,
+        group="data",
+    )
+    steps: tuple = setting(
+        (600, 100),
+        "steps per phase, e.g. 900,100; default %(default)s",
+        parse=comma_ints,
+        group="training",
+    )
     batch_size: int = setting(32, "global batch size", group="training")
     learning_rate: float = setting(2e-3, "peak learning rate", group="training")
     optimizer: str = setting("adamw", "optimizer", choices=OPTIMIZERS, group="training")
     warmup_steps: int = setting(None, "default: 10%% of all steps", group="training")
-    weight_decay: float = setting(0.01, "weight decay (not on LayerNorm and bias variables)",
-                                  group="training")
+    weight_decay: float = setting(
+        0.01, "weight decay (not on LayerNorm and bias variables)", group="training"
+    )
     gradient_accumulation_steps: int = setting(
-        1, "update the weights every N batches (steps still count batches)",
-        flag="--gradient-accumulation", group="training")
+        1,
+        "update the weights every N batches (steps still count batches)",
+        flag="--gradient-accumulation",
+        group="training",
+    )
     dropout: float = setting(None, "override the preset's dropout", group="model")
-    precision: str = setting("float32", "mixed_float16 adds dynamic loss scaling",
-                             choices=PRECISIONS, group="training")
+    precision: str = setting(
+        "float32", "mixed_float16 adds dynamic loss scaling", choices=PRECISIONS, group="training"
+    )
     strategy: str = setting(
-        "default", "tpu / mirrored / multi_worker (TF_CONFIG) / default; data_parallel on JAX",
-        choices=STRATEGIES, group="training")
-    tpu: str = setting(None, "TPU name or grpc:// address (with --strategy tpu)", group="training",
-                       compared=False)
+        "default",
+        "tpu / mirrored / multi_worker (TF_CONFIG) / default; data_parallel on JAX",
+        choices=STRATEGIES,
+        group="training",
+    )
+    tpu: str = setting(
+        None, "TPU name or grpc:// address (with --strategy tpu)", group="training", compared=False
+    )
     jit_compile: bool = setting(True, "XLA-compile the train step", group="training")
     steps_per_execution: int = setting(1, "train steps per compiled call", group="training")
     data_mode: str = setting(
         "dynamic",
         "dynamic: re-masked every epoch in tf.data; static: masked TFRecords (dupe factor)",
-        choices=DATA_MODES, group="data")
+        choices=DATA_MODES,
+        group="data",
+    )
     data: tuple = setting(
         (),
         "comma-separated TFRecord directories, one per phase (from write_pretraining_tfrecords)",
-        parse=comma_strings, group="data")
+        parse=comma_strings,
+        group="data",
+    )
     dupe_factor: int = setting(2, "static data: masked copies of each example", group="data")
-    short_seq_prob: float = setting(0.1, "share of examples made shorter than seq_len",
-                                    group="data")
-    eval_fraction: float = setting(0.05, "held-out documents for the initial/final evaluation",
-                                   group="data")
+    short_seq_prob: float = setting(
+        0.1, "share of examples made shorter than seq_len", group="data"
+    )
+    eval_fraction: float = setting(
+        0.05, "held-out documents for the initial/final evaluation", group="data"
+    )
     eval_batches: int = setting(8, "held-out batches per evaluation", group="data")
     seed: int = setting(0, "seed of the data order, masks and initialisation", group="data")
     output: str = setting("runs/pretrain", "default %(default)s", group="output", compared=False)
     resume: bool = setting(
-        True, "resume from --output's last checkpoint (default); --no-resume starts over, deleting "
-        "what earlier runs wrote there (never files bertzoo did not write)", group="output",
-        compared=False)
-    checkpoint_every: int = setting(100, "checkpoint interval (steps)", group="output",
-                                    compared=False)
+        True,
+        "resume from --output's last checkpoint (default); --no-resume starts over, deleting "
+        "what earlier runs wrote there (never files bertzoo did not write)",
+        group="output",
+        compared=False,
+    )
+    checkpoint_every: int = setting(
+        100, "checkpoint interval (steps)", group="output", compared=False
+    )
     keep_checkpoints: int = setting(2, "checkpoints kept", group="output", compared=False)
     log_every: int = setting(10, "TensorBoard interval (steps)", group="output", compared=False)
     verbose: int = verbose_setting(1)
@@ -212,7 +260,9 @@ def validate_config(config):
         _positive("seq_len", s)
     for s in config.steps:
         _positive("steps", s)
-    if config.max_predictions_per_seq and len(config.max_predictions_per_seq) != len(config.seq_len):
+    if config.max_predictions_per_seq and len(config.max_predictions_per_seq) != len(
+        config.seq_len
+    ):
         raise PretrainError(
             f"max_predictions_per_seq {list(config.max_predictions_per_seq)} needs one entry per "
             f"phase (seq_len {list(config.seq_len)})."
@@ -221,8 +271,17 @@ def validate_config(config):
         raise PretrainError(
             f"data {list(config.data)} needs one TFRecord directory per phase (seq_len {list(config.seq_len)})."
         )
-    for name in ("batch_size", "vocab_size", "checkpoint_every", "keep_checkpoints", "log_every",
-                 "steps_per_execution", "gradient_accumulation_steps", "dupe_factor", "eval_batches"):
+    for name in (
+        "batch_size",
+        "vocab_size",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "log_every",
+        "steps_per_execution",
+        "gradient_accumulation_steps",
+        "dupe_factor",
+        "eval_batches",
+    ):
         _positive(name, getattr(config, name))
     if not 0.0 < config.mask_rate < 1.0:
         raise PretrainError(f"mask_rate must be in (0, 1), got {config.mask_rate}.")
@@ -238,7 +297,9 @@ def validate_config(config):
         )
     total = sum(config.steps)
     if config.warmup_steps is not None and not 0 <= config.warmup_steps <= total:
-        raise PretrainError(f"warmup_steps={config.warmup_steps} must be in [0, {total}] (all steps).")
+        raise PretrainError(
+            f"warmup_steps={config.warmup_steps} must be in [0, {total}] (all steps)."
+        )
 
 
 def max_predictions(config):
@@ -315,7 +376,11 @@ def _vocabulary_plan(config):
     kind, settings = _tokenizer_settings(config, document)
     cls = tokenizer_class(kind)
     vocabulary = config.vocab
-    if vocabulary is None and directory is not None and (Path(directory) / cls.vocabulary_file).is_file():
+    if (
+        vocabulary is None
+        and directory is not None
+        and (Path(directory) / cls.vocabulary_file).is_file()
+    ):
         vocabulary = Path(directory) / cls.vocabulary_file
     return cls, kind, settings, vocabulary
 
@@ -331,14 +396,26 @@ def prepare_tokenizer(config, output, files, chief=True):
         if chief and not vocabulary.is_file():
             lowercase = settings.get("lowercase", True)
             strip = settings.get("strip_accents")
-            logger.info("Training a %s vocabulary of up to %d tokens on %s.", kind, config.vocab_size, files)
+            logger.info(
+                "Training a %s vocabulary of up to %d tokens on %s.", kind, config.vocab_size, files
+            )
             if kind == "sentencepiece":
                 train_sentencepiece(
-                    files, config.vocab_size, vocabulary, lowercase=lowercase,
-                    strip_accents=True if strip is None else strip, hard_vocab_limit=False,
+                    files,
+                    config.vocab_size,
+                    vocabulary,
+                    lowercase=lowercase,
+                    strip_accents=True if strip is None else strip,
+                    hard_vocab_limit=False,
                 )
             else:
-                train_wordpiece(files, config.vocab_size, lowercase=lowercase, strip_accents=strip, output=vocabulary)
+                train_wordpiece(
+                    files,
+                    config.vocab_size,
+                    lowercase=lowercase,
+                    strip_accents=strip,
+                    output=vocabulary,
+                )
         _wait_for(vocabulary)
     return cls(vocabulary, **settings)
 
@@ -348,7 +425,9 @@ def _wait_for(path, seconds=600):
     deadline = time.time() + seconds
     while not Path(path).exists():
         if time.time() > deadline:
-            raise TimeoutError(f"{path} did not appear within {seconds} s (written by the chief worker).")
+            raise TimeoutError(
+                f"{path} did not appear within {seconds} s (written by the chief worker)."
+            )
         time.sleep(0.5)
 
 
@@ -394,7 +473,9 @@ def build_backbone(config, vocabulary_size):
     if config.dropout is not None:
         overrides["dropout"] = config.dropout
     check_positions(config, document)
-    if directory is not None and not (kind == "bertzoo" and not (Path(directory) / preset_lib.WEIGHTS_FILE).exists()):
+    if directory is not None and not (
+        kind == "bertzoo" and not (Path(directory) / preset_lib.WEIGHTS_FILE).exists()
+    ):
         # Continued pre-training of a checkpoint (a config.json without
         # weights is an architecture, like a built-in preset).
         backbone = BertBackbone.from_preset(config.preset, **overrides)
@@ -407,7 +488,9 @@ def build_backbone(config, vocabulary_size):
         return backbone
     arch = {**document["backbone"], **overrides, "vocabulary_size": vocabulary_size}
     backbone = BertBackbone(**arch)
-    backbone.preset_info = {k: document[k] for k in ("description", "tokenizer", "metadata") if k in document}
+    backbone.preset_info = {
+        k: document[k] for k in ("description", "tokenizer", "metadata") if k in document
+    }
     return backbone
 
 
@@ -418,7 +501,11 @@ def resolve_objective(config, backbone):
         return "none"
     kind = backbone.preset_info.get("tokenizer", {}).get("kind", "wordpiece")
     # ALBERT-shaped models (factorised or shared) train with SOP.
-    if kind == "sentencepiece" or backbone.embedding_dim != backbone.hidden_dim or backbone.num_groups != backbone.num_layers:
+    if (
+        kind == "sentencepiece"
+        or backbone.embedding_dim != backbone.hidden_dim
+        or backbone.num_groups != backbone.num_layers
+    ):
         return "sop"
     return "nsp"
 
@@ -464,17 +551,29 @@ def _phase_data(config, phase, train_examples, tokenizer, masker, output, chief,
     elif config.data_mode == "static":
         directory = output / DATA_DIR / f"seq{seq}"
         if chief and not (directory / "pretraining_metadata.json").is_file():
-            write_pretraining_tfrecords(train_examples, directory, num_shards=4, masker=masker, seed=seed)
+            write_pretraining_tfrecords(
+                train_examples, directory, num_shards=4, masker=masker, seed=seed
+            )
         _wait_for(directory / "pretraining_metadata.json")
     else:
         return make_pretraining_dataset(
-            train_examples, config.batch_size, masker, seed=seed, repeat=True, start_batch=start_batch
+            train_examples,
+            config.batch_size,
+            masker,
+            seed=seed,
+            repeat=True,
+            start_batch=start_batch,
         )
     meta = read_metadata(directory)
     return read_pretraining_dataset(
-        directory, config.batch_size, seq,
+        directory,
+        config.batch_size,
+        seq,
         masker=None if meta["masked"] else masker,
-        vocabulary_size=tokenizer.vocabulary_size, seed=seed, repeat=True, start_batch=start_batch,
+        vocabulary_size=tokenizer.vocabulary_size,
+        seed=seed,
+        repeat=True,
+        start_batch=start_batch,
     )
 
 
@@ -516,7 +615,8 @@ def _run(config, distribution, run):
         logger.warning(
             "No held-out documents (%d document(s), eval_fraction=%g): the initial and final "
             "metrics are measured on training documents. Separate documents with blank lines.",
-            len(documents), config.eval_fraction,
+            len(documents),
+            config.eval_fraction,
         )
         eval_docs = train_docs
 
@@ -531,14 +631,17 @@ def _run(config, distribution, run):
         total = sum(config.steps)
         warmup = config.warmup_steps if config.warmup_steps is not None else int(0.1 * total)
         optimizer = make_optimizer(
-            config.optimizer, config.learning_rate, total_steps=total // accumulate,
+            config.optimizer,
+            config.learning_rate,
+            total_steps=total // accumulate,
             warmup_steps=warmup // accumulate,
             weight_decay=config.weight_decay,
             gradient_accumulation_steps=config.gradient_accumulation_steps,
             loss_scaling=config.precision == "mixed_float16",
         )
         model.compile(
-            optimizer=optimizer, jit_compile=distribution.resolve_jit_compile(config.jit_compile),
+            optimizer=optimizer,
+            jit_compile=distribution.resolve_jit_compile(config.jit_compile),
             steps_per_execution=config.steps_per_execution,
         )
 
@@ -554,9 +657,13 @@ def _run(config, distribution, run):
         eval_docs, tokenizer, seq_len=config.seq_len[-1], objective=objective, seed=config.seed + 7
     )
     eval_batch = min(config.batch_size, len(eval_examples))
-    eval_set = make_pretraining_dataset(
-        eval_examples, eval_batch, maskers[-1], seed=config.seed + 11, shuffle=False
-    ).take(config.eval_batches).cache()  # the same masks for every evaluation
+    eval_set = (
+        make_pretraining_dataset(
+            eval_examples, eval_batch, maskers[-1], seed=config.seed + 11, shuffle=False
+        )
+        .take(config.eval_batches)
+        .cache()
+    )  # the same masks for every evaluation
 
     # --- resume ---
     step = 0
@@ -582,41 +689,72 @@ def _run(config, distribution, run):
             continue
         done_in_phase = step - bounds[phase]
         train_examples = create_examples(
-            train_docs, tokenizer, seq_len=seq, objective=objective, short_seq_prob=config.short_seq_prob,
-            dupe_factor=config.dupe_factor, seed=config.seed + phase,
+            train_docs,
+            tokenizer,
+            seq_len=seq,
+            objective=objective,
+            short_seq_prob=config.short_seq_prob,
+            dupe_factor=config.dupe_factor,
+            seed=config.seed + phase,
         )
-        dataset = _phase_data(config, phase, train_examples, tokenizer, maskers[phase], output, chief, done_in_phase)
+        dataset = _phase_data(
+            config, phase, train_examples, tokenizer, maskers[phase], output, chief, done_in_phase
+        )
         if distribution.num_workers > 1:
             # Every worker reads the same stream and keeps its share of each
             # global batch: the run (and its data position on resume) is
             # that of a single process. (AUTO would give workers different
             # files.)
             options = tf.data.Options()
-            options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+            options.experimental_distribute.auto_shard_policy = (
+                tf.data.experimental.AutoShardPolicy.DATA
+            )
             dataset = dataset.with_options(options)
         remaining = int(bounds[phase + 1] - step)
         phase_start = int(bounds[phase])
 
         def state_fn(global_step, phase=phase, phase_start=phase_start):
-            return {"phase": phase, "seq_len": config.seq_len[phase], "data_position": global_step - phase_start}
+            return {
+                "phase": phase,
+                "seq_len": config.seq_len[phase],
+                "data_position": global_step - phase_start,
+            }
 
         tensorboard.start_at(step)
         meter = Throughput(config.batch_size)
         callbacks = [
             # Before the checkpoint callback: a NaN loss raises before a
             # checkpoint of that state is written.
-            NonFiniteGuard(step, kept=f"The last good checkpoint in {manager.directory} was kept; "
-                           f"{output / 'preset'} was not updated."),
-            PeriodicCheckpoint(manager, config.checkpoint_every, start_step=step, state_fn=state_fn, enabled=chief),
+            NonFiniteGuard(
+                step,
+                kept=f"The last good checkpoint in {manager.directory} was kept; "
+                f"{output / 'preset'} was not updated.",
+            ),
+            PeriodicCheckpoint(
+                manager, config.checkpoint_every, start_step=step, state_fn=state_fn, enabled=chief
+            ),
             tensorboard,
             meter,
         ]
         if config.verbose:
-            logger.info("Phase %d/%d: seq_len %d, steps %d-%d, %d examples, global batch %d.",
-                        phase + 1, len(config.seq_len), seq, step + 1, bounds[phase + 1],
-                        len(train_examples), config.batch_size)
-        model.fit(dataset, epochs=1, steps_per_epoch=remaining, callbacks=callbacks, verbose=config.verbose,
-                  shuffle=False)  # the dataset shuffles itself
+            logger.info(
+                "Phase %d/%d: seq_len %d, steps %d-%d, %d examples, global batch %d.",
+                phase + 1,
+                len(config.seq_len),
+                seq,
+                step + 1,
+                bounds[phase + 1],
+                len(train_examples),
+                config.batch_size,
+            )
+        model.fit(
+            dataset,
+            epochs=1,
+            steps_per_epoch=remaining,
+            callbacks=callbacks,
+            verbose=config.verbose,
+            shuffle=False,
+        )  # the dataset shuffles itself
         step = int(bounds[phase + 1])
         throughput.append(meter)
     seconds = time.perf_counter() - started
@@ -626,7 +764,8 @@ def _run(config, distribution, run):
     measured = [m for m in throughput if m.seconds > 0]
     examples_per_second = (
         sum(m.steps for m in measured) * config.batch_size / sum(m.seconds for m in measured)
-        if measured else None
+        if measured
+        else None
     )
     metrics = {
         **{f"initial_{k}": v for k, v in initial.items()},
@@ -648,7 +787,9 @@ def _run(config, distribution, run):
     }
     if chief:
         # The heads are saved beside the backbone: a teacher for distillation.
-        _save_preset(config, backbone, tokenizer, objective, output / PRESET_DIR, model.head_tensors())
+        _save_preset(
+            config, backbone, tokenizer, objective, output / PRESET_DIR, model.head_tensors()
+        )
         atomic_write_text(output / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
     return metrics
 
@@ -675,10 +816,11 @@ def _write_preset(config, backbone, tokenizer, objective, directory, head_tensor
         ),
         "tokenizer": tokenizer.preset_section(),
         "metadata": {
-            k: v for k, v in backbone.preset_info.get("metadata", {}).items() if k in ("paper", "license")
+            k: v
+            for k, v in backbone.preset_info.get("metadata", {}).items()
+            if k in ("paper", "license")
         },
     }
     # Presets record no dtype policy (precision is a setting of each run);
     # mixed-precision variables are float32 anyway.
     backbone.save_to_preset(directory, preset_info=preset_info, head_tensors=head_tensors)
-

@@ -19,7 +19,11 @@ from tests.convert import test_google as google_tests
 # The checkpoints written for the conversion tests (module-scoped fixtures).
 bert_dir = google_tests.bert_dir
 albert_dir = google_tests.albert_dir
-_zip_dir, _sha256, _max_errors = google_tests._zip_dir, google_tests._sha256, google_tests._max_errors
+_zip_dir, _sha256, _max_errors = (
+    google_tests._zip_dir,
+    google_tests._sha256,
+    google_tests._max_errors,
+)
 BERT_CONFIG, ALBERT_CONFIG = google_tests.BERT_CONFIG, google_tests.ALBERT_CONFIG
 TOLERANCE = google_tests.TOLERANCE
 
@@ -59,7 +63,9 @@ def test_download_tar_gz_with_expected_checksum(albert_dir, tmp_path):
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(source, arcname="albert_tiny")
     out = download_google_checkpoint(
-        archive.as_uri(), tmp_path / "cache", output_dir=tmp_path / "preset",
+        archive.as_uri(),
+        tmp_path / "cache",
+        output_dir=tmp_path / "preset",
         sha256=_sha256(archive).upper(),
     )
     _, errors = _max_errors(out, arrays, ALBERT_CONFIG, albert=True)
@@ -69,7 +75,9 @@ def test_download_tar_gz_with_expected_checksum(albert_dir, tmp_path):
 def test_download_checksum_mismatch_leaves_nothing(bert_dir, tmp_path):
     archive = _zip_dir(bert_dir[0], tmp_path / "uncased_x.zip")
     cache = tmp_path / "cache"
-    with pytest.raises(CheckpointError, match=rf"Checksum mismatch .*sha256 {_sha256(archive)}, expected 1111"):
+    with pytest.raises(
+        CheckpointError, match=rf"Checksum mismatch .*sha256 {_sha256(archive)}, expected 1111"
+    ):
         download_google_checkpoint(archive.as_uri(), cache, sha256="1" * 64)
     assert list(cache.iterdir()) == []
 

@@ -95,20 +95,24 @@ def _google_arrays(config, albert, seed=0):
     if albert:
         dense("bert/encoder/embedding_hidden_mapping_in", E, H)
         blocks = [
-            (f"bert/encoder/transformer/group_{g}/inner_group_0/attention_1",
-             f"bert/encoder/transformer/group_{g}/inner_group_0/LayerNorm",
-             f"bert/encoder/transformer/group_{g}/inner_group_0/ffn_1/intermediate/dense",
-             f"bert/encoder/transformer/group_{g}/inner_group_0/ffn_1/intermediate/output/dense",
-             f"bert/encoder/transformer/group_{g}/inner_group_0/LayerNorm_1")
+            (
+                f"bert/encoder/transformer/group_{g}/inner_group_0/attention_1",
+                f"bert/encoder/transformer/group_{g}/inner_group_0/LayerNorm",
+                f"bert/encoder/transformer/group_{g}/inner_group_0/ffn_1/intermediate/dense",
+                f"bert/encoder/transformer/group_{g}/inner_group_0/ffn_1/intermediate/output/dense",
+                f"bert/encoder/transformer/group_{g}/inner_group_0/LayerNorm_1",
+            )
             for g in range(config["num_hidden_groups"])
         ]
     else:
         blocks = [
-            (f"bert/encoder/layer_{i}/attention",
-             f"bert/encoder/layer_{i}/attention/output/LayerNorm",
-             f"bert/encoder/layer_{i}/intermediate/dense",
-             f"bert/encoder/layer_{i}/output/dense",
-             f"bert/encoder/layer_{i}/output/LayerNorm")
+            (
+                f"bert/encoder/layer_{i}/attention",
+                f"bert/encoder/layer_{i}/attention/output/LayerNorm",
+                f"bert/encoder/layer_{i}/intermediate/dense",
+                f"bert/encoder/layer_{i}/output/dense",
+                f"bert/encoder/layer_{i}/output/LayerNorm",
+            )
             for i in range(config["num_hidden_layers"])
         ]
     for attention, ln1, inter, out, ln2 in blocks:
@@ -234,15 +238,24 @@ def _google_forward(t, config, inputs, albert):
             group = int(i / L * config["num_hidden_groups"])
             p = f"bert/encoder/transformer/group_{group}/inner_group_0"
             attention, ln1 = f"{p}/attention_1", f"{p}/LayerNorm"
-            inter, out, ln2 = (f"{p}/ffn_1/intermediate/dense",
-                               f"{p}/ffn_1/intermediate/output/dense", f"{p}/LayerNorm_1")
+            inter, out, ln2 = (
+                f"{p}/ffn_1/intermediate/dense",
+                f"{p}/ffn_1/intermediate/output/dense",
+                f"{p}/LayerNorm_1",
+            )
         else:
             p = f"bert/encoder/layer_{i}"
             attention, ln1 = f"{p}/attention", f"{p}/attention/output/LayerNorm"
-            inter, out, ln2 = f"{p}/intermediate/dense", f"{p}/output/dense", f"{p}/output/LayerNorm"
+            inter, out, ln2 = (
+                f"{p}/intermediate/dense",
+                f"{p}/output/dense",
+                f"{p}/output/LayerNorm",
+            )
 
         def heads(name, x=x, attention=attention):  # (B, S, H) -> (B, N, S, D)
-            return _dense(x, t, f"{attention}/self/{name}").reshape(B, S, N, D).transpose(0, 2, 1, 3)
+            return (
+                _dense(x, t, f"{attention}/self/{name}").reshape(B, S, N, D).transpose(0, 2, 1, 3)
+            )
 
         scores = heads("query") @ heads("key").transpose(0, 1, 3, 2) / np.sqrt(D) + adder
         probs = np.exp(scores - scores.max(-1, keepdims=True))
@@ -265,8 +278,10 @@ def _max_errors(preset_dir, arrays, config, albert):
         np.abs(_np(out["sequence_output"]) - sequence).max(),
         np.abs(_np(out["pooled_output"]) - pooled).max(),
     )
-    print(f"{'ALBERT' if albert else 'BERT'} max abs error: sequence {errors[0]:.2e}, "
-          f"pooled {errors[1]:.2e}")
+    print(
+        f"{'ALBERT' if albert else 'BERT'} max abs error: sequence {errors[0]:.2e}, "
+        f"pooled {errors[1]:.2e}"
+    )
     return backbone, errors
 
 
@@ -306,7 +321,9 @@ def test_bert_matches_reference_forward(bert_dir, tmp_path):
     np.testing.assert_array_equal(
         heads["cls.seq_relationship.weight"], arrays["cls/seq_relationship/output_weights"]
     )
-    np.testing.assert_array_equal(heads["cls.predictions.bias"], arrays["cls/predictions/output_bias"])
+    np.testing.assert_array_equal(
+        heads["cls.predictions.bias"], arrays["cls/predictions/output_bias"]
+    )
     assert sorted(backbone.head_tensors) == sorted(heads)
 
 
@@ -364,7 +381,9 @@ def test_explicit_paths_and_casing(bert_dir, tmp_path):
     shutil.copytree(source, outer / "inner")
     out = convert_google_checkpoint(outer, tmp_path / "c")
     assert json.loads((out / "config.json").read_text())["tokenizer"] == {
-        "kind": "wordpiece", "lowercase": False, "strip_accents": False,
+        "kind": "wordpiece",
+        "lowercase": False,
+        "strip_accents": False,
     }
     # A checkpoint prefix as the source.
     out = convert_google_checkpoint(source / "bert_model.ckpt", tmp_path / "d")
@@ -474,14 +493,30 @@ def test_cli_convert_google(bert_dir, tmp_path, capsys):
     assert main(["convert-google", str(finetuned), str(tmp_path / "ft"), "--allow-partial"]) == 0
 
     archive = _zip_dir(source, tmp_path / "uncased_cli.zip")
-    code = main(["convert-google", str(tmp_path / "cache"), str(tmp_path / "dl"),
-                 "--download", archive.as_uri(), "--sha256", _sha256(archive)])
+    code = main(
+        [
+            "convert-google",
+            str(tmp_path / "cache"),
+            str(tmp_path / "dl"),
+            "--download",
+            archive.as_uri(),
+            "--sha256",
+            _sha256(archive),
+        ]
+    )
     assert code == 0 and (tmp_path / "dl" / "vocab.txt").is_file()
 
     with pytest.raises(SystemExit) as e:
         main(["convert-google", "--help"])
     assert e.value.code == 0
     text = capsys.readouterr().out
-    for flag in ("SOURCE", "OUTPUT", "--lowercase", "--cased", "--download", "--sha256",
-                 "--allow-partial"):
+    for flag in (
+        "SOURCE",
+        "OUTPUT",
+        "--lowercase",
+        "--cased",
+        "--download",
+        "--sha256",
+        "--allow-partial",
+    ):
         assert flag in text

@@ -31,7 +31,9 @@ def test_minilm_matches_transformers(minilm_dir):
     assert backbone.count_params() == 22_713_216
     assert backbone.activation == "gelu"  # HF "gelu" is the erf form
     assert backbone.preset_info["tokenizer"] == {
-        "kind": "wordpiece", "lowercase": True, "strip_accents": True,
+        "kind": "wordpiece",
+        "lowercase": True,
+        "strip_accents": True,
     }
     ref = np.load(FIXTURE)
     for group in ("single", "pair"):
@@ -115,7 +117,10 @@ def test_shape_mismatch_names_tensor_and_shapes_and_loads_nothing(tmp_path):
     tensors = read_safetensors(tmp_path / "model.safetensors")
     tensors["encoder.layer.3.output.dense.weight"] = np.zeros((10, 25), "float32")
     write_safetensors(tmp_path / "model.safetensors", tensors)
-    with pytest.raises(CheckpointError, match=r"'encoder.layer.3.output.dense.weight' has shape \(10, 25\).*shape \(26, 10\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"'encoder.layer.3.output.dense.weight' has shape \(10, 25\).*shape \(26, 10\)",
+    ):
         BertBackbone.from_preset(tmp_path)
 
 
@@ -158,7 +163,9 @@ def test_safetensors_bfloat16_and_dtypes(tmp_path):
     values = np.array([1.0, -2.5, 3.140625], "float32")
     bf16 = (values.view(np.uint32) >> 16).astype("<u2")
     header = json.dumps({"x": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 6]}}).encode()
-    (tmp_path / "b.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bf16.tobytes())
+    (tmp_path / "b.safetensors").write_bytes(
+        struct.pack("<Q", len(header)) + header + bf16.tobytes()
+    )
     np.testing.assert_array_equal(read_safetensors(tmp_path / "b.safetensors")["x"], values)
     tensors = {"i": np.arange(6, dtype="int64").reshape(2, 3), "f": np.eye(3, dtype="float16")}
     write_safetensors(tmp_path / "w.safetensors", tensors)

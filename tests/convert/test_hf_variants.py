@@ -80,7 +80,9 @@ def test_variant_matches_transformers_and_round_trips(name, tmp_path):
     assert backbone.count_params() == info["base_params"]
     assert sorted(backbone.head_tensors) == info["head_tensors"]
     assert backbone.preset_info["tokenizer"] == {
-        "kind": kind, "lowercase": lowercase, "strip_accents": strip,
+        "kind": kind,
+        "lowercase": lowercase,
+        "strip_accents": strip,
     }
     inputs = _inputs(name)
     assert inputs["padding_mask"].min() == 0  # padding is exercised
@@ -163,11 +165,17 @@ def _edit_tensors(directory, edit):
 @pytest.mark.parametrize(
     "name, changes, pattern",
     [
-        ("bert_pretraining", {"model_type": "roberta"},
-         "model_type 'roberta' is not supported. Supported: bert, albert, distilbert"),
+        (
+            "bert_pretraining",
+            {"model_type": "roberta"},
+            "model_type 'roberta' is not supported. Supported: bert, albert, distilbert",
+        ),
         ("albert_mlm", {"inner_group_num": 2}, "inner_group_num 2 is not supported"),
-        ("albert_mlm", {"num_hidden_layers": 18, "num_hidden_groups": 14},
-         "transformers applies group 6 at layer 9 .* but bertzoo group 7"),
+        (
+            "albert_mlm",
+            {"num_hidden_layers": 18, "num_hidden_groups": 14},
+            "transformers applies group 6 at layer 9 .* but bertzoo group 7",
+        ),
         ("distilbert", {"activation": "mish"}, "activation 'mish' is not supported"),
         ("distilbert", {"n_layers": None}, "missing the required key 'n_layers'"),
     ],
@@ -184,7 +192,8 @@ def test_shape_mismatch_names_tensor_and_both_shapes(tmp_path):
     name = "albert.encoder.embedding_hidden_mapping_in.weight"
     _edit_tensors(directory, lambda t: t.update({name: np.zeros((32, 15), "float32")}))
     with pytest.raises(
-        CheckpointError, match=rf"'{name}' has shape \(32, 15\).*of shape \(16, 32\) \(after transposing\)"
+        CheckpointError,
+        match=rf"'{name}' has shape \(32, 15\).*of shape \(16, 32\) \(after transposing\)",
     ):
         BertBackbone.from_preset(directory)
 
@@ -236,7 +245,9 @@ def test_failed_load_changes_nothing(tmp_path):
 
 
 def test_pickle_needs_opt_in(tmp_path):
-    with pytest.raises(CheckpointError, match=r"pickle that can run arbitrary code.*allow_pickle=True"):
+    with pytest.raises(
+        CheckpointError, match=r"pickle that can run arbitrary code.*allow_pickle=True"
+    ):
         BertBackbone.from_preset(FIXTURES / "bert_mlm_bin")
 
 
@@ -316,18 +327,28 @@ def _state_dict_pickle(entries):
 def test_torch_pickle_dtypes_and_views(tmp_path):
     values = np.arange(12, dtype="float32") - 3.5
     bf16 = (values.view(np.uint32) >> 16).astype("<u2")  # exact: few mantissa bits
-    pkl = _state_dict_pickle([
-        ("f32", "FloatStorage", "0", 12, 2, (2, 3), (1, 4)),  # a transposed view
-        ("bf16", "BFloat16Storage", "1", 12, 0, (12,), (1,)),
-        ("i64", "LongStorage", "2", 3, 1, (2,), (1,)),
-        ("empty", "FloatStorage", "0", 12, 0, (0, 4), (4, 1)),
-    ])
+    pkl = _state_dict_pickle(
+        [
+            ("f32", "FloatStorage", "0", 12, 2, (2, 3), (1, 4)),  # a transposed view
+            ("bf16", "BFloat16Storage", "1", 12, 0, (12,), (1,)),
+            ("i64", "LongStorage", "2", 3, 1, (2,), (1,)),
+            ("empty", "FloatStorage", "0", 12, 0, (0, 4), (4, 1)),
+        ]
+    )
     path = tmp_path / "x.bin"
-    _torch_zip(path, pkl, {
-        "0": values.tobytes(), "1": bf16.tobytes(), "2": np.array([7, 8, 9], "<i8").tobytes(),
-    })
+    _torch_zip(
+        path,
+        pkl,
+        {
+            "0": values.tobytes(),
+            "1": bf16.tobytes(),
+            "2": np.array([7, 8, 9], "<i8").tobytes(),
+        },
+    )
     tensors = read_torch_pickle(path)
-    np.testing.assert_array_equal(tensors["f32"], values[2:].reshape(-1)[np.array([[0, 4, 8], [1, 5, 9]])])
+    np.testing.assert_array_equal(
+        tensors["f32"], values[2:].reshape(-1)[np.array([[0, 4, 8], [1, 5, 9]])]
+    )
     np.testing.assert_array_equal(tensors["bf16"], values)
     assert tensors["bf16"].dtype == np.float32
     np.testing.assert_array_equal(tensors["i64"], [8, 9])
@@ -342,7 +363,11 @@ def test_torch_pickle_dtypes_and_views(tmp_path):
         (("w", "FloatStorage", "0", 4, 0, (2,), (-1,)), 16, "invalid tensor"),
         # Storage bytes do not match numel.
         (("w", "FloatStorage", "0", 5, 0, (2,), (1,)), 16, "has 16 bytes, expected 5 x 4"),
-        (("w", "ComplexFloatStorage", "0", 4, 0, (2,), (1,)), 16, "global torch.ComplexFloatStorage"),
+        (
+            ("w", "ComplexFloatStorage", "0", 4, 0, (2,), (1,)),
+            16,
+            "global torch.ComplexFloatStorage",
+        ),
     ],
 )
 def test_torch_pickle_bad_tensors(tmp_path, entry, storage, pattern):
@@ -379,10 +404,20 @@ class _StandInTokenizer:
 @pytest.mark.parametrize(
     "name, tokenizer, expected",
     [
-        ("albert_mlm", _StandInTokenizer("spiece.model", True, False),
-         {"do_lower_case": True, "keep_accents": True, "tokenizer_class": "AlbertTokenizer"}),
-        ("distilbert", _StandInTokenizer("vocab.txt", False, True),
-         {"do_lower_case": False, "strip_accents": True, "tokenizer_class": "DistilBertTokenizer"}),
+        (
+            "albert_mlm",
+            _StandInTokenizer("spiece.model", True, False),
+            {"do_lower_case": True, "keep_accents": True, "tokenizer_class": "AlbertTokenizer"},
+        ),
+        (
+            "distilbert",
+            _StandInTokenizer("vocab.txt", False, True),
+            {
+                "do_lower_case": False,
+                "strip_accents": True,
+                "tokenizer_class": "DistilBertTokenizer",
+            },
+        ),
     ],
 )
 def test_save_hf_writes_tokenizer(tmp_path, name, tokenizer, expected):
@@ -394,7 +429,8 @@ def test_save_hf_writes_tokenizer(tmp_path, name, tokenizer, expected):
     assert (tmp_path / tokenizer.vocabulary_file).is_file()
     section = hf_to_preset(tmp_path)["tokenizer"]
     assert (section["lowercase"], section["strip_accents"]) == (
-        tokenizer.lowercase, tokenizer.strip_accents,
+        tokenizer.lowercase,
+        tokenizer.strip_accents,
     )
 
 
@@ -412,7 +448,11 @@ def test_save_hf_with_bert_tokenizer(tmp_path):
 @pytest.mark.parametrize(
     "name, tokenizer, pattern",
     [
-        ("albert_mlm", _StandInTokenizer("merges.txt", True, True), "must be a bertzoo BertTokenizer or SentencePieceTokenizer"),
+        (
+            "albert_mlm",
+            _StandInTokenizer("merges.txt", True, True),
+            "must be a bertzoo BertTokenizer or SentencePieceTokenizer",
+        ),
         ("distilbert", _StandInTokenizer("vocab.txt", True, True, size=98), "98 tokens"),
     ],
 )
@@ -426,7 +466,10 @@ def test_save_hf_tokenizer_mismatch_writes_nothing(tmp_path, name, tokenizer, pa
 @pytest.mark.parametrize(
     "config, pattern",
     [
-        (dict(num_segments=0, use_pooler=False, layer_norm_epsilon=1e-6), "layer_norm_epsilon=1e-06"),
+        (
+            dict(num_segments=0, use_pooler=False, layer_norm_epsilon=1e-6),
+            "layer_norm_epsilon=1e-06",
+        ),
         (dict(num_segments=0, use_pooler=False, embedding_dim=8), "embedding_dim != hidden_dim"),
         (dict(num_segments=0), "num_segments=0 with a pooler"),
         (dict(num_layers=18, num_groups=14), "applies group 6 at layer 9"),
@@ -436,8 +479,18 @@ def test_save_hf_unrepresentable_backbones(tmp_path, config, pattern):
     # Only the configuration is read before the error: a stand-in is enough
     # (an 18-layer backbone takes seconds to build).
     backbone = types.SimpleNamespace(
-        **{**dict(num_layers=2, num_groups=None, hidden_dim=4, embedding_dim=None,
-                  num_segments=2, use_pooler=True, layer_norm_epsilon=1e-12), **config}
+        **{
+            **dict(
+                num_layers=2,
+                num_groups=None,
+                hidden_dim=4,
+                embedding_dim=None,
+                num_segments=2,
+                use_pooler=True,
+                layer_norm_epsilon=1e-12,
+            ),
+            **config,
+        }
     )
     backbone.num_groups = backbone.num_groups or backbone.num_layers
     backbone.embedding_dim = backbone.embedding_dim or backbone.hidden_dim

@@ -19,7 +19,12 @@ def test_sentences_and_documents_layouts(tmp_path):
     # Whitespace-only lines separate documents too; one-sentence documents are kept.
     assert docs == [["a b.", "c d."], ["One sentence doc."], ["e f."], ["g h.", "i j."]]
     assert data.read_corpus(path, layout="documents") == [
-        ["a b."], ["c d."], ["One sentence doc."], ["e f."], ["g h."], ["i j."]
+        ["a b."],
+        ["c d."],
+        ["One sentence doc."],
+        ["e f."],
+        ["g h."],
+        ["i j."],
     ]
 
 
@@ -64,7 +69,9 @@ def test_tokenize_documents_drops_empty_sentences_and_documents(numbered_tokeniz
 
 
 def test_korean_corpus_tokenizes(tmp_path):
-    vocab = train_wordpiece([KOREAN], 1200, lowercase=False, strip_accents=False, output=tmp_path / "vocab.txt")
+    vocab = train_wordpiece(
+        [KOREAN], 1200, lowercase=False, strip_accents=False, output=tmp_path / "vocab.txt"
+    )
     tokenizer = BertTokenizer(tmp_path / "vocab.txt", lowercase=False, strip_accents=False)
     docs = data.read_corpus(KOREAN, layout="documents")
     ids = data.tokenize_documents(docs, tokenizer, batch_size=64)  # several batches

@@ -23,7 +23,9 @@ def segments(examples, k):
     assert len(seps) == 2
     first = seps[0]
     # Segment 0 up to and including the first [SEP], 1 through the second.
-    assert (seg[: first + 1] == 0).all() and (seg[first + 1 : n] == 1).all() and (seg[n:] == 0).all()
+    assert (
+        (seg[: first + 1] == 0).all() and (seg[first + 1 : n] == 1).all() and (seg[n:] == 0).all()
+    )
     return ids[1:first], ids[first + 1 : n - 1]
 
 
@@ -91,7 +93,9 @@ def test_short_sequence_fraction(numbered_tokenizer):
     # first example of a document is shorter than max_num_tokens exactly
     # when a short target (randint(2, 30) != 30) was drawn.
     docs, _ = numbered_documents(2000, 40, lengths=(1, 1))
-    ex = data.create_examples(docs, numbered_tokenizer, seq_len=32, objective="none", seed=5, shuffle=False)
+    ex = data.create_examples(
+        docs, numbered_tokenizer, seq_len=32, objective="none", seed=5, shuffle=False
+    )
     first = np.flatnonzero(np.diff(ex.document_ids, prepend=-1) != 0)
     assert len(first) == 2000
     lengths = ex.padding_mask[first].sum(1) - 2

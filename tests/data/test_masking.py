@@ -51,7 +51,9 @@ def test_token_masking_statistics(numbered_tokenizer):
     ids, mask = make_batch(3000, S)
     masker = data.MaskedLMMasker(numbered_tokenizer, S, P)
     masked, positions, labels, weights = run(masker, ids, mask)
-    assert positions.shape == (3000, P) and positions.dtype == np.int32 and weights.dtype == np.float32
+    assert (
+        positions.shape == (3000, P) and positions.dtype == np.int32 and weights.dtype == np.float32
+    )
     lengths = mask.sum(1)
     count = weights.sum(1).astype(int)
     np.testing.assert_array_equal(count, expected_count(lengths, P))  # exactly num_to_predict
@@ -196,7 +198,10 @@ def test_matches_reference_algorithm_statistics(numbered_tokenizer, kind, max_ng
     ours = [set(p[w > 0].tolist()) for p, w in zip(positions, weights)]
     rng = np.random.default_rng(0)
     budget = expected_count(mask.sum(1), P)
-    ref = [reference_selection(ids[k], int(mask[k].sum()), budget[k], rng, max_ngram) for k in range(len(ids))]
+    ref = [
+        reference_selection(ids[k], int(mask[k].sum()), budget[k], rng, max_ngram)
+        for k in range(len(ids))
+    ]
     adj_ours, count_ours = run_stats(ids, mask, ours)
     adj_ref, count_ref = run_stats(ids, mask, ref)
     # ~13k selected tokens each: std of the adjacency fraction ~0.005;
@@ -214,7 +219,11 @@ def test_matches_reference_algorithm_statistics(numbered_tokenizer, kind, max_ng
 def test_determinism(numbered_tokenizer):
     ids, mask = make_batch(64, 32)
     masker = data.MaskedLMMasker(numbered_tokenizer, 32, 5, kind="ngram")
-    a, b, c = run(masker, ids, mask, (1, 1)), run(masker, ids, mask, (1, 1)), run(masker, ids, mask, (1, 2))
+    a, b, c = (
+        run(masker, ids, mask, (1, 1)),
+        run(masker, ids, mask, (1, 1)),
+        run(masker, ids, mask, (1, 2)),
+    )
     assert all((x == y).all() for x, y in zip(a, b))
     assert (a[1] != c[1]).any()
 
@@ -229,7 +238,9 @@ def test_sentencepiece_word_starts():
     continuation = [p for p, s in zip(vocab, starts) if not s]
     assert continuation and not any(p.startswith("▁") for p in continuation)
     masker = data.MaskedLMMasker(tokenizer, 32, 5, kind="whole_word")
-    ids = tokenizer.tokenize_ids(tf.constant(["unbelievably tokenized sentences of words"])).to_tensor()
+    ids = tokenizer.tokenize_ids(
+        tf.constant(["unbelievably tokenized sentences of words"])
+    ).to_tensor()
     row = np.concatenate([[tokenizer.cls_token_id], ids.numpy()[0], [tokenizer.sep_token_id]])
     padded = np.full((1, 32), tokenizer.pad_token_id, np.int32)
     padded[0, : len(row)] = row

@@ -30,12 +30,20 @@ def spec_of(ds):
 
 
 def test_static_round_trip_and_format(examples, masker, tmp_path):
-    paths = data.write_pretraining_tfrecords(examples, tmp_path, num_shards=3, masker=masker, seed=4)
+    paths = data.write_pretraining_tfrecords(
+        examples, tmp_path, num_shards=3, masker=masker, seed=4
+    )
     assert [p.name for p in paths] == [f"pretraining-{i:05d}-of-00003.tfrecord" for i in range(3)]
-    assert sorted(os.listdir(tmp_path)) == sorted([p.name for p in paths] + [data.METADATA_FILE])  # no temp files
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [p.name for p in paths] + [data.METADATA_FILE]
+    )  # no temp files
     meta = data.read_metadata(tmp_path)
-    assert meta["seq_len"] == S and meta["max_predictions_per_seq"] == P and meta["objective"] == "sop"
-    assert meta["vocabulary_size"] == examples.vocabulary_size and meta["num_examples"] == len(examples)
+    assert (
+        meta["seq_len"] == S and meta["max_predictions_per_seq"] == P and meta["objective"] == "sop"
+    )
+    assert meta["vocabulary_size"] == examples.vocabulary_size and meta["num_examples"] == len(
+        examples
+    )
 
     ds = data.read_pretraining_dataset(tmp_path, B, S, shuffle=False, drop_remainder=False)
     static = spec_of(data.read_pretraining_dataset(str(tmp_path / "*.tfrecord"), B, S))
@@ -55,7 +63,10 @@ def test_static_round_trip_and_format(examples, masker, tmp_path):
     np.testing.assert_array_equal(cat(xs, "padding_mask"), examples.padding_mask)
     np.testing.assert_array_equal(cat(ys, "sentence"), examples.labels)
     # Same masks as the masker gives (batch i of 1024 is seeded (seed, i)).
-    masked, pos, ids, w = (t.numpy() for t in masker(examples.token_ids, examples.padding_mask, tf.constant([4, 0], tf.int64)))
+    masked, pos, ids, w = (
+        t.numpy()
+        for t in masker(examples.token_ids, examples.padding_mask, tf.constant([4, 0], tf.int64))
+    )
     np.testing.assert_array_equal(cat(xs, "token_ids"), masked)
     np.testing.assert_array_equal(cat(xs, "mask_positions"), pos)
     np.testing.assert_array_equal(cat(ys, "mlm"), ids)
@@ -132,13 +143,21 @@ def test_korean_end_to_end(tmp_path):
     from bertzoo.tokenizers import BertTokenizer, train_wordpiece
 
     corpus = "tests/fixtures/korean_corpus.txt"
-    train_wordpiece([corpus], 1200, lowercase=False, strip_accents=False, output=tmp_path / "vocab.txt")
+    train_wordpiece(
+        [corpus], 1200, lowercase=False, strip_accents=False, output=tmp_path / "vocab.txt"
+    )
     tok = BertTokenizer(tmp_path / "vocab.txt", lowercase=False, strip_accents=False)
     docs = data.tokenize_documents(data.read_corpus(corpus), tok)
     ex = data.create_examples(docs, tok, seq_len=64, objective="nsp", dupe_factor=2, seed=0)
     masker = data.MaskedLMMasker(tok, 64, 10, kind="whole_word")
     data.write_pretraining_tfrecords(ex, tmp_path / "out", num_shards=2, masker=masker)
-    x, y, w = next(iter(data.read_pretraining_dataset(tmp_path / "out", 16, 64, vocabulary_size=tok.vocabulary_size)))
+    x, y, w = next(
+        iter(
+            data.read_pretraining_dataset(
+                tmp_path / "out", 16, 64, vocabulary_size=tok.vocabulary_size
+            )
+        )
+    )
     pieces = [tok.id_to_token(i) for i in np.asarray(y["mlm"])[np.asarray(w["mlm"]) > 0]]
     assert pieces and not {"[CLS]", "[SEP]", "[PAD]"} & set(pieces)
 
@@ -169,7 +188,9 @@ def stream_sources(examples, masker, tmp_path_factory):
     static = tmp_path_factory.mktemp("static")
     data.write_pretraining_tfrecords(examples, static, num_shards=3, masker=masker, seed=2)
     return {
-        "memory": lambda k=0: data.make_pretraining_dataset(examples, B, masker, seed=7, repeat=True, start_batch=k),
+        "memory": lambda k=0: data.make_pretraining_dataset(
+            examples, B, masker, seed=7, repeat=True, start_batch=k
+        ),
         "unmasked_files": lambda k=0: data.read_pretraining_dataset(
             unmasked, B, S, masker=masker, seed=7, shuffle_buffer=16, repeat=True, start_batch=k
         ),
@@ -192,7 +213,9 @@ def test_start_batch_continues_the_uninterrupted_stream(stream_sources, examples
     segments = np.concatenate([b[2] for b in full])  # leaves sorted by key: x["segment_ids"]
     n = len(examples)
     assert not np.array_equal(segments[:n], segments[n : 2 * n])
-    assert sorted(map(tuple, segments[:n])) == sorted(map(tuple, segments[n : 2 * n]))  # same examples
+    assert sorted(map(tuple, segments[:n])) == sorted(
+        map(tuple, segments[n : 2 * n])
+    )  # same examples
 
 
 @pytest.mark.parametrize("source", ["memory", "unmasked_files", "static_files"])
@@ -224,7 +247,9 @@ def test_files_glob_subset_start_batch(examples, masker, tmp_path):
     """A glob over some shards: the records are counted to skip epochs."""
     data.write_pretraining_tfrecords(examples, tmp_path, num_shards=3, masker=masker)
     pattern = str(tmp_path / "*-0000[01]-of-*.tfrecord")
-    make = lambda k: data.read_pretraining_dataset(pattern, B, S, seed=1, shuffle_buffer=8, repeat=True, start_batch=k)
+    make = lambda k: data.read_pretraining_dataset(
+        pattern, B, S, seed=1, shuffle_buffer=8, repeat=True, start_batch=k
+    )
     full = batches_of(make(0), 16)
     for k in (5, 11):  # the two shards hold 44 examples: 5.5 batches an epoch
         assert_same_batches(batches_of(make(k), 4), full[k : k + 4])

@@ -85,7 +85,9 @@ def check_offsets(tokenizer, texts):
     raw = batch.numpy()
     prepared = tokenizer._offset_prepare(batch).numpy()
     spans, pieces, context_free = [], [], []
-    for text, ready, row, s_row, e_row in zip(raw, prepared, rows(ids), rows(starts), rows(ends), strict=True):
+    for text, ready, row, s_row, e_row in zip(
+        raw, prepared, rows(ids), rows(starts), rows(ends), strict=True
+    ):
         assert text.startswith(ready[: len(text)]) or len(ready) == len(text)
         assert len(row) == len(s_row) == len(e_row)
         groups = []  # consecutive tokens with one span
@@ -116,12 +118,17 @@ def check_offsets(tokenizer, texts):
 def test_wordpiece_offsets_reproduce_ids(vocabulary, mode, control_chars):
     tokenizer = BertTokenizer(vocabulary, control_chars=control_chars, **MODES[mode])
     ids, starts, ends = check_offsets(tokenizer, TEXTS + [b"a\xffb c"])  # + invalid UTF-8
+
     # Basic-token granularity: punctuation and CJK ideographs are their own spans.
     def spans(i):
         return list(dict.fromkeys(zip(rows(starts)[i], rows(ends)[i])))
 
     assert spans(0)[:4] == [(0, 5), (5, 6), (7, 12), (12, 13)]  # Hello , World !
-    assert spans(TEXTS.index("北京是中国的首都。東京は日本の首都です。"))[:3] == [(0, 3), (3, 6), (6, 9)]
+    assert spans(TEXTS.index("北京是中国的首都。東京は日本の首都です。"))[:3] == [
+        (0, 3),
+        (3, 6),
+        (6, 9),
+    ]
 
 
 def test_wordpiece_offsets_random_strings(vocabulary):
@@ -204,14 +211,26 @@ def numpy_features(features):
 @pytest.mark.parametrize("sequence_length,doc_stride", [(12, 1), (12, 3), (16, 4), (20, 128)])
 def test_windows_positions_and_max_context(numbered_tokenizer, sequence_length, doc_stride):
     lengths = [0, 1, 5, 6, 7, 13, 40]
-    questions = ["w2000 w2001", "", "w2000", "w2000 w2001 w2002 w2003 w2004 w2005", "w2000", "", "w2000 w2001"]
+    questions = [
+        "w2000 w2001",
+        "",
+        "w2000",
+        "w2000 w2001 w2002 w2003 w2004 w2005",
+        "w2000",
+        "",
+        "w2000 w2001",
+    ]
     contexts = [" ".join(f"w{i}" for i in range(n)) for n in lengths]
-    f = numpy_features(encode_qa(numbered_tokenizer, questions, contexts, sequence_length, doc_stride, 4))
+    f = numpy_features(
+        encode_qa(numbered_tokenizer, questions, contexts, sequence_length, doc_stride, 4)
+    )
     assert set(f) == set(FEATURE_KEYS)
     num_windows = len(f["example_index"])
     for key in FEATURE_KEYS:
         assert f[key].dtype == np.int32
-        assert f[key].shape == ((num_windows,) if key == "example_index" else (num_windows, sequence_length))
+        assert f[key].shape == (
+            (num_windows,) if key == "example_index" else (num_windows, sequence_length)
+        )
     for e, (question, n) in enumerate(zip(questions, lengths)):
         q_ids = [5 + int(w[1:]) for w in question.split()][:4]
         max_len = sequence_length - len(q_ids) - 3
@@ -238,7 +257,10 @@ def test_windows_positions_and_max_context(numbered_tokenizer, sequence_length, 
             for key in ("context_position", "offset_start", "offset_end"):
                 assert np.all(f[key][w][~mask] == -1)
             text = contexts[e].encode()
-            words = [text[s:t].decode() for s, t in zip(f["offset_start"][w][mask], f["offset_end"][w][mask])]
+            words = [
+                text[s:t].decode()
+                for s, t in zip(f["offset_start"][w][mask], f["offset_end"][w][mask])
+            ]
             assert words == [f"w{i}" for i in ctx]
         assert sorted(set(seen)) == list(range(n))  # every context token appears
 
@@ -263,7 +285,9 @@ def test_long_context_stride_arithmetic(numbered_tokenizer):
 
 def test_encode_qa_graph_equals_eager_and_checks(numbered_tokenizer):
     spec = [tf.TensorSpec([None], tf.string)] * 2
-    graph = tf.function(lambda q, c: encode_qa(numbered_tokenizer, q, c, 16, 3, 4), input_signature=spec)
+    graph = tf.function(
+        lambda q, c: encode_qa(numbered_tokenizer, q, c, 16, 3, 4), input_signature=spec
+    )
     questions, contexts = ["w1 w2", "w3"], ["w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15", ""]
     eager = numpy_features(encode_qa(numbered_tokenizer, questions, contexts, 16, 3, 4))
     traced = numpy_features(graph(tf.constant(questions), tf.constant(contexts)))
@@ -311,7 +335,9 @@ def labelled_spans(f, examples):
     out = []
     for w in range(len(f["example_index"])):
         s, t = f["start_positions"][w], f["end_positions"][w]
-        out.append((w, None if s == 0 else (int(f["offset_start"][w, s]), int(f["offset_end"][w, t]))))
+        out.append(
+            (w, None if s == 0 else (int(f["offset_start"][w, s]), int(f["offset_end"][w, t])))
+        )
         if s:
             assert f["context_mask"][w, s] == 1 and f["context_mask"][w, t] == 1 and t >= s
         else:
@@ -335,7 +361,9 @@ def test_labels_recover_answers(qa_tokenizers, name):
         (ACCENTS, "São Paulo", True),
     ]
     examples = [example(i, c, a) for i, (c, a, _) in enumerate(answers)]
-    f = qa_training_features(tokenizer, examples, sequence_length=48, doc_stride=16, max_query_length=8, chunk_size=3)
+    f = qa_training_features(
+        tokenizer, examples, sequence_length=48, doc_stride=16, max_query_length=8, chunk_size=3
+    )
     assert f["example_id"].tolist() == [examples[e].id for e in f["example_index"]]
     labelled = collections.Counter()
     for w, span in labelled_spans(f, examples):
@@ -375,7 +403,9 @@ def test_impossible_and_out_of_window_are_cls(qa_tokenizers):
         example(1, ENGLISH, "41 years"),  # at the very end
         example(2, ENGLISH, "The Eiffel Tower"),  # at the very start
     ]
-    f = qa_training_features(tokenizer, examples, sequence_length=32, doc_stride=8, max_query_length=4)
+    f = qa_training_features(
+        tokenizer, examples, sequence_length=32, doc_stride=8, max_query_length=4
+    )
     first = f["example_index"] == 0
     assert first.sum() > 3
     assert np.all(f["start_positions"][first] == 0) and np.all(f["end_positions"][first] == 0)
@@ -385,7 +415,9 @@ def test_impossible_and_out_of_window_are_cls(qa_tokenizers):
         # Only windows that reach that end of the context hold the answer.
         assert hit.any() and not hit.all()
         ends = f["context_position"][windows].max(axis=1)
-        starts = np.where(f["context_mask"][windows] == 1, f["context_position"][windows], 10**6).min(axis=1)
+        starts = np.where(
+            f["context_mask"][windows] == 1, f["context_position"][windows], 10**6
+        ).min(axis=1)
         if where == "end":
             assert np.all(ends[hit] == ends.max())
         else:
@@ -431,14 +463,19 @@ def test_extract_answers_hand_built(ten_words):
     assert len({e["text"] for e in nbest[0]}) == len(nbest[0]) <= 20
     # Too long (w1 .. w8 is 8 tokens): the next best pair wins.
     start, end = logits({pos(1): 5, pos(6): 4}), logits({pos(8): 5, pos(7): 2})
-    assert extract_answers(start, end, f, [context], max_answer_length=8)[0] == ["w1 w2 w3 w4 w5 w6 w7 w8"]
+    assert extract_answers(start, end, f, [context], max_answer_length=8)[0] == [
+        "w1 w2 w3 w4 w5 w6 w7 w8"
+    ]
     assert extract_answers(start, end, f, [context], max_answer_length=7)[0] == ["w6 w7 w8"]
     assert extract_answers(start, end, f, [context], max_answer_length=2)[0] == ["w6 w7"]
     # End before start is rejected.
     start, end = logits({pos(7): 9, pos(3): 1}), logits({pos(2): 9, pos(5): 2})
     assert extract_answers(start, end, f, [context])[0] == ["w3 w4 w5"]
     # Question tokens, [CLS], [SEP] and padding are never answers.
-    start, end = logits({1: 20, 0: 20, 2: 20, 14: 20, pos(0): 1}), logits({1: 20, 15: 20, pos(1): 1})
+    start, end = (
+        logits({1: 20, 0: 20, 2: 20, 14: 20, pos(0): 1}),
+        logits({1: 20, 15: 20, pos(1): 1}),
+    )
     assert extract_answers(start, end, f, [context])[0] == ["w0 w1"]
     # Nothing valid at all (n_best_size 1 keeps only the question token).
     assert extract_answers(start, end, f, [context], n_best_size=1) == ([""], [[]])
@@ -478,10 +515,16 @@ def test_graph_answers_agree_with_numpy(numbered_tokenizer, version_2):
         for n_best, max_len in [(20, 30), (3, 4), (None, 2), (8, 1)]:
             for threshold in [-1.0, 0.0, 1.5] if version_2 else [0.0]:
                 kwargs = dict(
-                    max_answer_length=max_len, version_2=version_2, null_score_diff_threshold=threshold
+                    max_answer_length=max_len,
+                    version_2=version_2,
+                    null_score_diff_threshold=threshold,
                 )
-                got = serve_answers(features, start, end, tf.constant(contexts), n_best_size=n_best, **kwargs)
-                answers, nbest = extract_answers(start, end, f, contexts, n_best_size=n_best or 24, **kwargs)
+                got = serve_answers(
+                    features, start, end, tf.constant(contexts), n_best_size=n_best, **kwargs
+                )
+                answers, nbest = extract_answers(
+                    start, end, f, contexts, n_best_size=n_best or 24, **kwargs
+                )
                 assert [a.decode() for a in got["answers"].numpy().tolist()] == answers
                 for i, answer in enumerate(answers):
                     s, e = got["start_offsets"][i].numpy(), got["end_offsets"][i].numpy()
@@ -506,7 +549,9 @@ def test_best_span_tf_band(numbered_tokenizer):
     score, s, e = (t.numpy().tolist() for t in best_span_tf(start, end, mask, max_answer_length=2))
     assert (score[0], s[0], e[0]) == (12.0, 2, 3)
     maxctx = np.array([[0, 1, 0, 1, 1, 0]] * 2, np.int32)
-    score, s, e = (t.numpy().tolist() for t in best_span_tf(start, end, mask, 3, max_context=maxctx))
+    score, s, e = (
+        t.numpy().tolist() for t in best_span_tf(start, end, mask, 3, max_context=maxctx)
+    )
     assert (score[0], s[0], e[0]) == (9.0, 1, 1)
 
 
@@ -521,7 +566,9 @@ def test_serving_graph_from_strings(numbered_tokenizer):
         start = tf.cast(tf.equal(ids, 5 + 7), tf.float32) * 5.0
         end = tf.cast(tf.equal(ids, 5 + 9), tf.float32) * 5.0
         # A window without w7/w9 scores 0 everywhere: null wins at threshold -0.5.
-        return serve_answers(features, start, end, contexts, version_2=True, null_score_diff_threshold=-0.5)
+        return serve_answers(
+            features, start, end, contexts, version_2=True, null_score_diff_threshold=-0.5
+        )
 
     contexts = ["w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15", "w1 w2 w3", "w7 w8 w9"]
     got = serve(tf.constant(["w2000", "w2000", "w2000 w2001"]), tf.constant(contexts))

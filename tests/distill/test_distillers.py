@@ -25,8 +25,13 @@ def _weights(model):
 
 
 def test_tinybert_loss_is_the_sum_over_the_mapped_layers():
-    teacher, student = tiny_backbone(), tiny_backbone(num_layers=2, hidden_dim=6, intermediate_dim=12)
-    d = TinyBertDistiller(teacher, student, attention_weight=0.5, hidden_weight=2.0, embedding_weight=3.0)
+    teacher, student = (
+        tiny_backbone(),
+        tiny_backbone(num_layers=2, hidden_dim=6, intermediate_dim=12),
+    )
+    d = TinyBertDistiller(
+        teacher, student, attention_weight=0.5, hidden_weight=2.0, embedding_weight=3.0
+    )
     assert d.layer_map == (1, 3)
     x = make_inputs()
     out = d(x, training=False)
@@ -36,9 +41,17 @@ def test_tinybert_loss_is_the_sum_over_the_mapped_layers():
     proj = lambda h: np.asarray(h) @ w + b  # noqa: E731
     mask = x["padding_mask"]
     expected = (
-        0.5 * sum(F(losses.attention_score_mse(t["attention_scores"][i], s["attention_scores"][j], mask)) for j, i in enumerate((1, 3)))
+        0.5
+        * sum(
+            F(losses.attention_score_mse(t["attention_scores"][i], s["attention_scores"][j], mask))
+            for j, i in enumerate((1, 3))
+        )
         + 3.0 * F(losses.hidden_mse(t["hidden_states"][0], proj(s["hidden_states"][0]), mask))
-        + 2.0 * sum(F(losses.hidden_mse(t["hidden_states"][i + 1], proj(s["hidden_states"][j + 1]), mask)) for j, i in enumerate((1, 3)))
+        + 2.0
+        * sum(
+            F(losses.hidden_mse(t["hidden_states"][i + 1], proj(s["hidden_states"][j + 1]), mask))
+            for j, i in enumerate((1, 3))
+        )
     )
     d.compile(optimizer="adam")
     assert F(d.compute_loss(x, None, out, training=False)) == pytest.approx(expected, rel=1e-5)
@@ -64,7 +77,9 @@ def test_tinybert_pairs_that_cannot_be_distilled():
     teacher = tiny_backbone()
     with pytest.raises(DistillationError, match="teacher has 2 heads and the student 1"):
         TinyBertDistiller(teacher, tiny_backbone(num_layers=2, num_heads=1))
-    TinyBertDistiller(teacher, tiny_backbone(num_layers=2, num_heads=1), attention_weight=0)  # allowed
+    TinyBertDistiller(
+        teacher, tiny_backbone(num_layers=2, num_heads=1), attention_weight=0
+    )  # allowed
     with pytest.raises(DistillationError, match="vocabulary has 61 tokens and the student's 70"):
         TinyBertDistiller(teacher, tiny_backbone(num_layers=2, vocabulary_size=70))
     with pytest.raises(DistillationError, match="multiple of the student's 3"):
@@ -123,14 +138,20 @@ def test_distilbert_teacher_needs_its_outputs():
         DistilBertDistiller(tiny_backbone(), student)  # a bare backbone: no vocabulary logits
     DistilBertDistiller(tiny_backbone(), student, kl_weight=0)  # MLM + cosine need no teacher head
     with pytest.raises(DistillationError, match="cosine loss"):
-        DistilBertDistiller(BertPretrainer(tiny_backbone(), "none"), tiny_backbone(num_layers=2, hidden_dim=12))
+        DistilBertDistiller(
+            BertPretrainer(tiny_backbone(), "none"), tiny_backbone(num_layers=2, hidden_dim=12)
+        )
     with pytest.raises(DistillationError, match="kl_positions"):
         DistilBertDistiller(BertPretrainer(tiny_backbone(), "none"), student, kl_positions="some")
 
 
 def test_prediction_distiller_makes_the_student_agree_with_the_teacher():
     teacher = bertzoo.BertClassifier(tiny_backbone(), 3, dropout=0.0)
-    student = bertzoo.BertClassifier(tiny_backbone(num_layers=1, hidden_dim=8, intermediate_dim=16, num_heads=2, dropout=0.0), 3, dropout=0.0)
+    student = bertzoo.BertClassifier(
+        tiny_backbone(num_layers=1, hidden_dim=8, intermediate_dim=16, num_heads=2, dropout=0.0),
+        3,
+        dropout=0.0,
+    )
     x = make_inputs(batch=32, seed=3)
     # Make the teacher's decisions sharp and varied.
     teacher.head.kernel.assign(np.asarray(teacher.head.kernel) * 30)
@@ -145,11 +166,15 @@ def test_prediction_distiller_makes_the_student_agree_with_the_teacher():
 
 def test_prediction_distiller_needs_class_logits():
     with pytest.raises(DistillationError, match="regression"):
-        prediction_distiller(bertzoo.BertClassifier(tiny_backbone(), 1), bertzoo.BertClassifier(tiny_backbone(), 1))
+        prediction_distiller(
+            bertzoo.BertClassifier(tiny_backbone(), 1), bertzoo.BertClassifier(tiny_backbone(), 1)
+        )
     with pytest.raises(DistillationError, match="BertClassifier"):
         prediction_distiller(tiny_backbone(), bertzoo.BertClassifier(tiny_backbone(), 2))
     with pytest.raises(DistillationError, match="3 classes and the student 2"):
-        prediction_distiller(bertzoo.BertClassifier(tiny_backbone(), 3), bertzoo.BertClassifier(tiny_backbone(), 2))
+        prediction_distiller(
+            bertzoo.BertClassifier(tiny_backbone(), 3), bertzoo.BertClassifier(tiny_backbone(), 2)
+        )
 
 
 _MIRRORED_SCRIPT = r"""
@@ -182,7 +207,9 @@ print(json.dumps(max(float(np.max(np.abs(a - b))) for a, b in zip(single, mirror
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.distribute MirroredStrategy")
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="tf.distribute MirroredStrategy"
+)
 def test_distiller_loss_is_scaled_for_replicas():
     """Two mirrored replicas train the student exactly as one device does
     (SGD, so a gradient summed over replicas without the 1/replicas scale
@@ -192,7 +219,12 @@ def test_distiller_loss_is_scaled_for_replicas():
     import sys
 
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], capture_output=True, text=True,
-                          env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _MIRRORED_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert float(done.stdout.strip().splitlines()[-1]) < 1e-5, done.stdout

@@ -53,7 +53,9 @@ def test_student_copies_the_mapped_teacher_layers():
     student = tiny_backbone(num_layers=2)
     assert init_student_from_teacher(student, teacher) == (0, 3)
     for j, i in enumerate((0, 3)):
-        for a, b in zip(student.transformer_layers[j].get_weights(), teacher.transformer_layers[i].get_weights()):
+        for a, b in zip(
+            student.transformer_layers[j].get_weights(), teacher.transformer_layers[i].get_weights()
+        ):
             np.testing.assert_array_equal(a, b)
     # A student of the same depth is the teacher, output for output.
     twin = tiny_backbone()
@@ -71,7 +73,9 @@ def test_student_without_segments_keeps_single_segment_embeddings():
     x = make_inputs(num_segments=2)
     x["segment_ids"] = np.zeros_like(x["segment_ids"])
     t0 = np.asarray(_features(teacher, x)["hidden_states"][0])
-    s0 = np.asarray(_features(student, {k: v for k, v in x.items() if k != "segment_ids"})["hidden_states"][0])
+    s0 = np.asarray(
+        _features(student, {k: v for k, v in x.items() if k != "segment_ids"})["hidden_states"][0]
+    )
     np.testing.assert_allclose(s0, t0, atol=1e-6)
 
 
@@ -79,8 +83,12 @@ def test_mlm_head_is_copied_between_pretrainers():
     teacher = BertPretrainer(tiny_backbone(), objective="nsp")
     student = BertPretrainer(tiny_backbone(num_layers=2), objective="none")
     init_student_from_teacher(student, teacher)
-    np.testing.assert_array_equal(np.asarray(student.mlm_head.bias), np.asarray(teacher.mlm_head.bias))
-    np.testing.assert_array_equal(np.asarray(student.mlm_head.dense.kernel), np.asarray(teacher.mlm_head.dense.kernel))
+    np.testing.assert_array_equal(
+        np.asarray(student.mlm_head.bias), np.asarray(teacher.mlm_head.bias)
+    )
+    np.testing.assert_array_equal(
+        np.asarray(student.mlm_head.dense.kernel), np.asarray(teacher.mlm_head.dense.kernel)
+    )
 
 
 def test_width_mismatch_is_a_clear_error():
@@ -114,8 +122,12 @@ def test_embeddings_are_projected_onto_the_teachers_principal_directions():
     np.testing.assert_allclose(centred(s) @ centred(s).T, centred(t) @ centred(t).T, atol=1e-4)
     # Positions and segments go through the same projection.
     se, te = student.embeddings_layer, teacher.embeddings_layer
-    np.testing.assert_allclose(np.asarray(se.position_embeddings), np.asarray(te.position_embeddings) @ basis, atol=1e-6)
-    np.testing.assert_allclose(_table(se.segment_embedding), _table(te.segment_embedding) @ basis, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(se.position_embeddings), np.asarray(te.position_embeddings) @ basis, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        _table(se.segment_embedding), _table(te.segment_embedding) @ basis, atol=1e-6
+    )
 
 
 def test_projection_takes_the_top_principal_directions():
@@ -125,7 +137,9 @@ def test_projection_takes_the_top_principal_directions():
     values, vectors = np.linalg.eigh(np.cov(table, rowvar=False))
     top = vectors[:, np.argsort(-values)[:3]]
     basis = embedding_projection(teacher, 3)
-    np.testing.assert_allclose(np.abs(np.sum(basis * top, axis=0)), 1.0, atol=1e-6)  # same up to sign
+    np.testing.assert_allclose(
+        np.abs(np.sum(basis * top, axis=0)), 1.0, atol=1e-6
+    )  # same up to sign
     np.testing.assert_array_equal(embedding_projection(teacher, 10), np.eye(10))
 
 
@@ -143,6 +157,10 @@ def test_embedding_init_errors_say_what_differs():
     with pytest.raises(DistillationError, match="wider than the teacher's 10"):
         init_embeddings_from_teacher(tiny_backbone(num_layers=1, hidden_dim=12), teacher)
     with pytest.raises(DistillationError, match="vocabulary_size: teacher 61, student 70"):
-        init_embeddings_from_teacher(tiny_backbone(num_layers=1, hidden_dim=6, vocabulary_size=70), teacher)
+        init_embeddings_from_teacher(
+            tiny_backbone(num_layers=1, hidden_dim=6, vocabulary_size=70), teacher
+        )
     with pytest.raises(DistillationError, match="64 positions, the teacher only 32"):
-        init_embeddings_from_teacher(tiny_backbone(num_layers=1, hidden_dim=6, max_sequence_length=64), teacher)
+        init_embeddings_from_teacher(
+            tiny_backbone(num_layers=1, hidden_dim=6, max_sequence_length=64), teacher
+        )

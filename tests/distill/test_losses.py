@@ -36,7 +36,9 @@ def test_soft_cross_entropy_by_hand():
     # It is the KL plus the teacher's entropy.
     entropy = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
     s3 = np.array([[1.0, -2.0]], "float32")
-    assert F(losses.soft_cross_entropy(t, s3)) == pytest.approx(F(losses.soft_target_kl(t, s3, 1.0)) + entropy, abs=1e-6)
+    assert F(losses.soft_cross_entropy(t, s3)) == pytest.approx(
+        F(losses.soft_target_kl(t, s3, 1.0)) + entropy, abs=1e-6
+    )
 
 
 def test_hidden_cosine_loss_by_hand():
@@ -44,7 +46,9 @@ def test_hidden_cosine_loss_by_hand():
     s = np.array([[[1.0, 1.0], [-1.0, 0.0]]], "float32")
     mask = np.array([[1, 0]], "int32")
     assert F(losses.hidden_cosine_loss(t, s, mask)) == pytest.approx(1 - 1 / math.sqrt(2), abs=1e-6)
-    assert F(losses.hidden_cosine_loss(t, s)) == pytest.approx((1 - 1 / math.sqrt(2) + 2) / 2, abs=1e-6)
+    assert F(losses.hidden_cosine_loss(t, s)) == pytest.approx(
+        (1 - 1 / math.sqrt(2) + 2) / 2, abs=1e-6
+    )
 
 
 def test_hidden_mse_by_hand():
@@ -66,7 +70,9 @@ def test_attention_score_mse_excludes_padding():
     mask = np.array([[1, 1, 0]], "int32")
     # 2 heads x 4 real (query, key) pairs = 8 terms.
     assert F(losses.attention_score_mse(t, s, mask)) == pytest.approx((1 + 4) / 8, abs=1e-6)
-    assert F(losses.attention_score_mse(t, s)) == pytest.approx((1 + 4 + 2500 + 2500) / 18, abs=1e-4)
+    assert F(losses.attention_score_mse(t, s)) == pytest.approx(
+        (1 + 4 + 2500 + 2500) / 18, abs=1e-4
+    )
 
 
 def test_temperature_is_checked():

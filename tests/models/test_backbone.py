@@ -83,9 +83,7 @@ def test_feature_model_hidden_states_and_scores_share_weights():
     assert len(scores) == TINY["num_layers"]
     assert all(tuple(h.shape) == (BATCH, SEQ, 10) for h in hidden)
     assert all(tuple(s.shape) == (BATCH, 2, SEQ, SEQ) for s in scores)
-    np.testing.assert_allclose(
-        _np(hidden[-1]), _np(backbone(inputs)["sequence_output"]), atol=1e-5
-    )
+    np.testing.assert_allclose(_np(hidden[-1]), _np(backbone(inputs)["sequence_output"]), atol=1e-5)
     # Same variables, not copies: a change to the backbone shows in features.
     kernel = backbone.pooler_dense.kernel
     kernel.assign(kernel * 2.0)
@@ -157,7 +155,9 @@ def test_factorised_embedding_params():
 
 
 def test_reference_initializer():
-    b = BertBackbone(vocabulary_size=4000, num_layers=1, num_heads=2, hidden_dim=64, intermediate_dim=96)
+    b = BertBackbone(
+        vocabulary_size=4000, num_layers=1, num_heads=2, hidden_dim=64, intermediate_dim=96
+    )
     table = _np(b.token_embedding.embeddings)
     # Truncated at 2 stddev: |w| <= 0.04 and std = 0.02 * 0.8796.
     assert np.abs(table).max() <= 0.04 + 1e-7
@@ -207,7 +207,9 @@ def test_save_to_preset_round_trip(tmp_path):
     inputs = make_inputs(vocab=30522)
     b.save_to_preset(tmp_path / "mine")
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == [
-        "bertzoo-manifest.json", "config.json", "model.weights.h5"
+        "bertzoo-manifest.json",
+        "config.json",
+        "model.weights.h5",
     ]
     restored = BertBackbone.from_preset(str(tmp_path / "mine"))
     for key in ("sequence_output", "pooled_output"):
@@ -226,7 +228,9 @@ def test_save_to_preset_leaves_no_temporary_files_and_overwrites(tmp_path):
     b = tiny_backbone()
     b.save_to_preset(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "bertzoo-manifest.json", "config.json", "model.weights.h5"
+        "bertzoo-manifest.json",
+        "config.json",
+        "model.weights.h5",
     ]
     # The staging folders beside it are gone too.
     assert not [p for p in tmp_path.parent.iterdir() if p.name.startswith(f".{tmp_path.name}.")]
@@ -282,7 +286,9 @@ def test_grouping_is_exact_for_every_depth(fast_init):
                 used = [group_of_layer(i, layers, groups) for i in range(layers)]
                 assert sorted(set(used)) == list(range(groups)), (layers, groups)
                 assert used == sorted(used)
-    plain = BertBackbone(vocabulary_size=11, num_layers=22, num_heads=1, hidden_dim=4, intermediate_dim=6)
+    plain = BertBackbone(
+        vocabulary_size=11, num_layers=22, num_heads=1, hidden_dim=4, intermediate_dim=6
+    )
     per_layer = 4 * 16 + 2 * 4 * 6 + 9 * 4 + 6
     assert plain.count_params() == 11 * 4 + 512 * 4 + 2 * 4 + 2 * 4 + 22 * per_layer + 4 * 4 + 4
 
@@ -301,7 +307,9 @@ def test_weights_with_extra_tensors_are_rejected(tmp_path, change):
     doc = json.loads((tmp_path / "config.json").read_text())
     doc["backbone"].update(change)
     (tmp_path / "config.json").write_text(json.dumps(doc))
-    with pytest.raises(bertzoo.PresetError, match="do not match the .* weights of the configured architecture"):
+    with pytest.raises(
+        bertzoo.PresetError, match="do not match the .* weights of the configured architecture"
+    ):
         BertBackbone.from_preset(tmp_path)
 
 

@@ -26,7 +26,11 @@ def test_minilm_embeddings_from_strings(minilm_dir):
     pairs = embedder.embed(([a for a, _ in info["pairs"]], [b for _, b in info["pairs"]]))
     for mine, expected in ((singles, ref["single_embeddings"]), (pairs, ref["pair_embeddings"])):
         assert mine.shape == expected.shape
-        cosine = np.sum(mine * expected, -1) / np.linalg.norm(mine, axis=-1) / np.linalg.norm(expected, axis=-1)
+        cosine = (
+            np.sum(mine * expected, -1)
+            / np.linalg.norm(mine, axis=-1)
+            / np.linalg.norm(expected, axis=-1)
+        )
         assert cosine.min() >= 0.9999
         np.testing.assert_allclose(np.linalg.norm(mine, axis=-1), 1.0, atol=1e-5)
     assert embedder.predict(info["singles"][0], verbose=0).shape == (384,)
@@ -68,7 +72,9 @@ def test_sentence_transformers_settings_errors(tmp_path):
     (tmp_path / "1_Pooling" / "config.json").write_text(
         json.dumps({"pooling_mode_mean_sqrt_len_tokens": True})
     )
-    with pytest.raises(bertzoo.PresetError, match="pooling_mode_mean_sqrt_len_tokens.*not supported"):
+    with pytest.raises(
+        bertzoo.PresetError, match="pooling_mode_mean_sqrt_len_tokens.*not supported"
+    ):
         sentence_transformers_settings(tmp_path)
 
 
@@ -89,7 +95,9 @@ def test_edge_inputs():
 
 
 def _tiny(vocabulary_size, **overrides):
-    config = dict(num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=12, max_sequence_length=24)
+    config = dict(
+        num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=12, max_sequence_length=24
+    )
     return bertzoo.BertBackbone(vocabulary_size=vocabulary_size, **{**config, **overrides})
 
 
@@ -110,15 +118,21 @@ def test_albert_and_distilbert_hf_directories_end_to_end(tmp_path):
     pre = bertzoo.BertPreprocessor.from_preset(tmp_path / "albert", sequence_length=12)
     out = pre(texts)
     assert sorted(out) == ["padding_mask", "segment_ids", "token_ids"]
-    np.testing.assert_array_equal(np.asarray(out["token_ids"])[2, :2], [spiece.cls_token_id, spiece.sep_token_id])
+    np.testing.assert_array_equal(
+        np.asarray(out["token_ids"])[2, :2], [spiece.cls_token_id, spiece.sep_token_id]
+    )
     embedder = bertzoo.TextEmbedder.from_preset(tmp_path / "albert", pooling="cls", normalize=False)
-    direct = ops.convert_to_numpy(embedder.backbone(embedder.preprocessor(texts))["sequence_output"])[:, 0]
+    direct = ops.convert_to_numpy(
+        embedder.backbone(embedder.preprocessor(texts))["sequence_output"]
+    )[:, 0]
     np.testing.assert_allclose(embedder.embed(texts), direct, atol=1e-5)
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefgh", "##s", "!"]
     distil = _tiny(len(vocab), num_segments=0, use_pooler=False)
     save_hf(distil, tmp_path / "distil", tokenizer=bertzoo.BertTokenizer(vocab))
-    assert json.loads((tmp_path / "distil" / "config.json").read_text())["model_type"] == "distilbert"
+    assert (
+        json.loads((tmp_path / "distil" / "config.json").read_text())["model_type"] == "distilbert"
+    )
     pre = bertzoo.BertPreprocessor.from_preset(tmp_path / "distil", sequence_length=8)
     out = pre((["a bs"], ["c!"]))
     assert sorted(out) == ["padding_mask", "token_ids"]
@@ -156,7 +170,12 @@ def test_custom_special_tokens_survive_an_hf_round_trip(tmp_path):
 
     vocab = ["<pad>", "<unk>", "<s>", "</s>", "<mask>", "hello", "world"]
     tokenizer = bertzoo.BertTokenizer(
-        vocab, cls_token="<s>", sep_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>"
+        vocab,
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
     )
     save_hf(_tiny(len(vocab)), tmp_path, tokenizer=tokenizer)
     loaded = bertzoo.BertTokenizer.from_preset(tmp_path)
@@ -165,4 +184,9 @@ def test_custom_special_tokens_survive_an_hf_round_trip(tmp_path):
     assert np.asarray(pre("hello world")["token_ids"]).tolist() == [2, 5, 6, 3, 0, 0]
     backbone = bertzoo.BertBackbone.from_preset(tmp_path)
     assert backbone.preset_info["tokenizer"]["mask_token"] == "<mask>"
-    assert "cls_token" not in bertzoo.BertBackbone.from_preset("bert_base", load_weights=False).preset_info["tokenizer"]
+    assert (
+        "cls_token"
+        not in bertzoo.BertBackbone.from_preset("bert_base", load_weights=False).preset_info[
+            "tokenizer"
+        ]
+    )

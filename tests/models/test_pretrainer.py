@@ -71,9 +71,7 @@ def test_mlm_logits_match_numpy_recomputation(embedding_dim):
     assert out["mlm"].dtype == "float32"
 
     seq = keras.ops.convert_to_numpy(
-        backbone({k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")})[
-            "sequence_output"
-        ]
+        backbone({k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")})["sequence_output"]
     )
     gathered = np.take_along_axis(seq, x["mask_positions"][:, :, None], axis=1)  # (B,P,H)
     kernel = keras.ops.convert_to_numpy(head.dense.kernel)
@@ -137,9 +135,7 @@ def test_loss_is_the_reference_normalisation():
     # Padding predictions do not count, whatever their logits say.
     logits2 = logits.copy()
     logits2[weights == 0] = 100.0
-    np.testing.assert_allclose(
-        float(masked_lm_loss(labels, logits2, weights)), mlm, rtol=1e-6
-    )
+    np.testing.assert_allclose(float(masked_lm_loss(labels, logits2, weights)), mlm, rtol=1e-6)
     # All-zero weights: 0 / 1e-5, not NaN.
     assert float(masked_lm_loss(labels, logits, np.zeros_like(weights))) == 0.0
 
@@ -170,9 +166,7 @@ def test_masked_lm_accuracy_ignores_padding_predictions():
     logits = keras.ops.convert_to_numpy(model(x)["mlm"])
     y = {"mlm": logits.argmax(-1).astype("int32")}  # every prediction right...
     y["mlm"][:, -1] = (y["mlm"][:, -1] + 1) % V  # ...except the padded ones
-    result = model.evaluate(
-        tf.data.Dataset.from_tensors((x, y, w)), verbose=0, return_dict=True
-    )
+    result = model.evaluate(tf.data.Dataset.from_tensors((x, y, w)), verbose=0, return_dict=True)
     assert result["masked_lm_accuracy"] == 1.0
 
 
@@ -250,10 +244,15 @@ def test_heads_initialised_from_bert_hf_names():
     model = BertPretrainer(backbone, objective="nsp")
     assert len(model.head_weights_loaded) == 7
     _check_heads(
-        model, tensors,
-        "cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
-        "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
-        "cls.predictions.bias", "cls.seq_relationship.weight", "cls.seq_relationship.bias",
+        model,
+        tensors,
+        "cls.predictions.transform.dense.weight",
+        "cls.predictions.transform.dense.bias",
+        "cls.predictions.transform.LayerNorm.weight",
+        "cls.predictions.transform.LayerNorm.bias",
+        "cls.predictions.bias",
+        "cls.seq_relationship.weight",
+        "cls.seq_relationship.bias",
     )
     # An SOP pretrainer keeps the MLM head but not the NSP classifier.
     sop = BertPretrainer(backbone, objective="sop")
@@ -267,10 +266,15 @@ def test_heads_initialised_from_albert_hf_names_with_shape_checks():
     backbone.head_tensors = tensors
     model = BertPretrainer(backbone, objective="sop")
     _check_heads(
-        model, tensors,
-        "predictions.dense.weight", "predictions.dense.bias",
-        "predictions.LayerNorm.weight", "predictions.LayerNorm.bias",
-        "predictions.bias", "sop_classifier.classifier.weight", "sop_classifier.classifier.bias",
+        model,
+        tensors,
+        "predictions.dense.weight",
+        "predictions.dense.bias",
+        "predictions.LayerNorm.weight",
+        "predictions.LayerNorm.bias",
+        "predictions.bias",
+        "sop_classifier.classifier.weight",
+        "sop_classifier.classifier.bias",
     )
     # A head for E=10 does not fit an E=6 model: a clear error naming the tensor.
     backbone.head_tensors = _albert_heads(10, 10, V, np.random.default_rng(1))
@@ -286,8 +290,10 @@ def test_heads_initialised_from_albert_hf_names_with_shape_checks():
 
 @pytest.mark.parametrize(
     "name, objective, prefix",
-    [("bert_pretraining", "nsp", "cls.predictions.transform.dense.weight"),
-     ("albert_pretraining", "sop", "predictions.dense.weight")],
+    [
+        ("bert_pretraining", "nsp", "cls.predictions.transform.dense.weight"),
+        ("albert_pretraining", "sop", "predictions.dense.weight"),
+    ],
 )
 def test_heads_from_real_converted_checkpoints(name, objective, prefix):
     """The small transformers checkpoints in tests/fixtures keep their heads."""

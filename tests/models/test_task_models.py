@@ -93,12 +93,22 @@ def test_preset_round_trip_keeps_head_and_settings(tmp_path, kind):
     model = {
         "classifier": lambda: BertClassifier(backbone, 3, label_names=["neg", "neu", "pos"]),
         "regression": lambda: BertClassifier(backbone, 1),
-        "tagger": lambda: BertTokenClassifier(backbone, 5, label_names=["B-A", "B-B", "I-A", "I-B", "O"]),
+        "tagger": lambda: BertTokenClassifier(
+            backbone, 5, label_names=["B-A", "B-B", "I-A", "I-B", "O"]
+        ),
         "qa": lambda: BertSpanQA(backbone),
     }[kind]()
     model.save_to_preset(tmp_path)
     document = json.loads((tmp_path / "config.json").read_text())
-    assert document["task"]["kind"] == {"classifier": "classification", "regression": "regression", "tagger": "tagging", "qa": "qa"}[kind]
+    assert (
+        document["task"]["kind"]
+        == {
+            "classifier": "classification",
+            "regression": "regression",
+            "tagger": "tagging",
+            "qa": "qa",
+        }[kind]
+    )
     restored = task_model_from_preset(tmp_path)
     assert type(restored) is type(model) and restored.head_loaded
     assert getattr(restored, "label_names", None) == getattr(model, "label_names", None)
@@ -141,11 +151,15 @@ def test_hugging_face_classifier_and_qa_heads_load(tmp_path):
     rng = np.random.default_rng(0)
     weight, bias = rng.normal(size=(4, 10)).astype("float32"), rng.normal(size=4).astype("float32")
     cls_dir, qa_dir = tmp_path / "cls", tmp_path / "qa"
-    for directory, prefix, rows, arch in ((cls_dir, "classifier", 4, "BertForSequenceClassification"),
-                                          (qa_dir, "qa_outputs", 2, "BertForQuestionAnswering")):
+    for directory, prefix, rows, arch in (
+        (cls_dir, "classifier", 4, "BertForSequenceClassification"),
+        (qa_dir, "qa_outputs", 2, "BertForQuestionAnswering"),
+    ):
         save_hf(backbone, directory)
         edited_by_hand(directory)
-        tensors = {f"bert.{k}": v for k, v in read_safetensors(directory / "model.safetensors").items()}
+        tensors = {
+            f"bert.{k}": v for k, v in read_safetensors(directory / "model.safetensors").items()
+        }
         tensors[f"{prefix}.weight"], tensors[f"{prefix}.bias"] = weight[:rows], bias[:rows]
         write_safetensors(directory / "model.safetensors", tensors)
         config = json.loads((directory / "config.json").read_text())
@@ -186,9 +200,14 @@ def test_fit_learns_a_separable_task():
     rng = np.random.default_rng(0)
     n = 64
     labels = rng.integers(0, 2, n)
-    ids = np.where(labels[:, None] == 1, rng.integers(5, 10, (n, SEQ)), rng.integers(10, 15, (n, SEQ)))
-    x = {"token_ids": ids.astype("int32"), "segment_ids": np.zeros_like(ids, "int32"),
-         "padding_mask": np.ones_like(ids, "int32")}
+    ids = np.where(
+        labels[:, None] == 1, rng.integers(5, 10, (n, SEQ)), rng.integers(10, 15, (n, SEQ))
+    )
+    x = {
+        "token_ids": ids.astype("int32"),
+        "segment_ids": np.zeros_like(ids, "int32"),
+        "padding_mask": np.ones_like(ids, "int32"),
+    }
     model = BertClassifier(tiny_backbone(), 2, dropout=0.0)
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     history = model.fit(x, labels, epochs=15, batch_size=16, verbose=0)

@@ -30,13 +30,20 @@ from bertzoo.training.checkpoint import CheckpointManager  # noqa: E402
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(56)]
 # Two architectures: a config from one beside the weights of the other fails
 # to load, so a mixed directory cannot pass for either.
-SIZES = {"A": dict(hidden_dim=10, intermediate_dim=26), "B": dict(hidden_dim=12, intermediate_dim=30)}
+SIZES = {
+    "A": dict(hidden_dim=10, intermediate_dim=26),
+    "B": dict(hidden_dim=12, intermediate_dim=30),
+}
 
 
 def classifier(name):
     keras.utils.set_random_seed(1 if name == "A" else 2)
     backbone = bertzoo.BertBackbone(
-        vocabulary_size=61, num_layers=2, num_heads=2, max_sequence_length=16, dropout=0.0,
+        vocabulary_size=61,
+        num_layers=2,
+        num_heads=2,
+        max_sequence_length=16,
+        dropout=0.0,
         **SIZES[name],
     )
     model = bertzoo.BertClassifier(backbone, num_classes=3, label_names=["x", "y", "z"])
@@ -49,6 +56,7 @@ def main():
     tokenizer = bertzoo.BertTokenizer(VOCAB)
     models = {name: classifier(name) for name in SIZES}
     if kind == "preset":
+
         def save(name, _):
             models[name].save_to_preset(target, tokenizer=tokenizer)
     elif kind == "checkpoint":

@@ -48,7 +48,7 @@ def _weights(model):
 
 
 def _which(loaded, references):
-    """"A" or "B" when `loaded` holds exactly that reference's weights."""
+    """ "A" or "B" when `loaded` holds exactly that reference's weights."""
     got = _weights(loaded)
     for name, reference in references.items():
         expected = _weights(reference)
@@ -67,7 +67,10 @@ def _kill_chain(kind, target, trials, window, seed, check, outcomes):
     for _ in range(trials):
         proc = subprocess.Popen(
             [sys.executable, str(WORKER), kind, str(target)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
         )
         try:
             line = proc.stdout.readline()
@@ -132,8 +135,10 @@ def test_kill_during_save_to_preset_never_loses_both_models(tmp_path, worker):
     for target in [tmp_path / f"chain{c}" / "target" for c in range(2)]:
         references["A"].save_to_preset(target, tokenizer=bertzoo.BertTokenizer(worker.VOCAB))
         assert _leftovers(target.parent, target.name) == []
-    print(f"\nsave_to_preset: {safe} of {len(outcomes)} kills safe ({mid} landed mid-save); "
-          "leftovers removed by the next save")
+    print(
+        f"\nsave_to_preset: {safe} of {len(outcomes)} kills safe ({mid} landed mid-save); "
+        "leftovers removed by the next save"
+    )
     assert safe == len(outcomes) == KILL_TRIALS, [o for o in outcomes if o != "safe"]
 
 
@@ -261,7 +266,13 @@ def test_damaged_preset_files_are_an_error_naming_the_file(tmp_path, worker):
     model = worker.classifier("A")
     model.backbone.head_tensors = {"cls.predictions.bias": np.arange(61, dtype="float32")}
     model.save_to_preset(tmp_path / "p", tokenizer=bertzoo.BertTokenizer(worker.VOCAB))
-    names = ["config.json", "model.weights.h5", "heads.safetensors", "task_head.safetensors", "vocab.txt"]
+    names = [
+        "config.json",
+        "model.weights.h5",
+        "heads.safetensors",
+        "task_head.safetensors",
+        "vocab.txt",
+    ]
     assert set(names) | {manifest_lib.MANIFEST_FILE} == {p.name for p in (tmp_path / "p").iterdir()}
 
     def attempt(name):

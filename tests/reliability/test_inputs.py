@@ -62,7 +62,11 @@ BAD_IDS = [
 def test_out_of_range_ids_are_an_error_eagerly(key, value, valid, size):
     backbone = tiny_backbone()
     bad = _with(make_inputs(), key, 1, 2, value)
-    pattern = re.escape(f"{key} holds {value} at position [1, 2]") + ".*" + re.escape(f"in {valid} ({size})")
+    pattern = (
+        re.escape(f"{key} holds {value} at position [1, 2]")
+        + ".*"
+        + re.escape(f"in {valid} ({size})")
+    )
     with pytest.raises(InputError, match=pattern) as e:
         backbone(bad)
     assert isinstance(e.value, ValueError) and "\n" not in str(e.value)  # one line
@@ -122,7 +126,9 @@ def test_valid_ids_give_bit_identical_results():
     # Extreme valid ids (0 and vocabulary_size - 1, segment 1) pass and are finite.
     edge = _with(_with(x, "token_ids", 0, 0, 0), "token_ids", 0, 1, TINY["vocabulary_size"] - 1)
     assert np.isfinite(_np(backbone(edge)["sequence_output"])).all()
-    compiled = _np(_compiled(backbone)({k: ops.convert_to_tensor(v) for k, v in x.items()})["sequence_output"])
+    compiled = _np(
+        _compiled(backbone)({k: ops.convert_to_tensor(v) for k, v in x.items()})["sequence_output"]
+    )
     np.testing.assert_allclose(compiled, _np(out["sequence_output"]), atol=1e-5)
 
 
@@ -228,7 +234,10 @@ def tokenizer(request):
     [
         ([b"a b", b"a\xffb"], r"Text 1 is not valid UTF-8: byte 1 \(0xff\)"),
         (tf.constant([b"ok", b"ok", b"\xc3("]), r"Text 2 is not valid UTF-8: byte 0 \(0xc3\)"),
-        (b"ab\xed\xa0\x80", r"The text is not valid UTF-8: byte 2 \(0xed\)"),  # an encoded surrogate
+        (
+            b"ab\xed\xa0\x80",
+            r"The text is not valid UTF-8: byte 2 \(0xed\)",
+        ),  # an encoded surrogate
         (["a", "a\ud800b"], r"Text 1 is not valid Unicode: .*surrogate '\\ud800' at character 1"),
         ("a\ud800b", r"The text is not valid Unicode: .*at character 1"),
     ],
@@ -259,8 +268,30 @@ def test_utf8_check_agrees_with_python():
     chunks = ["".join(map(chr, points[i : i + 4096])).encode() for i in range(0, len(points), 4096)]
     assert bool(tf.reduce_all(tf.strings.regex_full_match(chunks, _VALID_UTF8)))
     rng = np.random.default_rng(0)
-    tricky = np.array([0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF,
-                       0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF], "uint8")
+    tricky = np.array(
+        [
+            0x00,
+            0x41,
+            0x7F,
+            0x80,
+            0x8F,
+            0x90,
+            0xA0,
+            0xBF,
+            0xC0,
+            0xC1,
+            0xC2,
+            0xDF,
+            0xE0,
+            0xED,
+            0xEF,
+            0xF0,
+            0xF4,
+            0xF5,
+            0xFF,
+        ],
+        "uint8",
+    )
     samples = [b"\xed\xa0\x80", b"\xc0\xaf", b"\xe0\x80\x80", b"\xf4\x90\x80\x80", b"\xe2\x82"]
     samples += [bytes(rng.integers(0, 256, rng.integers(0, 8), dtype="uint8")) for _ in range(5000)]
     samples += [bytes(rng.choice(tricky, rng.integers(1, 6))) for _ in range(20000)]
@@ -303,7 +334,10 @@ def test_preprocessor_refuses_invalid_text_and_non_texts():
         pre(["a", 3, None])
     assert np.asarray(pre([])["token_ids"]).shape == (0, 8)
     out = pre(["a b", "ab"])
-    assert np.asarray(out["token_ids"]).tolist() == [[2, 5, 6, 3, 0, 0, 0, 0], [2, 9, 3, 0, 0, 0, 0, 0]]
+    assert np.asarray(out["token_ids"]).tolist() == [
+        [2, 5, 6, 3, 0, 0, 0, 0],
+        [2, 9, 3, 0, 0, 0, 0, 0],
+    ]
 
 
 # === 4. Preset names ===
@@ -323,7 +357,10 @@ def saved_bert_tiny(tmp_path, monkeypatch):
 
 @pytest.mark.backend_independent
 def test_builtin_name_shadowed_by_a_directory_is_ambiguous(saved_bert_tiny, fast_init):
-    with pytest.raises(PresetError, match=r"'bert_tiny' is ambiguous.*'builtin:bert_tiny'.*'\./bert_tiny'.*pathlib\.Path"):
+    with pytest.raises(
+        PresetError,
+        match=r"'bert_tiny' is ambiguous.*'builtin:bert_tiny'.*'\./bert_tiny'.*pathlib\.Path",
+    ):
         bertzoo.BertBackbone.from_preset("bert_tiny", load_weights=False)
     with pytest.raises(PresetError, match="ambiguous"):
         bertzoo.BertPreprocessor.from_preset("bert_tiny", vocabulary=VOCAB)
@@ -331,7 +368,9 @@ def test_builtin_name_shadowed_by_a_directory_is_ambiguous(saved_bert_tiny, fast
     assert builtin.num_layers == 2
     for spelling in ("./bert_tiny", pathlib.Path("bert_tiny"), str(saved_bert_tiny)):
         assert bertzoo.BertBackbone.from_preset(spelling, load_weights=False).num_layers == 1
-    with pytest.raises(PresetError, match="Unknown built-in preset 'bert_tny'. Did you mean 'builtin:bert_tiny'"):
+    with pytest.raises(
+        PresetError, match="Unknown built-in preset 'bert_tny'. Did you mean 'builtin:bert_tiny'"
+    ):
         bertzoo.BertBackbone.from_preset("builtin:bert_tny")
     # A directory without a config.json is no preset: no ambiguity.
     shutil.rmtree(saved_bert_tiny)
@@ -357,12 +396,18 @@ def test_empty_preset_name_is_an_error(name, saved_bert_tiny):
 @pytest.mark.parametrize("value", [5.7, 8.0, True, "8", None, 2, 0, -3])
 def test_sequence_length_must_be_an_int_with_room(value):
     tokenizer = bertzoo.BertTokenizer(VOCAB)
-    pattern = "must be an integer" if not isinstance(value, int) or isinstance(value, bool) else "at least 3"
+    pattern = (
+        "must be an integer"
+        if not isinstance(value, int) or isinstance(value, bool)
+        else "at least 3"
+    )
     with pytest.raises(InputError, match=pattern):
         bertzoo.BertPreprocessor(tokenizer, sequence_length=value)
     if value is not None:  # None means "the model's maximum" in from_preset
         with pytest.raises(InputError, match=pattern):
-            bertzoo.BertPreprocessor.from_preset("bert_tiny", sequence_length=value, vocabulary=VOCAB)
+            bertzoo.BertPreprocessor.from_preset(
+                "bert_tiny", sequence_length=value, vocabulary=VOCAB
+            )
 
 
 @pytest.mark.backend_independent
@@ -371,9 +416,13 @@ def test_sequence_length_accepts_integers(fast_init):
     pre = bertzoo.BertPreprocessor(bertzoo.BertTokenizer(VOCAB), sequence_length=np.int32(3))
     assert pre.sequence_length == 3 and type(pre.sequence_length) is int
     with pytest.raises(InputError, match="must be an integer.*5.7"):
-        bertzoo.TextEmbedder.from_preset("bert_tiny", sequence_length=5.7, vocabulary=VOCAB, load_weights=False)
+        bertzoo.TextEmbedder.from_preset(
+            "bert_tiny", sequence_length=5.7, vocabulary=VOCAB, load_weights=False
+        )
     with pytest.raises(InputError, match="at least 3"):  # 0 used to mean "the default"
-        bertzoo.TextEmbedder.from_preset("bert_tiny", sequence_length=0, vocabulary=VOCAB, load_weights=False)
+        bertzoo.TextEmbedder.from_preset(
+            "bert_tiny", sequence_length=0, vocabulary=VOCAB, load_weights=False
+        )
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="ServingModel needs TensorFlow")

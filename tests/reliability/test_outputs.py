@@ -30,7 +30,8 @@ def task_preset(tmp_path_factory):
 def _tree(directory):
     return {
         p.relative_to(directory).as_posix(): p.read_bytes()
-        for p in sorted(directory.rglob("*")) if p.is_file()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
     }
 
 
@@ -61,7 +62,10 @@ def test_export_overwrite_replaces_only_an_earlier_export(tmp_path, task_preset,
     assert manifest_lib.read_manifest(out) == first
     # With it, replaced; a file of the user's inside the export stays.
     (out / "README.txt").write_text("deployment notes")
-    assert cli.main(["export", str(task_preset), str(out), "--overwrite", "--sequence-length", "16"]) == 0
+    assert (
+        cli.main(["export", str(task_preset), str(out), "--overwrite", "--sequence-length", "16"])
+        == 0
+    )
     assert json.loads((out / "serving.json").read_text())["sequence_length"] == 16
     assert (out / "README.txt").read_text() == "deployment notes"
     assert "README.txt" not in manifest_lib.read_manifest(out)["files"]
@@ -113,9 +117,20 @@ def test_train_vocab_does_not_replace_a_file_without_overwrite(tmp_path):
     corpus.write_text("a small corpus\nwith a few words\n" * 5)
     target = tmp_path / "vocab.txt"
     target.write_text("my vocabulary\n")
-    command = [sys.executable, "-m", "bertzoo", "train-vocab", str(corpus), "--output", str(target),
-               "--vocab-size", "60"]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    command = [
+        sys.executable,
+        "-m",
+        "bertzoo",
+        "train-vocab",
+        str(corpus),
+        "--output",
+        str(target),
+        "--vocab-size",
+        "60",
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    )
     assert done.returncode == 2 and "--overwrite" in done.stderr.strip().splitlines()[-1]
     assert target.read_text() == "my vocabulary\n"
     done = subprocess.run(command + ["--overwrite"], capture_output=True, text=True)

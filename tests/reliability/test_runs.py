@@ -42,8 +42,10 @@ ROOT = Path(__file__).resolve().parents[2]
 backend_independent = pytest.mark.backend_independent
 RECIPES = {"pretrain": pretrain_recipe, "finetune": finetune_recipe, "distill": distill_recipe}
 
-WORDS = ("the cat sat on a mat while my dog ran to the park and it was very good bad nice awful day film "
-         "today").split()
+WORDS = (
+    "the cat sat on a mat while my dog ran to the park and it was very good bad nice awful day film "
+    "today"
+).split()
 
 
 def _env():
@@ -59,21 +61,52 @@ def files(tmp_path_factory):
     docs = ["\n".join(" ".join(rng.choice(WORDS, 8)) + " ." for _ in range(5)) for _ in range(20)]
     (d / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     for split, n in (("train", 32), ("validation", 16)):
-        rows = [(" ".join(rng.choice(WORDS[:-6], 5)) + (" good" if i % 2 else " bad"), i % 2) for i in range(n)]
-        (d / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows), encoding="utf-8")
+        rows = [
+            (" ".join(rng.choice(WORDS[:-6], 5)) + (" good" if i % 2 else " bad"), i % 2)
+            for i in range(n)
+        ]
+        (d / f"{split}.tsv").write_text(
+            "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows), encoding="utf-8"
+        )
     preset = d / "preset"
-    train_wordpiece([d / "corpus.txt", d / "train.tsv"], 200, min_frequency=1, output=d / "vocab.txt")
+    train_wordpiece(
+        [d / "corpus.txt", d / "train.tsv"], 200, min_frequency=1, output=d / "vocab.txt"
+    )
     tokenizer = bertzoo.BertTokenizer(d / "vocab.txt", lowercase=True, strip_accents=True)
     tokenizer.save_to_preset(preset)
-    backbone = bertzoo.BertBackbone(vocabulary_size=tokenizer.vocabulary_size, num_layers=1, num_heads=2,
-                                    hidden_dim=16, intermediate_dim=32, max_sequence_length=32, dropout=0.0)
+    backbone = bertzoo.BertBackbone(
+        vocabulary_size=tokenizer.vocabulary_size,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+        dropout=0.0,
+    )
     backbone.preset_info = {"tokenizer": tokenizer.preset_section()}
     backbone.save_to_preset(preset)
     student = d / "student.json"
-    student.write_text(json.dumps({"backbone": {"num_layers": 1, "num_heads": 2, "hidden_dim": 8,
-                                                "intermediate_dim": 16, "max_sequence_length": 32}}))
-    return {"corpus": d / "corpus.txt", "vocab": d / "vocab.txt", "train": d / "train.tsv",
-            "validation": d / "validation.tsv", "preset": preset, "student": student}
+    student.write_text(
+        json.dumps(
+            {
+                "backbone": {
+                    "num_layers": 1,
+                    "num_heads": 2,
+                    "hidden_dim": 8,
+                    "intermediate_dim": 16,
+                    "max_sequence_length": 32,
+                }
+            }
+        )
+    )
+    return {
+        "corpus": d / "corpus.txt",
+        "vocab": d / "vocab.txt",
+        "train": d / "train.tsv",
+        "validation": d / "validation.tsv",
+        "preset": preset,
+        "student": student,
+    }
 
 
 # Tiny runs: the recipes' flags and the library configs.
@@ -82,37 +115,136 @@ def files(tmp_path_factory):
 def _args(recipe, files, output, *extra):
     output = ["--output", str(output)]
     if recipe == "pretrain":
-        return [*output, "--preset", "bert_tiny", "--corpus", str(files["corpus"]), "--vocab", str(files["vocab"]),
-                "--seq-len", "16", "--steps", "6", "--batch-size", "4", "--learning-rate", "1e-3", "--dropout", "0",
-                "--checkpoint-every", "2", "--log-every", "2", "--no-jit-compile", "--verbose", "0", *extra]
+        return [
+            *output,
+            "--preset",
+            "bert_tiny",
+            "--corpus",
+            str(files["corpus"]),
+            "--vocab",
+            str(files["vocab"]),
+            "--seq-len",
+            "16",
+            "--steps",
+            "6",
+            "--batch-size",
+            "4",
+            "--learning-rate",
+            "1e-3",
+            "--dropout",
+            "0",
+            "--checkpoint-every",
+            "2",
+            "--log-every",
+            "2",
+            "--no-jit-compile",
+            "--verbose",
+            "0",
+            *extra,
+        ]
     if recipe == "finetune":
-        return [*output, "--task", "classification", "--glue-task", "sst2", "--train", str(files["train"]),
-                "--validation", str(files["validation"]), "--init", str(files["preset"]), "--epochs", "2",
-                "--batch-size", "8", "--sequence-length", "16", "--learning-rate", "1e-3", "--no-jit-compile",
-                "--verbose", "0", *extra]
-    return [*output, "--method", "tinybert-general", "--teacher", str(files["preset"]), "--student",
-            str(files["student"]), "--corpus", str(files["corpus"]), "--steps", "4", "--batch-size", "4",
-            "--sequence-length", "16", "--learning-rate", "1e-3", "--verbose", "0", *extra]
+        return [
+            *output,
+            "--task",
+            "classification",
+            "--glue-task",
+            "sst2",
+            "--train",
+            str(files["train"]),
+            "--validation",
+            str(files["validation"]),
+            "--init",
+            str(files["preset"]),
+            "--epochs",
+            "2",
+            "--batch-size",
+            "8",
+            "--sequence-length",
+            "16",
+            "--learning-rate",
+            "1e-3",
+            "--no-jit-compile",
+            "--verbose",
+            "0",
+            *extra,
+        ]
+    return [
+        *output,
+        "--method",
+        "tinybert-general",
+        "--teacher",
+        str(files["preset"]),
+        "--student",
+        str(files["student"]),
+        "--corpus",
+        str(files["corpus"]),
+        "--steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--sequence-length",
+        "16",
+        "--learning-rate",
+        "1e-3",
+        "--verbose",
+        "0",
+        *extra,
+    ]
 
 
 def _pretrain_config(files, output, **changes):
-    settings = dict(preset="bert_tiny", corpus=(str(files["corpus"]),), vocab=str(files["vocab"]), seq_len=(16,),
-                    steps=(6,), batch_size=4, learning_rate=1e-3, dropout=0.0, checkpoint_every=2, log_every=2,
-                    eval_batches=1, jit_compile=False, verbose=0, output=str(output))
+    settings = dict(
+        preset="bert_tiny",
+        corpus=(str(files["corpus"]),),
+        vocab=str(files["vocab"]),
+        seq_len=(16,),
+        steps=(6,),
+        batch_size=4,
+        learning_rate=1e-3,
+        dropout=0.0,
+        checkpoint_every=2,
+        log_every=2,
+        eval_batches=1,
+        jit_compile=False,
+        verbose=0,
+        output=str(output),
+    )
     return PretrainConfig(**{**settings, **changes})
 
 
 def _finetune_config(files, output, **changes):
-    settings = dict(task="classification", glue_task="sst2", train=str(files["train"]),
-                    validation=str(files["validation"]), init=str(files["preset"]), epochs=2, batch_size=8,
-                    sequence_length=16, learning_rate=1e-3, jit_compile=False, verbose=0, output=str(output))
+    settings = dict(
+        task="classification",
+        glue_task="sst2",
+        train=str(files["train"]),
+        validation=str(files["validation"]),
+        init=str(files["preset"]),
+        epochs=2,
+        batch_size=8,
+        sequence_length=16,
+        learning_rate=1e-3,
+        jit_compile=False,
+        verbose=0,
+        output=str(output),
+    )
     return FinetuneConfig(**{**settings, **changes})
 
 
 def _distill_config(files, output, **changes):
-    settings = dict(method="tinybert-general", teacher=str(files["preset"]), student=str(files["student"]),
-                    corpus=(str(files["corpus"]),), steps=4, batch_size=4, sequence_length=16, learning_rate=1e-3,
-                    benchmark_batch_size=2, benchmark_sequence_length=16, verbose=0, output=str(output))
+    settings = dict(
+        method="tinybert-general",
+        teacher=str(files["preset"]),
+        student=str(files["student"]),
+        corpus=(str(files["corpus"]),),
+        steps=4,
+        batch_size=4,
+        sequence_length=16,
+        learning_rate=1e-3,
+        benchmark_batch_size=2,
+        benchmark_sequence_length=16,
+        verbose=0,
+        output=str(output),
+    )
     return DistillConfig(**{**settings, **changes})
 
 
@@ -134,7 +266,9 @@ def _listing(directory):
 def test_a_second_lock_fails_at_once_naming_the_holder(tmp_path):
     out = tmp_path / "out"
     with RunDirectory(out):
-        with pytest.raises(OutputError, match=rf"{out} is in use by another run \(pid {os.getpid()}\)"):
+        with pytest.raises(
+            OutputError, match=rf"{out} is in use by another run \(pid {os.getpid()}\)"
+        ):
             RunDirectory(out).lock()
     with RunDirectory(out):  # released with the first
         assert (out / LOCK_FILE).read_text().strip() == str(os.getpid())
@@ -157,7 +291,9 @@ time.sleep(600)
 @backend_independent
 def test_kill_9_of_the_holder_leaves_no_stale_lock(tmp_path):
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, str(out)], stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, str(out)], stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline().strip() == b"locked"
         with pytest.raises(OutputError, match=rf"in use by another run \(pid {holder.pid}\)"):
@@ -175,8 +311,10 @@ def _wait_until_locked(proc, out, log, seconds=180):
     deadline = time.time() + seconds
     while time.time() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"the first run ended (status {proc.returncode}) before it was seen holding the "
-                        f"lock:\n{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"the first run ended (status {proc.returncode}) before it was seen holding the "
+                f"lock:\n{log.read_text()[-3000:]}"
+            )
         lock = out / LOCK_FILE
         if lock.is_file() and lock.read_text().strip() == str(proc.pid):
             return
@@ -201,8 +339,10 @@ def test_a_second_recipe_run_on_the_same_output_exits_2_naming_the_first(tmp_pat
         first.send_signal(signal.SIGCONT)
         assert second.returncode == 2, second.stderr[-3000:]
         message = second.stderr.strip().splitlines()[-1]
-        assert message == (f"error: --output {out} is in use by another run (pid {first.pid}); wait for it "
-                           "to end or choose another --output."), second.stderr[-3000:]
+        assert message == (
+            f"error: --output {out} is in use by another run (pid {first.pid}); wait for it "
+            "to end or choose another --output."
+        ), second.stderr[-3000:]
         assert first.wait(timeout=300) == 0, log.read_text()[-3000:]
     finally:
         if first.poll() is None:
@@ -232,10 +372,16 @@ def test_claim_refuses_user_files_and_remove_spares_them(tmp_path):
     (out / "data").write_text("a file where a folder goes")
     with RunDirectory(out) as run:
         run.claim("checkpoints", "logs/events.out.tfevents.*")
-        with pytest.raises(OutputError, match=rf"^{out / 'data'} exists and was not written by bertzoo; move it "
-                                              "or choose another --output.$"):
+        with pytest.raises(
+            OutputError,
+            match=rf"^{out / 'data'} exists and was not written by bertzoo; move it "
+            "or choose another --output.$",
+        ):
             run.claim("metrics.json", "data/seq16")
-        assert run.recorded == ["checkpoints", "logs/events.out.tfevents.*"]  # nothing of the failed claim
+        assert run.recorded == [
+            "checkpoints",
+            "logs/events.out.tfevents.*",
+        ]  # nothing of the failed claim
         (out / "checkpoints" / "ckpt-1").mkdir(parents=True)
         (out / "logs" / "events.out.tfevents.1").write_text("bertzoo's")
         run.remove("checkpoints", "logs/events.out.tfevents.*", "logs", "data")
@@ -272,8 +418,12 @@ def test_no_resume_keeps_user_files_in_data_and_logs(tmp_path, files, capsys):
 
 
 @backend_independent
-@pytest.mark.parametrize("recipe, path", [("pretrain", "vocab.txt"), ("finetune", "best"), ("distill", "report.json")])
-def test_a_user_file_where_the_run_writes_is_an_error_and_nothing_is_written(tmp_path, files, capsys, recipe, path):
+@pytest.mark.parametrize(
+    "recipe, path", [("pretrain", "vocab.txt"), ("finetune", "best"), ("distill", "report.json")]
+)
+def test_a_user_file_where_the_run_writes_is_an_error_and_nothing_is_written(
+    tmp_path, files, capsys, recipe, path
+):
     out = tmp_path / "out"
     out.mkdir()
     (out / path).write_text("the user's")
@@ -281,10 +431,12 @@ def test_a_user_file_where_the_run_writes_is_an_error_and_nothing_is_written(tmp
     args = _args(recipe, files, out, *extra)
     if recipe == "pretrain":  # no --vocab: the run trains one into output/vocab.txt
         i = args.index("--vocab")
-        args = args[:i] + args[i + 2:]
+        args = args[:i] + args[i + 2 :]
     assert RECIPES[recipe].main(args) == 2
-    assert _error_line(capsys) == (f"error: {out / path} exists and was not written by bertzoo; move it or "
-                                   "choose another --output.")
+    assert _error_line(capsys) == (
+        f"error: {out / path} exists and was not written by bertzoo; move it or "
+        "choose another --output."
+    )
     assert _listing(out) == [LOCK_FILE, path] and (out / path).read_text() == "the user's"
 
 
@@ -297,8 +449,10 @@ def test_an_output_that_is_a_file_is_an_error(tmp_path, files, capsys, recipe):
     out = tmp_path / "out"
     out.write_text("a file")
     assert RECIPES[recipe].main(_args(recipe, files, out)) == 2
-    assert _error_line(capsys) == (f"error: --output {out} is a file; it must name a directory (a new one, or "
-                                   "one a run wrote).")
+    assert _error_line(capsys) == (
+        f"error: --output {out} is a file; it must name a directory (a new one, or "
+        "one a run wrote)."
+    )
     assert out.read_text() == "a file"
 
 
@@ -328,11 +482,21 @@ def test_an_output_that_cannot_be_written_is_an_error(tmp_path, files, capsys, r
 
 
 @backend_independent
-@pytest.mark.parametrize("recipe, flag", [("pretrain", "--learning-rate"), ("pretrain", "--mask-rate"),
-                                          ("finetune", "--learning-rate"), ("finetune", "--warmup-proportion"),
-                                          ("distill", "--learning-rate"), ("distill", "--temperature")])
+@pytest.mark.parametrize(
+    "recipe, flag",
+    [
+        ("pretrain", "--learning-rate"),
+        ("pretrain", "--mask-rate"),
+        ("finetune", "--learning-rate"),
+        ("finetune", "--warmup-proportion"),
+        ("distill", "--learning-rate"),
+        ("distill", "--temperature"),
+    ],
+)
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
-def test_nan_and_inf_settings_are_refused_before_anything_is_written(tmp_path, files, capsys, recipe, flag, value):
+def test_nan_and_inf_settings_are_refused_before_anything_is_written(
+    tmp_path, files, capsys, recipe, flag, value
+):
     out = tmp_path / "out"
     assert RECIPES[recipe].main(_args(recipe, files, out, f"{flag}={value}")) == 2
     assert _error_line(capsys) == f"error: {flag} must be a finite number, got {float(value)}."
@@ -340,9 +504,17 @@ def test_nan_and_inf_settings_are_refused_before_anything_is_written(tmp_path, f
 
 
 @backend_independent
-@pytest.mark.parametrize("recipe, flag, minimum", [("pretrain", "--seq-len", 5), ("finetune", "--sequence-length", 3),
-                                                   ("distill", "--sequence-length", 4)])
-def test_a_sequence_length_too_short_for_one_example_is_refused(tmp_path, files, capsys, recipe, flag, minimum):
+@pytest.mark.parametrize(
+    "recipe, flag, minimum",
+    [
+        ("pretrain", "--seq-len", 5),
+        ("finetune", "--sequence-length", 3),
+        ("distill", "--sequence-length", 4),
+    ],
+)
+def test_a_sequence_length_too_short_for_one_example_is_refused(
+    tmp_path, files, capsys, recipe, flag, minimum
+):
     out = tmp_path / "out"
     assert RECIPES[recipe].main(_args(recipe, files, out, flag, "2")) == 2
     line = _error_line(capsys)
@@ -356,9 +528,16 @@ def test_train_vocab_output_must_name_a_file(tmp_path, files, capsys):
 
     directory = tmp_path / "vocab_dir"
     directory.mkdir()
-    assert main(["train-vocab", str(files["corpus"]), "--output", str(directory), "--vocab-size", "100"]) == 2
-    assert _error_line(capsys) == (f"error: --output {directory} is a directory; it must name the file to write "
-                                   f"(e.g. {directory / 'vocab.txt'}).")
+    assert (
+        main(
+            ["train-vocab", str(files["corpus"]), "--output", str(directory), "--vocab-size", "100"]
+        )
+        == 2
+    )
+    assert _error_line(capsys) == (
+        f"error: --output {directory} is a directory; it must name the file to write "
+        f"(e.g. {directory / 'vocab.txt'})."
+    )
     assert _listing(directory) == []
 
 
@@ -375,8 +554,19 @@ def test_the_guard_stops_before_the_checkpoint_and_names_the_steps_of_an_executi
     x[5] = np.nan
     manager = CheckpointManager(tmp_path / "checkpoints")
     callbacks = [NonFiniteGuard(kept="Kept."), PeriodicCheckpoint(manager, 2)]
-    with pytest.raises(NonFiniteError, match=r"^Training stopped at steps 5-6: the training loss became nan\. Kept\."):
-        model.fit(x, np.zeros((8, 1)), batch_size=1, epochs=1, shuffle=False, verbose=0, callbacks=callbacks)
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^Training stopped at steps 5-6: the training loss became nan\. Kept\.",
+    ):
+        model.fit(
+            x,
+            np.zeros((8, 1)),
+            batch_size=1,
+            epochs=1,
+            shuffle=False,
+            verbose=0,
+            callbacks=callbacks,
+        )
     assert [p.name for p in manager.checkpoints()] == ["ckpt-000000002", "ckpt-000000004"]
 
 
@@ -392,8 +582,17 @@ def test_the_guard_checks_the_weights_at_the_end_of_fit():
 
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
-    with pytest.raises(NonFiniteError, match=r"^Training stopped at step 4: the weight \S+ became NaN or infinite\."):
-        model.fit(np.ones((4, 2)), np.zeros((4, 1)), batch_size=1, verbose=0, callbacks=[NonFiniteGuard(), Break()])
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^Training stopped at step 4: the weight \S+ became NaN or infinite\.",
+    ):
+        model.fit(
+            np.ones((4, 2)),
+            np.zeros((4, 1)),
+            batch_size=1,
+            verbose=0,
+            callbacks=[NonFiniteGuard(), Break()],
+        )
 
 
 def _poison_at(step):
@@ -411,10 +610,14 @@ def _poison_at(step):
 
 
 @pytest.mark.slow
-def test_nan_during_pretraining_keeps_the_last_checkpoint_and_publishes_nothing(tmp_path, files, monkeypatch):
+def test_nan_during_pretraining_keeps_the_last_checkpoint_and_publishes_nothing(
+    tmp_path, files, monkeypatch
+):
     out = tmp_path / "run"
     monkeypatch.setattr(pretrain, "Throughput", _poison_at(4))
-    with pytest.raises(NonFiniteError, match=r"at step 4: the training loss became nan\. The last good checkpoint"):
+    with pytest.raises(
+        NonFiniteError, match=r"at step 4: the training loss became nan\. The last good checkpoint"
+    ):
         run_pretraining(_pretrain_config(files, out))
     checkpoints = CheckpointManager(out / "checkpoints").checkpoints()
     assert [p.name for p in checkpoints] == ["ckpt-000000002"]
@@ -423,37 +626,55 @@ def test_nan_during_pretraining_keeps_the_last_checkpoint_and_publishes_nothing(
 
 
 @pytest.mark.slow
-def test_nan_during_finetuning_keeps_the_best_epoch_and_its_checkpoint(tmp_path, files, monkeypatch):
+def test_nan_during_finetuning_keeps_the_best_epoch_and_its_checkpoint(
+    tmp_path, files, monkeypatch
+):
     out = tmp_path / "run"
-    monkeypatch.setattr(finetune, "Throughput", _poison_at(5))  # 32 examples / 8: step 5 is epoch 2's first
-    with pytest.raises(NonFiniteError, match=r"at step 5 \(epoch 2\): the training loss became nan\. The last good "
-                                             r"checkpoint \(epoch 1\) was kept"):
+    monkeypatch.setattr(
+        finetune, "Throughput", _poison_at(5)
+    )  # 32 examples / 8: step 5 is epoch 2's first
+    with pytest.raises(
+        NonFiniteError,
+        match=r"at step 5 \(epoch 2\): the training loss became nan\. The last good "
+        r"checkpoint \(epoch 1\) was kept",
+    ):
         run_finetuning(_finetune_config(files, out))
     assert json.loads((out / "best" / "finetune.json").read_text())["epoch"] == 1
-    assert [p.name for p in CheckpointManager(out / "checkpoints").checkpoints()] == ["ckpt-000000001"]
+    assert [p.name for p in CheckpointManager(out / "checkpoints").checkpoints()] == [
+        "ckpt-000000001"
+    ]
     assert not (out / "metrics.json").exists()
 
 
 @pytest.mark.slow
 def test_nan_during_distillation_publishes_no_student(tmp_path, files):
     out = tmp_path / "run"
-    with pytest.raises(NonFiniteError, match=r"at step \d+ \(tinybert-general\): the training loss became (nan|inf)"):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"at step \d+ \(tinybert-general\): the training loss became (nan|inf)",
+    ):
         run_distillation(_distill_config(files, out, learning_rate=1e30, steps=8))
     assert not (out / "student").exists() and not (out / "report.json").exists()
 
 
 @pytest.mark.slow
-def test_a_run_that_failed_before_its_first_checkpoint_does_not_block_the_corrected_rerun(tmp_path, files, capsys):
+def test_a_run_that_failed_before_its_first_checkpoint_does_not_block_the_corrected_rerun(
+    tmp_path, files, capsys
+):
     """--learning-rate 1e30 diverges at step 2 (exit 2, one line, no
     checkpoint, no preset); the rerun with another learning rate (other
     settings, same --output) starts over instead of being refused."""
     out = tmp_path / "run"
     args = _args("pretrain", files, out)
     i = args.index("--learning-rate")
-    assert pretrain_recipe.main(args[:i] + ["--learning-rate", "1e30"] + args[i + 2:]) == 2
+    assert pretrain_recipe.main(args[:i] + ["--learning-rate", "1e30"] + args[i + 2 :]) == 2
     line = _error_line(capsys)
     assert line.startswith("error: Training stopped at step 2: the training loss became"), line
     assert not (out / "preset").exists() and not list((out / "checkpoints").glob("ckpt-*"))
     assert pretrain_recipe.main(args) == 0, capsys.readouterr().err
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["steps"] == 6 and metrics["resumed_from_step"] == 0 and np.isfinite(metrics["final_loss"])
+    assert (
+        metrics["steps"] == 6
+        and metrics["resumed_from_step"] == 0
+        and np.isfinite(metrics["final_loss"])
+    )

@@ -67,7 +67,10 @@ _PADDED = json.dumps({"a": _entry(shape=[6])}).encode() + b" " * 6
 MALFORMED = [
     (
         "overlapping_offsets",
-        _file({"a": _entry(shape=[2], offsets=[0, 8]), "b": _entry(shape=[4], offsets=[4, 20])}, _F32[:20]),
+        _file(
+            {"a": _entry(shape=[2], offsets=[0, 8]), "b": _entry(shape=[4], offsets=[4, 20])},
+            _F32[:20],
+        ),
         "b",
         "overlaps",
     ),
@@ -77,8 +80,18 @@ MALFORMED = [
         "b",
         "overlaps",
     ),
-    ("offsets_past_end", _file({"a": _entry(shape=[8], offsets=[0, 32])}), "a", "truncated or corrupt"),
-    ("offsets_far_out_of_bounds", _file({"a": _entry(shape=[6], offsets=[100, 124])}), "a", "truncated or corrupt"),
+    (
+        "offsets_past_end",
+        _file({"a": _entry(shape=[8], offsets=[0, 32])}),
+        "a",
+        "truncated or corrupt",
+    ),
+    (
+        "offsets_far_out_of_bounds",
+        _file({"a": _entry(shape=[6], offsets=[100, 124])}),
+        "a",
+        "truncated or corrupt",
+    ),
     (
         "gap_between_tensors",
         _file({"a": _entry(shape=[2], offsets=[0, 8]), "b": _entry(shape=[3], offsets=[12, 24])}),
@@ -92,12 +105,27 @@ MALFORMED = [
     ("negative_dims", _file({"a": _entry(shape=[-2, -3])}), "a", "shape"),
     ("float_dims", _file({"a": _entry(shape=[2.0, 3])}), "a", "shape"),
     ("bool_dims", _file({"a": _entry(shape=[True, 6])}), "a", "shape"),
-    ("shape_not_a_list", _file({"a": {"dtype": "F32", "shape": "23", "data_offsets": [0, 24]}}), "a", "shape"),
+    (
+        "shape_not_a_list",
+        _file({"a": {"dtype": "F32", "shape": "23", "data_offsets": [0, 24]}}),
+        "a",
+        "shape",
+    ),
     ("shape_size_mismatch", _file({"a": _entry(shape=[2, 2])}), "a", "needs 16 bytes"),
-    ("shape_overflow", _file({"a": _entry(shape=[2**62, 2**62])}), "a", "bytes but its data_offsets"),
+    (
+        "shape_overflow",
+        _file({"a": _entry(shape=[2**62, 2**62])}),
+        "a",
+        "bytes but its data_offsets",
+    ),
     ("unknown_dtype", _file({"a": _entry(dtype="F31")}), "a", "unsupported dtype"),
     ("dtype_unsupported_u32", _file({"a": _entry(dtype="U32")}), "a", "unsupported dtype"),
-    ("dtype_unsupported_f8", _file({"a": _entry(dtype="F8_E4M3", shape=[24])}), "a", "unsupported dtype"),
+    (
+        "dtype_unsupported_f8",
+        _file({"a": _entry(dtype="F8_E4M3", shape=[24])}),
+        "a",
+        "unsupported dtype",
+    ),
     ("dtype_not_a_string", _file({"a": _entry(dtype=5)}), "a", "dtype"),
     ("header_is_a_list", _file(b"[1, 2]"), None, "JSON object"),
     ("header_is_a_string", _file(b'"a"', b""), None, "JSON object"),
@@ -113,16 +141,33 @@ MALFORMED = [
     ("offsets_not_a_list", _file({"a": _entry(offsets={"0": 24})}), "a", "data_offsets"),
     (
         "duplicate_tensor_name",
-        _file(b'{"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}, '
-              b'"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}}'),
+        _file(
+            b'{"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}, '
+            b'"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}}'
+        ),
         "a",
         "twice",
     ),
-    ("nan_in_header", _file(b'{"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24], "x": NaN}}'), None, "NaN"),
+    (
+        "nan_in_header",
+        _file(b'{"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24], "x": NaN}}'),
+        None,
+        "NaN",
+    ),
     ("metadata_not_strings", _file({"__metadata__": {"format": 1}}, b""), None, "__metadata__"),
     ("metadata_not_an_object", _file({"__metadata__": ["pt"]}, b""), None, "__metadata__"),
-    ("header_length_past_eof", _file({"a": _entry()}, length=10_000), None, "truncated or not a safetensors file"),
-    ("header_length_huge", _file(b"{}", b"", length=2**63), None, "truncated or not a safetensors file"),
+    (
+        "header_length_past_eof",
+        _file({"a": _entry()}, length=10_000),
+        None,
+        "truncated or not a safetensors file",
+    ),
+    (
+        "header_length_huge",
+        _file(b"{}", b"", length=2**63),
+        None,
+        "truncated or not a safetensors file",
+    ),
     (
         # The JSON is padded with spaces, so it parses: the body starts 5 bytes early.
         "header_length_5_short",
@@ -130,7 +175,12 @@ MALFORMED = [
         "a",
         "5 bytes follow",
     ),
-    ("header_invalid_utf8", _file(b'{"\xff\xfe": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}}'), None, "UTF-8"),
+    (
+        "header_invalid_utf8",
+        _file(b'{"\xff\xfe": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}}'),
+        None,
+        "UTF-8",
+    ),
     ("header_not_json", _file(b"{not json", b""), None, "corrupt safetensors header"),
     ("header_trailing_nul", _file(b"{}\0\0", b""), None, "corrupt safetensors header"),
     ("zero_length_file", b"", None, "only 0 bytes"),
@@ -138,7 +188,9 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("blob,tensor,match", [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
+@pytest.mark.parametrize(
+    "blob,tensor,match", [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED]
+)
 @pytest.mark.parametrize("reader", [read_safetensors, tensor_names], ids=["read", "names"])
 def test_malformed_files_are_refused(tmp_path, reader, blob, tensor, match):
     path = tmp_path / "model.safetensors"
@@ -378,7 +430,9 @@ def test_round_trip_all_dtypes(tmp_path):
 
 def test_float_only_accepts_floats(tmp_path):
     path = tmp_path / "w.safetensors"
-    write_safetensors(path, {"a": np.ones(2, "float16"), "b": np.ones(2), "c": np.ones(2, "float32")})
+    write_safetensors(
+        path, {"a": np.ones(2, "float16"), "b": np.ones(2), "c": np.ones(2, "float32")}
+    )
     assert sorted(read_safetensors(path, float_only=True)) == ["a", "b", "c"]
     write_safetensors(path, {"a": np.ones(2, "float32"), "z": np.ones(2, bool)})
     with pytest.raises(SafetensorsError) as error:

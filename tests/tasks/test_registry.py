@@ -47,7 +47,10 @@ def test_builtin_kinds():
     assert tasks.get("qa").model_class is BertSpanQA
     mains = {name: tasks.get(name).main_metric for name in tasks.names()}
     assert mains == {
-        "classification": "accuracy", "regression": "pearson", "tagging": "f1", "qa": "f1",
+        "classification": "accuracy",
+        "regression": "pearson",
+        "tagging": "f1",
+        "qa": "f1",
     }
     assert tasks.get("qa").serving_inputs(pairs=False) == ("question", "context")
     assert tasks.get("classification").serving_inputs(pairs=True) == ("text", "text_pair")
@@ -55,8 +58,11 @@ def test_builtin_kinds():
 
 
 def test_unknown_kind_lists_valid_kinds():
-    with pytest.raises(UnknownTaskKindError, match=r"unknown task kind 'ner'; valid kinds: "
-                       r"classification, regression, tagging, qa$"):
+    with pytest.raises(
+        UnknownTaskKindError,
+        match=r"unknown task kind 'ner'; valid kinds: "
+        r"classification, regression, tagging, qa$",
+    ):
         tasks.get("ner")
     with pytest.raises(ValueError, match="valid kinds"):  # also a ValueError
         tasks.get(None)

@@ -167,7 +167,10 @@ def test_proto_bytes_and_save_to_preset(tmp_path, tokenizers):
     assert path == tmp_path / "preset" / "spiece.model"
     assert path.read_bytes() == proto
     # No temporary file left; the manifest records the vocabulary's checksum.
-    assert sorted(p.name for p in path.parent.iterdir()) == ["bertzoo-manifest.json", "spiece.model"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "bertzoo-manifest.json",
+        "spiece.model",
+    ]
     again = SentencePieceTokenizer(path)
     texts = [row["text"] for row in rows("uncased")]
     assert as_lists(again(texts)) == [row["ids"] for row in rows("uncased")]
@@ -209,7 +212,9 @@ def test_from_preset_builds_it():
     tokenizer = from_preset("albert_base", vocabulary=MODEL, check_model=False)
     assert isinstance(tokenizer, SentencePieceTokenizer)
     assert (tokenizer.lowercase, tokenizer.strip_accents) == (True, True)
-    with pytest.raises(TokenizerError, match="800 tokens but the model's embedding table has 30000"):
+    with pytest.raises(
+        TokenizerError, match="800 tokens but the model's embedding table has 30000"
+    ):
         from_preset("albert_base", vocabulary=MODEL)
 
 

@@ -28,7 +28,21 @@ The runner was running faster than the other runners.
 """
 SENTENCE = "이 원피스 예뻐요"
 RESERVED = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-ALBERT_FIRST = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "(", ")", '"', "-", ".", "–", "£", "€"]
+ALBERT_FIRST = [
+    "<pad>",
+    "<unk>",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "(",
+    ")",
+    '"',
+    "-",
+    ".",
+    "–",
+    "£",
+    "€",
+]
 
 
 def is_jamo(char):
@@ -85,7 +99,10 @@ def test_wordpiece_layout(english, tmp_path):
 
 def test_wordpiece_custom_reserved_and_cased(english):
     vocab = train.train_wordpiece(
-        english, 200, lowercase=False, reserved_tokens=["<pad>", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[X]"]
+        english,
+        200,
+        lowercase=False,
+        reserved_tokens=["<pad>", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[X]"],
     )
     assert vocab[:6] == ["<pad>", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[X]"]
     assert "C" in vocab and "é" in vocab  # cased: strip_accents follows lowercase
@@ -120,7 +137,10 @@ def test_korean_wordpiece_cased_keeps_syllables(korean_cased_vocab):
     pieces = [tokenizer.detokenize(row) for row in ids]
     # Exact pieces of this deterministic training: "예뻐요" is frequent in the
     # corpus and learnt whole; "예뻐서" (once) splits into syllables.
-    assert pieces == [["이", "원피스", "예뻐요"], ["가", "##방", "##이", "예", "##뻐", "##서", "샀어요"]]
+    assert pieces == [
+        ["이", "원피스", "예뻐요"],
+        ["가", "##방", "##이", "예", "##뻐", "##서", "샀어요"],
+    ]
     basic = BasicTokenizer(lowercase=False, strip_accents=False)
     assert pieces[0] == tokenize_to_pieces(SENTENCE, set(vocab), basic)
     # Structure: syllables, no jamo, nothing unknown, in the whole corpus.
@@ -134,8 +154,11 @@ def test_korean_wordpiece_uncased_defaults_give_jamo(korean_cased_vocab, korean_
     Hangul syllable into jamo: the vocabulary and the pieces are jamo."""
     tokenizer = BertTokenizer(korean_uncased_vocab)  # lowercase=True, strip_accents=None
     pieces = tokenizer.detokenize(as_lists(tokenizer([SENTENCE]))[0])
-    assert pieces == ["\u110b\u1175", "\u110b\u116f\u11ab\u1111\u1175\u1109\u1173",
-                      "\u110b\u1168\u1108\u1165\u110b\u116d"]  # 이 / 원피스 / 예뻐요 as jamo
+    assert pieces == [
+        "\u110b\u1175",
+        "\u110b\u116f\u11ab\u1111\u1175\u1109\u1173",
+        "\u110b\u1168\u1108\u1165\u110b\u116d",
+    ]  # 이 / 원피스 / 예뻐요 as jamo
     assert all(is_jamo(c) for piece in pieces for c in piece.removeprefix("##"))
     assert tokenizer.unk_token_id not in as_lists(tokenizer([SENTENCE]))[0]
     cased = BertTokenizer(korean_cased_vocab[1], lowercase=False, strip_accents=False)

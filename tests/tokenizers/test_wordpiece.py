@@ -140,10 +140,14 @@ def test_save_and_from_preset(tmp_path, minilm_dir):
     assert (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id) == (101, 102, 0)
     assert (tokenizer.lowercase, tokenizer.strip_accents) == (True, True)
     path = tokenizer.save_to_preset(tmp_path)
-    assert path.read_text(encoding="utf-8") == (minilm_dir / "vocab.txt").read_text(encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == (minilm_dir / "vocab.txt").read_text(
+        encoding="utf-8"
+    )
     with pytest.raises(TokenizerError, match="ships no vocabulary: pass vocabulary="):
         BertTokenizer.from_preset("bert_base")
-    with pytest.raises(TokenizerError, match="30522 tokens but the model's embedding table has 28996"):
+    with pytest.raises(
+        TokenizerError, match="30522 tokens but the model's embedding table has 28996"
+    ):
         BertTokenizer.from_preset("bert_base_cased", vocabulary=minilm_dir / "vocab.txt")
     ok = BertTokenizer.from_preset("bert_base", vocabulary=minilm_dir / "vocab.txt")
     assert ok.vocabulary_size == 30522

@@ -53,7 +53,12 @@ def synthetic_data(num_examples, seed=0):
     positions[:, 3] = 0  # the padding prediction
     mlm_ids[:, 3] = 0
     sentence = rng.integers(0, 2, size=num_examples).astype("int32")
-    x = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": mask, "mask_positions": positions}
+    x = {
+        "token_ids": token_ids,
+        "segment_ids": segment_ids,
+        "padding_mask": mask,
+        "mask_positions": positions,
+    }
     y = {"mlm": mlm_ids, "sentence": sentence}
     sample_weight = {"mlm": weights, "sentence": np.ones(num_examples, "float32")}
     return x, y, sample_weight
@@ -75,7 +80,11 @@ def tpu_error():
     try:
         make_distribution("tpu")
     except Exception as e:  # noqa: BLE001 - the test checks the type
-        return {"type": type(e).__name__, "bases": [c.__name__ for c in type(e).__mro__], "message": str(e)}
+        return {
+            "type": type(e).__name__,
+            "bases": [c.__name__ for c in type(e).__mro__],
+            "message": str(e),
+        }
     return None
 
 
@@ -98,7 +107,9 @@ def train(strategy, steps, batch, clipnorm=None, jit_compile=True, shard_policy=
     distribution.check_batch_size(batch)
 
     x, y, sample_weight = synthetic_data(steps * batch)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y, sample_weight)).batch(batch, drop_remainder=True)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y, sample_weight)).batch(
+        batch, drop_remainder=True
+    )
     options = tf.data.Options()
     # DATA: every worker of a multi_worker run reads the whole dataset and
     # keeps its share of every global batch, so step k trains on global
@@ -124,7 +135,9 @@ def train(strategy, steps, batch, clipnorm=None, jit_compile=True, shard_policy=
         optimizer = make_optimizer(
             "adamw", LEARNING_RATE, total_steps=steps, warmup_steps=0, global_clipnorm=clipnorm
         )
-        model.compile(optimizer=optimizer, jit_compile=distribution.resolve_jit_compile(jit_compile))
+        model.compile(
+            optimizer=optimizer, jit_compile=distribution.resolve_jit_compile(jit_compile)
+        )
     init = model.get_weights()
     # One step per epoch: the logs hold every step's loss and metrics (the
     # iterator carries on across epochs when steps_per_epoch is given).
@@ -158,7 +171,9 @@ def main(argv=None):
     parser.add_argument("--cpu-devices", type=int, default=0)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--tpu-error", action="store_true", help="finally try strategy 'tpu' (no TPU here)")
+    parser.add_argument(
+        "--tpu-error", action="store_true", help="finally try strategy 'tpu' (no TPU here)"
+    )
     args = parser.parse_args(argv)
 
     if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow" and args.cpu_devices:

@@ -35,7 +35,10 @@ def stream_factory():
     """start_batch -> the endless, deterministic training stream."""
     tokenizer = bertzoo.BertTokenizer(VOCAB)
     rng = np.random.default_rng(0)
-    docs = [[rng.integers(5, 61, rng.integers(3, 8)).astype(np.int32) for _ in range(6)] for _ in range(10)]
+    docs = [
+        [rng.integers(5, 61, rng.integers(3, 8)).astype(np.int32) for _ in range(6)]
+        for _ in range(10)
+    ]
     examples = data.create_examples(docs, tokenizer, seq_len=SEQ, objective="nsp", seed=0)
     masker = data.MaskedLMMasker(tokenizer, SEQ, PREDICTIONS)
     return lambda start_batch=0: data.make_pretraining_dataset(
@@ -48,8 +51,13 @@ def build(seed, dropout=0.0, optimizer=None, total_steps=8, **overrides):
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     config = dict(
-        vocabulary_size=61, num_layers=1, num_heads=2, hidden_dim=10, intermediate_dim=26,
-        max_sequence_length=SEQ, dropout=dropout,
+        vocabulary_size=61,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=10,
+        intermediate_dim=26,
+        max_sequence_length=SEQ,
+        dropout=dropout,
     )
     model = bertzoo.BertPretrainer(bertzoo.BertBackbone(**{**config, **overrides}), objective="nsp")
     options = dict(name="adamw", learning_rate=1e-2, warmup_steps=2)
@@ -102,7 +110,10 @@ def test_resume_equals_uninterrupted_training(case, stream_factory, tmp_path):
 
     straight = build(0, dropout, optimizer, total_steps=schedule_steps)
     straight.fit(
-        stream_factory(), epochs=1, steps_per_epoch=total, verbose=0,
+        stream_factory(),
+        epochs=1,
+        steps_per_epoch=total,
+        verbose=0,
         callbacks=[PeriodicCheckpoint(manager, n, state_fn=data_position)],
     )
     expected = weights_of(straight)
@@ -116,12 +127,21 @@ def test_resume_equals_uninterrupted_training(case, stream_factory, tmp_path):
     assert state == {"step": n, "format_version": 1, "data_batch": n}
     halfway, halfway_lr = weights_of(resumed), learning_rate(resumed)
     callback = PeriodicCheckpoint(manager, n, start_step=n, state_fn=data_position)
-    resumed.fit(stream_factory(state["data_batch"]), epochs=1, steps_per_epoch=n, verbose=0, callbacks=[callback])
+    resumed.fit(
+        stream_factory(state["data_batch"]),
+        epochs=1,
+        steps_per_epoch=n,
+        verbose=0,
+        callbacks=[callback],
+    )
 
     difference = max_difference(weights_of(resumed), expected)
     print(f"{case}: max |resumed - uninterrupted| = {difference:.3g} (weights)")
     assert difference <= ATOL
-    assert max_difference([np.array(v) for v in resumed.optimizer.variables], expected_optimizer) <= ATOL
+    assert (
+        max_difference([np.array(v) for v in resumed.optimizer.variables], expected_optimizer)
+        <= ATOL
+    )
     assert int(resumed.optimizer.iterations) == int(straight.optimizer.iterations) > 0
     # The schedule went on from the restored step.
     assert learning_rate(resumed) == pytest.approx(learning_rate(straight), rel=1e-6)
@@ -147,9 +167,17 @@ def test_save_layout_pruning_and_leftovers(tmp_path):
         manager.restore(model)
     path = manager.save(model, 1, {"phase": 0, "data_batch": 1})
     assert sorted(os.listdir(path)) == [
-        "bertzoo-manifest.json", "model.weights.h5", "rng_state.json", "state.json"
+        "bertzoo-manifest.json",
+        "model.weights.h5",
+        "rng_state.json",
+        "state.json",
     ]
-    assert json.loads((path / "state.json").read_text()) == {"step": 1, "format_version": 1, "phase": 0, "data_batch": 1}
+    assert json.loads((path / "state.json").read_text()) == {
+        "step": 1,
+        "format_version": 1,
+        "phase": 0,
+        "data_batch": 1,
+    }
     # What a kill -9 mid-save or mid-prune leaves: hidden directories, never
     # listed, removed by the next save.
     for leftover in (".ckpt-000000005.tmp-1234abcd", ".ckpt-000000000.del-1234abcd"):
@@ -207,7 +235,10 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path):
     # A damaged state.json counts as damage too; with nothing readable left
     # the error names the directory.
     (tmp_path / "ckpt-000000001" / "state.json").write_text('{"step": ')
-    with pytest.warns(UserWarning), pytest.raises(TrainingCheckpointError, match=f"No readable checkpoint in {tmp_path}"):
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(TrainingCheckpointError, match=f"No readable checkpoint in {tmp_path}"),
+    ):
         manager.restore(fresh)
     with pytest.raises(TrainingCheckpointError, match="ckpt-000000002"):
         manager.restore(fresh, tmp_path / "ckpt-000000002")  # an explicit path: no fallback
@@ -216,12 +247,26 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path):
 def test_other_architecture_or_optimizer_is_a_clear_error(tmp_path):
     manager = CheckpointManager(tmp_path)
     manager.save(build(0), 3)
-    with pytest.raises(TrainingCheckpointError, match=r"model: .*only in the checkpoint: \(10, 26\), \(26,\), \(26, 10\); only in the model: \(10, 30\), \(30,\), \(30, 10\)"):
+    with pytest.raises(
+        TrainingCheckpointError,
+        match=r"model: .*only in the checkpoint: \(10, 26\), \(26,\), \(26, 10\); only in the model: \(10, 30\), \(30,\), \(30, 10\)",
+    ):
         manager.restore(build(0, intermediate_dim=30))
-    with pytest.raises(TrainingCheckpointError, match=r"optimizer: 61 tensors in the checkpoint, 91 in the model's optimizer.*only in the checkpoint: none"):
+    with pytest.raises(
+        TrainingCheckpointError,
+        match=r"optimizer: 61 tensors in the checkpoint, 91 in the model's optimizer.*only in the checkpoint: none",
+    ):
         manager.restore(build(0, optimizer=dict(gradient_accumulation_steps=2)))
-    uncompiled = bertzoo.BertPretrainer(bertzoo.BertBackbone(
-        vocabulary_size=61, num_layers=1, num_heads=2, hidden_dim=10, intermediate_dim=26, max_sequence_length=SEQ))
+    uncompiled = bertzoo.BertPretrainer(
+        bertzoo.BertBackbone(
+            vocabulary_size=61,
+            num_layers=1,
+            num_heads=2,
+            hidden_dim=10,
+            intermediate_dim=26,
+            max_sequence_length=SEQ,
+        )
+    )
     with pytest.raises(ValueError, match="Compile the model"):
         manager.restore(uncompiled)
 
@@ -262,20 +307,38 @@ class Recorder:
         (0, 2, 4, [4, 6, 8]),  # reports at 2, 4 | 6, 8: steps count on over epochs; 8 at the end
     ],
 )
-def test_periodic_checkpoint_with_steps_per_execution(start_step, epochs, steps_per_epoch, expected):
+def test_periodic_checkpoint_with_steps_per_execution(
+    start_step, epochs, steps_per_epoch, expected
+):
     model = dense_model()
     recorder = Recorder()
-    callback = PeriodicCheckpoint(recorder, 3, start_step=start_step, state_fn=lambda step: {"data_batch": step - start_step})
-    model.fit(dense_data(), epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=0, callbacks=[callback])
+    callback = PeriodicCheckpoint(
+        recorder, 3, start_step=start_step, state_fn=lambda step: {"data_batch": step - start_step}
+    )
+    model.fit(
+        dense_data(),
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        verbose=0,
+        callbacks=[callback],
+    )
     assert [step for step, _ in recorder.saved] == expected
-    assert [state["data_batch"] for _, state in recorder.saved] == [s - start_step for s in expected]
+    assert [state["data_batch"] for _, state in recorder.saved] == [
+        s - start_step for s in expected
+    ]
     assert callback.last_saved_step == expected[-1] == callback.step
 
 
 def test_periodic_checkpoint_saves_current_weights_and_disabled_writes_nothing(tmp_path):
     model = dense_model()
     manager = CheckpointManager(tmp_path / "chief", keep=5)
-    model.fit(dense_data(), epochs=1, steps_per_epoch=8, verbose=0, callbacks=[PeriodicCheckpoint(manager, 4)])
+    model.fit(
+        dense_data(),
+        epochs=1,
+        steps_per_epoch=8,
+        verbose=0,
+        callbacks=[PeriodicCheckpoint(manager, 4)],
+    )
     assert [p.name for p in manager.checkpoints()] == ["ckpt-000000004", "ckpt-000000008"]
     final = weights_of(model)
     fresh = dense_model()
@@ -286,9 +349,15 @@ def test_periodic_checkpoint_saves_current_weights_and_disabled_writes_nothing(t
     assert int(fresh.optimizer.iterations) == 8
 
     worker = CheckpointManager(tmp_path / "worker")
-    callback = PeriodicCheckpoint(worker, 1, enabled=False, state_fn=lambda step: pytest.fail("called"))
+    callback = PeriodicCheckpoint(
+        worker, 1, enabled=False, state_fn=lambda step: pytest.fail("called")
+    )
     model.fit(dense_data(), epochs=1, steps_per_epoch=4, verbose=0, callbacks=[callback])
-    assert not (tmp_path / "worker").exists() and callback.last_saved_step is None and callback.step == 4
+    assert (
+        not (tmp_path / "worker").exists()
+        and callback.last_saved_step is None
+        and callback.step == 4
+    )
     with pytest.raises(ValueError, match="every_steps"):
         PeriodicCheckpoint(manager, 0)
 
@@ -324,7 +393,12 @@ def test_kill_at_any_moment_leaves_restorable_checkpoints(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(bertzoo.__file__).resolve().parents[1])}
     leftovers, newest = 0, 0
     for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", _SAVER, str(directory)], stdout=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SAVER, str(directory)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         proc.stdout.readline()  # the first save is done
         time.sleep(float(rng.uniform(0.05, 1.0)))
         proc.send_signal(signal.SIGKILL)
@@ -332,10 +406,14 @@ def test_kill_at_any_moment_leaves_restorable_checkpoints(tmp_path):
         leftovers += any(p.name.startswith(".") for p in directory.iterdir())
         manager = CheckpointManager(directory, keep=2)
         assert 1 <= len(manager.checkpoints()) <= 2
-        assert manager.latest() is not None and int(manager.latest().name[5:]) > newest  # resumed, went on
+        assert (
+            manager.latest() is not None and int(manager.latest().name[5:]) > newest
+        )  # resumed, went on
         newest = int(manager.latest().name[5:])
         for path in manager.checkpoints():
-            model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512), keras.layers.Dense(256)])
+            model = keras.Sequential(
+                [keras.Input((256,)), keras.layers.Dense(512), keras.layers.Dense(256)]
+            )
             model.compile(optimizer=keras.optimizers.AdamW(1e-3), loss="mse")
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # no fallback needed

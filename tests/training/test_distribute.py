@@ -62,7 +62,11 @@ def _run_workers(jobs, timeout=TIMEOUT):
     for name, (args, env, log) in jobs.items():
         with open(log, "w") as out:
             procs[name] = subprocess.Popen(
-                [sys.executable, str(WORKER), *args], env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT
+                [sys.executable, str(WORKER), *args],
+                env=env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
     deadline = time.monotonic() + timeout
     timed_out = False
@@ -82,7 +86,9 @@ def _run_workers(jobs, timeout=TIMEOUT):
         args, _, log = jobs[name]
         failures[name] = None
         if proc.returncode != 0:
-            status = f"killed after {timeout} s" if proc.returncode < 0 else f"exit {proc.returncode}"
+            status = (
+                f"killed after {timeout} s" if proc.returncode < 0 else f"exit {proc.returncode}"
+            )
             tail = Path(log).read_text(errors="replace")[-4000:]
             failures[name] = f"--- worker {name}: {' '.join(args)} ({status}) ---\n{tail}"
     return failures
@@ -165,10 +171,16 @@ def tf_runs(tmp_path_factory):
     for index in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         args = ["--out", str(tmp / f"worker{index}.npz"), "--run", "run=multi_worker"]
-        jobs[f"worker{index}"] = (args, _env("tensorflow", TF_CONFIG=tf_config), tmp / f"worker{index}.log")
+        jobs[f"worker{index}"] = (
+            args,
+            _env("tensorflow", TF_CONFIG=tf_config),
+            tmp / f"worker{index}.log",
+        )
     results = {"failures": _run_workers(jobs)}
     if not results["failures"]["mirrored"]:
-        results.update(_load(tmp / "mirrored.npz", "single", "mirrored", "single_clip", "mirrored_clip"))
+        results.update(
+            _load(tmp / "mirrored.npz", "single", "mirrored", "single_clip", "mirrored_clip")
+        )
         with np.load(tmp / "mirrored.npz") as data:
             results["tpu_error"] = json.loads(str(data["tpu_error"]))
     for index in range(2):
@@ -272,7 +284,11 @@ def test_unknown_strategy_lists_the_valid_ones():
 def test_default_distribution():
     distribution = make_distribution()
     assert (distribution.name, distribution.backend) == ("default", BACKEND)
-    assert (distribution.num_replicas, distribution.num_workers, distribution.worker_index) == (1, 1, 0)
+    assert (distribution.num_replicas, distribution.num_workers, distribution.worker_index) == (
+        1,
+        1,
+        0,
+    )
     assert distribution.is_chief
     with distribution.scope():
         layer = keras.layers.Dense(2)
@@ -300,7 +316,10 @@ def test_resolve_jit_compile():
     assert Distribution("default", "tensorflow").resolve_jit_compile(True) is True
     assert Distribution("mirrored", "tensorflow", num_replicas=1).resolve_jit_compile(True) is True
     assert Distribution("mirrored", "tensorflow", num_replicas=2).resolve_jit_compile(True) is False
-    assert Distribution("multi_worker", "tensorflow", num_replicas=2).resolve_jit_compile(True) is False
+    assert (
+        Distribution("multi_worker", "tensorflow", num_replicas=2).resolve_jit_compile(True)
+        is False
+    )
     assert Distribution("tpu", "tensorflow", num_replicas=8).resolve_jit_compile(True) is False
     assert Distribution("data_parallel", "jax", num_replicas=8).resolve_jit_compile(True) is True
     assert Distribution("default", "tensorflow").resolve_jit_compile(False) is False
@@ -323,8 +342,14 @@ def test_mirrored_in_process():
         ("{'cluster': ", "TF_CONFIG is not valid JSON"),
         ('{"task": {"type": "worker", "index": 0}}', "no cluster with a 'worker'"),
         ('{"cluster": {"worker": ["localhost:1"]}}', "does not name a job"),
-        ('{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "ps", "index": 0}}', "does not name a job"),
-        ('{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 1}}', "out of range"),
+        (
+            '{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "ps", "index": 0}}',
+            "does not name a job",
+        ),
+        (
+            '{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 1}}',
+            "out of range",
+        ),
     ],
 )
 def test_multi_worker_needs_a_valid_tf_config(monkeypatch, tf_config, match):
@@ -346,7 +371,9 @@ def test_multi_worker_after_tensorflow_started_fails_clearly(monkeypatch):
 
     tf.constant(1.0) + 1  # TensorFlow's runtime is up, as in a program that ran ops
     cluster = {"worker": ["localhost:1", "localhost:2"]}
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    )
     # MultiWorkerMirroredStrategy raises before it changes anything.
     with pytest.raises(DistributionError, match="before any TensorFlow op runs"):
         make_distribution("multi_worker")
@@ -367,7 +394,9 @@ def test_jax_strategies_replace_the_global_distribution():
 
 @jax_only
 def test_jax_unsupported_strategies_fail_clearly():
-    with pytest.raises(DistributionError, match="TensorFlow only.*keras.distribution.initialize.*data_parallel"):
+    with pytest.raises(
+        DistributionError, match="TensorFlow only.*keras.distribution.initialize.*data_parallel"
+    ):
         make_distribution("multi_worker")
     with pytest.raises(DistributionError, match="found no TPU devices"):
         make_distribution("tpu")  # no TPU (libtpu) on a CI machine

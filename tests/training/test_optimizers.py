@@ -96,8 +96,15 @@ def test_lamb_two_steps_match_numpy():
 def test_warmup_linear_decay_values():
     ref = WarmupLinearDecay(1e-3, warmup_steps=100, total_steps=1000)
     hf = WarmupLinearDecay(1e-3, warmup_steps=100, total_steps=1000, continuous=True)
-    cases = {0: (0.0, 0.0), 50: (5e-4, 5e-4), 99: (9.9e-4, 9.9e-4),
-             100: (9e-4, 1e-3), 550: (4.5e-4, 5e-4), 1000: (0.0, 0.0), 1500: (0.0, 0.0)}
+    cases = {
+        0: (0.0, 0.0),
+        50: (5e-4, 5e-4),
+        99: (9.9e-4, 9.9e-4),
+        100: (9e-4, 1e-3),
+        550: (4.5e-4, 5e-4),
+        1000: (0.0, 0.0),
+        1500: (0.0, 0.0),
+    }
     for step, (r, h) in cases.items():
         np.testing.assert_allclose(float(ref(step)), r, atol=1e-9, err_msg=str(step))
         np.testing.assert_allclose(float(hf(step)), h, atol=1e-9, err_msg=str(step))
@@ -139,13 +146,24 @@ def test_gradient_accumulation_matches_one_big_batch(name):
     x, y, w = _batch(8)
     x2, y2, w2 = _batch(8, seed=1)
     halves = lambda t, i: {k: v[4 * i : 4 * i + 4] for k, v in t.items()}
-    micro = [(halves(a, i), halves(b, i), halves(c, i)) for a, b, c in ((x, y, w), (x2, y2, w2)) for i in (0, 1)]
+    micro = [
+        (halves(a, i), halves(b, i), halves(c, i))
+        for a, b, c in ((x, y, w), (x2, y2, w2))
+        for i in (0, 1)
+    ]
     results = []
     for accumulate, batches in ((None, [(x, y, w), (x2, y2, w2)]), (2, micro)):
         keras.utils.set_random_seed(7)
         model = BertPretrainer(tiny_backbone(num_layers=1), objective="nsp")
-        opt = make_optimizer(name, 0.1, total_steps=10, warmup_steps=1, epsilon=0.1,
-                             gradient_accumulation_steps=accumulate, weight_decay=0.1)
+        opt = make_optimizer(
+            name,
+            0.1,
+            total_steps=10,
+            warmup_steps=1,
+            epsilon=0.1,
+            gradient_accumulation_steps=accumulate,
+            weight_decay=0.1,
+        )
         init = [n(v) for v in model.trainable_weights]
         model.compile(optimizer=opt)
         for bx, by, bw in batches:
@@ -190,8 +208,9 @@ def test_mixed_precision_step_is_finite(policy):
             pytest.skip("XLA:CPU has no float16 dot_general (F16_F16_F32)")
     backbone = tiny_backbone(num_layers=1, dtype=policy)
     model = BertPretrainer(backbone, objective="nsp")
-    opt = make_optimizer("adamw", 1e-3, total_steps=10, warmup_steps=2,
-                         loss_scaling=policy == "mixed_float16")
+    opt = make_optimizer(
+        "adamw", 1e-3, total_steps=10, warmup_steps=2, loss_scaling=policy == "mixed_float16"
+    )
     model.compile(optimizer=opt)
     x, y, w = _batch(4)
     out = model(x)

@@ -130,8 +130,8 @@ def _sorted_labels(labels):
 class LabelSet:
     """An ordered set of class names; a label's id is its position.
 
-        labels = LabelSet.from_examples(train, "train.tsv")   # sorted
-        labels.index(example.label, "dev.tsv", example.line)  # -> int
+    labels = LabelSet.from_examples(train, "train.tsv")   # sorted
+    labels.index(example.label, "dev.tsv", example.line)  # -> int
     """
 
     def __init__(self, names):

@@ -112,14 +112,14 @@ class _SquadReader:
             if answers:
                 raise self.fail(
                     f"{name} is marked is_impossible but lists {len(answers)} answer(s); "
-                    "impossible questions have \"answers\": [] (plausible answers go in "
-                    "\"plausible_answers\")"
+                    'impossible questions have "answers": [] (plausible answers go in '
+                    '"plausible_answers")'
                 )
             return []
         answers = self.get(qa, "answers", list, name)
         if not answers:
             raise self.fail(
-                f"{name} has no answers but is not marked \"is_impossible\": true; "
+                f'{name} has no answers but is not marked "is_impossible": true; '
                 "answerable questions need at least one answer"
             )
         return [self.answer(a, context, name) for a in answers]

@@ -43,7 +43,7 @@ def _column_spec(path, text_columns, label_column):
             path,
             None,
             f"text_columns must name one or two columns (a sentence or a sentence "
-            f"pair), got {len(columns)}: {columns!r}"
+            f"pair), got {len(columns)}: {columns!r}",
         )
     wanted = columns + (() if label_column is None else (label_column,))
     kinds = {_column_kind(c) for c in wanted}
@@ -52,7 +52,7 @@ def _column_spec(path, text_columns, label_column):
             path,
             None,
             "columns must be all names (files with a header row) or all integer "
-            f"indexes (header-less TSV/CSV), got {wanted!r}"
+            f"indexes (header-less TSV/CSV), got {wanted!r}",
         )
     return _Columns(columns, label_column, by_index=kinds == {"index"})
 
@@ -112,7 +112,7 @@ def _check_width(path, line, fields, width, reference, fmt):
     hint = (
         "fields are separated by tabs, so a text must not contain a tab"
         if fmt == "tsv"
-        else "quote fields that contain commas, e.g. \"a, b\""
+        else 'quote fields that contain commas, e.g. "a, b"'
     )
     raise data_error(
         path,

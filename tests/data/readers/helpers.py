@@ -22,4 +22,6 @@ def tsv(*rows):
 
 def raises_at(path, line, phrase):
     """pytest.raises for a TaskDataError at path:line whose message has `phrase`."""
-    return pytest.raises(TaskDataError, match=rf"^{re.escape(f'{path}:{line}: ')}.*{re.escape(phrase)}")
+    return pytest.raises(
+        TaskDataError, match=rf"^{re.escape(f'{path}:{line}: ')}.*{re.escape(phrase)}"
+    )

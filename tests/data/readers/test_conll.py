@@ -36,12 +36,17 @@ def test_conll_sentences(tmp_path):
 
 def test_conll_untagged(tmp_path):
     path = write(tmp_path, "predict.txt", "EU\nrejects\n\n\nPeter\n")
-    assert read_conll(path) == [TaggedSentence(["EU", "rejects"], None, 1), TaggedSentence(["Peter"], None, 5)]
+    assert read_conll(path) == [
+        TaggedSentence(["EU", "rejects"], None, 1),
+        TaggedSentence(["Peter"], None, 5),
+    ]
 
 
 def test_conll_bad_tag(tmp_path):
     path = write(tmp_path, "eng.train", "EU B-ORG\nrejects O\n\nPeter B-\n")
-    with raises_at(path, 4, "tag 'B-' is not a BIO tag; valid tags are 'O', 'B-<type>' and 'I-<type>'"):
+    with raises_at(
+        path, 4, "tag 'B-' is not a BIO tag; valid tags are 'O', 'B-<type>' and 'I-<type>'"
+    ):
         read_conll(path)
     path = write(tmp_path, "bioes.train", "EU S-ORG\n")
     with raises_at(path, 1, "tag 'S-ORG' is not a BIO tag"):

@@ -42,7 +42,11 @@ def test_label_set_sorting_and_index(tmp_path):
     assert len(labels) == 3
     assert labels.index("10", "dev.tsv", 4) == 2
     words = [TextExample(("t",), label, 1) for label in ["neutral", "contradiction", "entailment"]]
-    assert LabelSet.from_examples(words, "train.tsv").names == ("contradiction", "entailment", "neutral")
+    assert LabelSet.from_examples(words, "train.tsv").names == (
+        "contradiction",
+        "entailment",
+        "neutral",
+    )
     assert LabelSet(["b", "a"]).names == ("b", "a")
 
 

@@ -36,11 +36,21 @@ def test_jsonl_classification_and_regression(tmp_path):
         TextExample(("first", "second"), 1.0, 1),
         TextExample(('x "y"', "z"), 0.0, 3),
     ]
-    assert read_table(path, "a") == [TextExample(("first",), None, 1), TextExample(('x "y"',), None, 3)]
+    assert read_table(path, "a") == [
+        TextExample(("first",), None, 1),
+        TextExample(('x "y"',), None, 3),
+    ]
 
 
 def test_headerless_tsv_with_indexes(tmp_path):
-    path = write(tmp_path, "cola.txt", tsv(["gj04", "1", "", "Our friends won't buy this."], ["gj04", "0", "*", "They drank the pub."]))
+    path = write(
+        tmp_path,
+        "cola.txt",
+        tsv(
+            ["gj04", "1", "", "Our friends won't buy this."],
+            ["gj04", "0", "*", "They drank the pub."],
+        ),
+    )
     assert read_table(path, [3], 1, format="tsv") == [
         TextExample(("Our friends won't buy this.",), "1", 1),
         TextExample(("They drank the pub.",), "0", 2),
@@ -51,13 +61,17 @@ def test_headerless_tsv_with_indexes(tmp_path):
 
 def test_unknown_suffix_lists_formats(tmp_path):
     path = write(tmp_path, "data.txt", "a\n")
-    with pytest.raises(TaskDataError, match=r"data\.txt: cannot tell the format .*'tsv', 'csv', 'jsonl'"):
+    with pytest.raises(
+        TaskDataError, match=r"data\.txt: cannot tell the format .*'tsv', 'csv', 'jsonl'"
+    ):
         read_table(path, "a")
 
 
 def test_missing_column_lists_columns(tmp_path):
     path = write(tmp_path, "train.csv", "sentence,label\nhello,1\n")
-    with raises_at(path, 1, "the header row has no column 'text'; its columns are: 'sentence', 'label'"):
+    with raises_at(
+        path, 1, "the header row has no column 'text'; its columns are: 'sentence', 'label'"
+    ):
         read_table(path, "text", "label")
     with raises_at(path, 1, "no column 'gold'"):
         read_table(path, "sentence", "gold")
@@ -82,7 +96,9 @@ def test_jsonl_non_object_line(tmp_path):
 
 
 def test_wrong_number_of_fields(tmp_path):
-    path = write(tmp_path, "train.tsv", tsv(["sentence", "label"], ["ok", "1"], ["has\ta tab", "0"]))
+    path = write(
+        tmp_path, "train.tsv", tsv(["sentence", "label"], ["ok", "1"], ["has\ta tab", "0"])
+    )
     with raises_at(path, 3, "the row has 3 fields but the header row (line 1) has 2"):
         read_table(path, "sentence", "label")
 
