@@ -321,6 +321,7 @@ def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
         assert not (out / "student").exists() and not (out / "report.json").exists(), name
 
 
+@pytest.mark.backend_independent
 def test_recipe_flags_parse_and_bad_values_are_argparse_errors(capsys):
     from recipes.distill import build_parser
 

@@ -333,6 +333,7 @@ def _cli(args, cwd):
     )
 
 
+@pytest.mark.backend_independent
 @TF_ONLY
 def test_bad_inputs_fail_with_file_and_line_and_write_nothing(tmp_path, tiny_preset, task_files):
     good_train = task_files["sst2_train"]
@@ -422,6 +423,7 @@ def test_bad_inputs_fail_with_file_and_line_and_write_nothing(tmp_path, tiny_pre
         assert not out.exists(), f"{name}: wrote {list(out.rglob('*'))}"
 
 
+@pytest.mark.backend_independent
 def test_bad_settings_are_reported_before_any_work(tiny_preset, task_files, tmp_path):
     with pytest.raises(FinetuneError, match="task must be one of"):
         run_finetuning(FinetuneConfig(task="ner"))
@@ -440,6 +442,7 @@ def test_bad_settings_are_reported_before_any_work(tiny_preset, task_files, tmp_
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.backend_independent
 @TF_ONLY
 def test_help_documents_the_flags():
     done = _cli(["--help"], ROOT)

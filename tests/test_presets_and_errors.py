@@ -24,6 +24,7 @@ def _formula_params(b):
     return n
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("name", sorted(preset_lib.builtin_presets()))
 def test_builtin_preset_files_are_valid_and_consistent(name):
     path = preset_lib.builtin_presets()[name]
@@ -41,6 +42,7 @@ def test_builtin_preset_files_are_valid_and_consistent(name):
     assert act == ("gelu" if name.startswith(("distil", "tiny")) else "gelu_approximate")
 
 
+@pytest.mark.backend_independent
 def test_unknown_preset_lists_valid_names_and_suggests():
     with pytest.raises(PresetError) as e:
         BertBackbone.from_preset("bert_bse")
@@ -50,6 +52,7 @@ def test_unknown_preset_lists_valid_names_and_suggests():
         assert name in msg
 
 
+@pytest.mark.backend_independent
 def test_bad_json_names_file_and_position(tmp_path):
     (tmp_path / "config.json").write_text('{"backbone": {"num_layers": 2,}}')
     with pytest.raises(PresetError, match=re.escape(str(tmp_path / "config.json")) + ".*line 1"):
@@ -61,6 +64,7 @@ def _write(tmp_path, doc):
     return tmp_path
 
 
+@pytest.mark.backend_independent
 def test_unknown_backbone_key_names_file_and_key(tmp_path):
     doc = {"backbone": {**TINY, "hiden_dim": 3}}
     with pytest.raises(PresetError) as e:
@@ -70,6 +74,7 @@ def test_unknown_backbone_key_names_file_and_key(tmp_path):
     assert "'backbone.hiden_dim'" in msg and "Did you mean 'hidden_dim'?" in msg
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "doc, pattern",
     [
@@ -112,12 +117,14 @@ def test_weights_of_another_architecture_are_rejected(tmp_path):
         BertBackbone.from_preset(tmp_path)
 
 
+@pytest.mark.backend_independent
 def test_incomplete_hf_config_names_file_and_key(tmp_path):
     _write(tmp_path, {"model_type": "bert", "hidden_size": 8})
     with pytest.raises(PresetError, match="config.json: missing the required key 'vocab_size'"):
         BertBackbone.from_preset(tmp_path)
 
 
+@pytest.mark.backend_independent
 def test_invalid_values_in_a_preset_name_the_file(tmp_path):
     doc = {"backbone": {k: v for k, v in TINY.items() if k != "vocabulary_size"}}
     with pytest.raises(
@@ -133,6 +140,7 @@ def test_invalid_values_in_a_preset_name_the_file(tmp_path):
         BertBackbone.from_preset(_write(tmp_path, doc), load_weights=False)
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "key, pattern",
     [
@@ -145,6 +153,7 @@ def test_overrides_are_limited(key, pattern):
         BertBackbone.from_preset("bert_tiny", **{key: 3})
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "overrides, pattern",
     [
@@ -170,6 +179,7 @@ def test_invalid_shapes_are_rejected_at_construction(overrides, pattern):
         BertBackbone(**{**TINY, **overrides})
 
 
+@pytest.mark.backend_independent
 def test_public_api():
     for name in ("BertBackbone", "PresetError", "list_presets", "layers", "__version__"):
         assert hasattr(bertzoo, name)

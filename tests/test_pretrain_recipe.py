@@ -204,6 +204,7 @@ def test_recipe_resumes_after_kill_9(tmp_path):
     assert diff < 1e-5, diff
 
 
+@pytest.mark.backend_independent
 def test_resume_with_other_settings_is_refused(tmp_path):
     out = tmp_path / "run"
     (out / "checkpoints" / "ckpt-000000010").mkdir(parents=True)
@@ -213,6 +214,7 @@ def test_resume_with_other_settings_is_refused(tmp_path):
         run_pretraining(config)
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "overrides, message",
     [
@@ -307,6 +309,7 @@ def test_korean_tutorial_commands_run_verbatim(tmp_path):
     assert re.search(r"embeddings: \(3, 128\)", result.stdout), result.stdout
 
 
+@pytest.mark.backend_independent
 def test_recipe_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     from recipes.pretrain import main
 
@@ -321,6 +324,7 @@ def test_recipe_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     assert status == 2 and "missing.txt" in capsys.readouterr().err
 
 
+@pytest.mark.backend_independent
 def test_recipe_help_documents_every_flag(capsys):
     from recipes.pretrain import build_parser
 
@@ -399,6 +403,7 @@ def test_albert_style_run_with_lamb_accumulation_and_bfloat16(tmp_path):
     assert "train/sop_accuracy" in _event_tags(tmp_path / "run" / "logs")
 
 
+@pytest.mark.backend_independent
 def test_albert_presets_train_a_sentencepiece_vocabulary(tmp_path):
     from bertzoo.training.pretrain import prepare_tokenizer
 

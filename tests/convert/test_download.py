@@ -16,6 +16,9 @@ from bertzoo.convert.download import google_checkpoints
 from bertzoo.models.loading import download_google_checkpoint
 from tests.convert import test_google as google_tests
 
+# Download, checksum and archive handling: files only.
+pytestmark = pytest.mark.backend_independent
+
 # The checkpoints written for the conversion tests (module-scoped fixtures).
 bert_dir = google_tests.bert_dir
 albert_dir = google_tests.albert_dir

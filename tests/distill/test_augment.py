@@ -1,9 +1,13 @@
 """TinyBERT-style augmentation (`bertzoo.distill.augment`)."""
 
 import numpy as np
+import pytest
 
 from bertzoo.distill.augment import WORD, augment_texts, neighbour_table
 from bertzoo.tokenizers import BertTokenizer
+
+# Text augmentation: tokenizer and numpy only.
+pytestmark = pytest.mark.backend_independent
 
 VOCAB = [
     "[PAD]",

@@ -17,6 +17,7 @@ from bertzoo.models.pretrainer import BertPretrainer
 from tests.conftest import make_inputs, tiny_backbone
 
 
+@pytest.mark.backend_independent
 def test_uniform_layer_map_follows_tinybert():
     assert uniform_layer_map(12, 4) == (2, 5, 8, 11)
     assert uniform_layer_map(6, 3) == (1, 3, 5)
@@ -27,6 +28,7 @@ def test_uniform_layer_map_follows_tinybert():
         uniform_layer_map(2, 4)
 
 
+@pytest.mark.backend_independent
 def test_explicit_layer_maps_are_checked():
     assert resolve_layer_map([1, 2, 4, 5], 6, 4) == (1, 2, 4, 5)
     with pytest.raises(DistillationError, match="has 3 entries"):
@@ -37,6 +39,7 @@ def test_explicit_layer_maps_are_checked():
         check_layer_map([1, 1, 3, 5], 6, 4)
 
 
+@pytest.mark.backend_independent
 def test_init_layer_map_generalises_distilbert():
     assert init_layer_map(12, 6) == (0, 2, 4, 7, 9, 11)  # the reference choice
     assert init_layer_map(6, 3) == (0, 3, 5)

@@ -34,6 +34,7 @@ def _np(x):
     return np.asarray(ops.convert_to_numpy(x), dtype="float32")
 
 
+@pytest.mark.backend_independent
 def test_preset_list_is_the_issue_list():
     assert sorted(BertBackbone.presets) == sorted(REFERENCE_PARAMS)
 

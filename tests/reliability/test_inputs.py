@@ -229,6 +229,7 @@ def tokenizer(request):
     return SentencePieceTokenizer(SPIECE)
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "bad, pattern",
     [
@@ -299,6 +300,7 @@ def test_utf8_check_agrees_with_python():
     assert [bool(v) for v in verdict] == [python_valid(b) for b in samples]
 
 
+@pytest.mark.backend_independent
 def test_invalid_utf8_in_graphs_fails_at_run_time(tokenizer):
     texts = tf.constant([b"a b", b"ab", b"a\xffb"])
     dataset = tf.data.Dataset.from_tensor_slices(texts).batch(3).map(tokenizer)
@@ -310,6 +312,7 @@ def test_invalid_utf8_in_graphs_fails_at_run_time(tokenizer):
     assert graph(texts[:2]).shape[0] == 2
 
 
+@pytest.mark.backend_independent
 def test_valid_text_gives_the_same_ids(tokenizer):
     texts = ["a b", "ab", "", "café 東京 \ufffd\x00 ﬁ", "\U0010ffff"]
     checked = tokenizer(texts)
@@ -319,6 +322,7 @@ def test_valid_text_gives_the_same_ids(tokenizer):
     assert tokenizer.tokenize_ids(tf.constant([b"a\xffb"])).shape[0] == 1
 
 
+@pytest.mark.backend_independent
 def test_preprocessor_refuses_invalid_text_and_non_texts():
     pre = bertzoo.BertPreprocessor(bertzoo.BertTokenizer(VOCAB), sequence_length=8)
     with pytest.raises(TextEncodingError, match="Text 1 is not valid UTF-8"):
@@ -425,6 +429,7 @@ def test_sequence_length_accepts_integers(fast_init):
         )
 
 
+@pytest.mark.backend_independent
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="ServingModel needs TensorFlow")
 def test_serving_sequence_length_must_be_an_int():
     from bertzoo.serving import ServingModel
@@ -443,6 +448,7 @@ def embedder():
     return bertzoo.TextEmbedder(tiny_backbone(vocabulary_size=len(VOCAB)), pre)
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "texts, pattern",
     [

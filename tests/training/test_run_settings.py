@@ -13,6 +13,9 @@ from bertzoo.training.distill import DistillConfig
 from bertzoo.training.finetune import FinetuneConfig
 from bertzoo.training.pretrain import PretrainConfig
 
+# Run settings, flags and resume comparison: no model.
+pytestmark = pytest.mark.backend_independent
+
 CONFIGS = (PretrainConfig, FinetuneConfig, DistillConfig)
 
 
