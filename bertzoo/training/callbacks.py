@@ -1,5 +1,6 @@
 """Training callbacks shared by the recipes."""
 
+import logging
 import time
 
 import keras
@@ -63,3 +64,27 @@ class Throughput(keras.callbacks.Callback):
         else:
             self.steps = batch + 1 - self.first[1]
             self.seconds = now - self.first[0]
+
+
+class ProgressLog(keras.callbacks.Callback):
+    """One log line every `every` global steps (and at `total`): the step and
+    the running metrics, for logs that are not a terminal (CI, redirected
+    output), where Keras' progress bar would write a frame per update."""
+
+    def __init__(self, every, total, start_step=0, logger=None):
+        super().__init__()
+        self.every = max(1, int(every))
+        self.total = int(total)
+        self.start_step = start_step
+        self.logger = logger or logging.getLogger(__name__)
+
+    def start_at(self, step):
+        """The next `fit` continues the step count from global step `step`."""
+        self.start_step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.start_step + batch + 1
+        if step % self.every and step != self.total:
+            return
+        metrics = ", ".join(f"{k} {float(v):.4f}" for k, v in sorted((logs or {}).items()))
+        self.logger.info("step %d/%d: %s", step, self.total, metrics)

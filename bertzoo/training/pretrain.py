@@ -61,7 +61,7 @@ from bertzoo.io.rundir import RunDirectory
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.loading import resolve_preset
 from bertzoo.models.pretrainer import BertPretrainer
-from bertzoo.training.callbacks import TensorBoardLogger, Throughput
+from bertzoo.training.callbacks import ProgressLog, TensorBoardLogger, Throughput
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
 from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint
 from bertzoo.training.distribute import STRATEGIES, make_distribution
@@ -681,6 +681,7 @@ def _run(config, distribution, run):
     resumed_from = step
 
     tensorboard = TensorBoardLogger(output / LOG_DIR, config.log_every, enabled=chief)
+    progress = ProgressLog(config.log_every, sum(config.steps), logger=logger)
     throughput = []
     bounds = np.cumsum([0, *config.steps])
     started = time.perf_counter()
@@ -747,12 +748,15 @@ def _run(config, distribution, run):
                 len(train_examples),
                 config.batch_size,
             )
+        if config.verbose == 2:  # not a terminal: a line per logging interval, not per phase
+            progress.start_at(step)
+            callbacks.append(progress)
         model.fit(
             dataset,
             epochs=1,
             steps_per_epoch=remaining,
             callbacks=callbacks,
-            verbose=config.verbose,
+            verbose=1 if config.verbose == 1 else 0,
             shuffle=False,
         )  # the dataset shuffles itself
         step = int(bounds[phase + 1])
