@@ -42,9 +42,9 @@ def demo(preset, batch, seq, seed=0):
     """Builds `preset` (random weights) and runs one forward pass."""
     import numpy as np
 
-    import bertzoo
+    from bertzoo.models.backbone import BertBackbone
 
-    backbone = bertzoo.BertBackbone.from_preset(preset)
+    backbone = BertBackbone.from_preset(preset)
     rng = np.random.default_rng(seed)
     vocab = backbone.vocabulary_size
     ids = rng.integers(5, vocab, size=(batch, seq)).astype("int32")
