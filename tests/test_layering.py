@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS = {
     "bertzoo.errors": 0,
     "bertzoo.io": 0,
-    "bertzoo.io_utils": 0,
     "bertzoo.lazy": 0,
     "bertzoo.presets": 1,
     "bertzoo.input_checks": 1,

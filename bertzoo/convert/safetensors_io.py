@@ -28,7 +28,7 @@ import safetensors
 import safetensors.numpy
 
 from bertzoo.errors import PresetError
-from bertzoo.io_utils import atomic_path
+from bertzoo.io.publish import atomic_path
 
 _DTYPES = {
     "F64": np.float64,

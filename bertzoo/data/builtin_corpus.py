@@ -87,7 +87,7 @@ def python_docs_corpus(min_sentences=2):
 def write_corpus(documents, path):
     """Writes documents in the sentences layout that `read_corpus` reads:
     one sentence per line, a blank line between documents (atomically)."""
-    from bertzoo.io_utils import atomic_write_text
+    from bertzoo.io.publish import atomic_write_text
 
     text = "\n\n".join("\n".join(doc) for doc in documents) + "\n"
     atomic_write_text(path, text)

@@ -14,7 +14,7 @@ import json
 import random
 from pathlib import Path
 
-from bertzoo.io_utils import atomic_write_text
+from bertzoo.io.publish import atomic_write_text
 
 _SUBJECTS = (
     "the movie",

@@ -44,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertzoo.errors import BertzooError
-from bertzoo.io_utils import atomic_path, atomic_write_text
+from bertzoo.io.publish import atomic_path, atomic_write_text
 
 METADATA_FILE = "pretraining_metadata.json"
 FORMAT_VERSION = 1

@@ -46,7 +46,7 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bertzoo import io_utils
+from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers import basic, unicode
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError, register_tokenizer
 
@@ -253,5 +253,5 @@ class SentencePieceTokenizer(Tokenizer):
         return self._stops_at_nul
 
     def _write_vocabulary(self, path):
-        with io_utils.atomic_path(path) as tmp:
+        with atomic_path(path) as tmp:
             Path(tmp).write_bytes(self.proto)

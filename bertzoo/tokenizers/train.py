@@ -22,7 +22,7 @@ import sentencepiece as spm
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from bertzoo import io_utils
+from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers import basic
 from bertzoo.tokenizers.base import TokenizerError
 from bertzoo.tokenizers.sentencepiece import AlbertPreprocessor, model_pieces
@@ -316,6 +316,6 @@ def train_sentencepiece(
         raise TokenizerError(
             f"The trained model starts with {pieces[: len(expected)]}, not {expected}."
         )
-    with io_utils.atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         Path(tmp).write_bytes(proto)
     return path

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from bertzoo.io_utils import atomic_write_text
+from bertzoo.io.publish import atomic_write_text
 from bertzoo.tokenizers import basic
 
 TABLES_FILE = Path(__file__).with_name("unicode_tables.json")

@@ -19,7 +19,7 @@ from pathlib import Path
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bertzoo.io_utils import atomic_write_text
+from bertzoo.io.publish import atomic_write_text
 from bertzoo.tokenizers import basic, unicode
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError, register_tokenizer, row_ids
 

@@ -49,8 +49,8 @@ from bertzoo.distill.distillers import (
 from bertzoo.distill.evaluate import accuracy, hidden_cosine, measure_speedup
 from bertzoo.distill.init import init_embeddings_from_teacher, init_student_from_teacher
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map, suggested_layer_map
+from bertzoo.io.publish import atomic_directory, atomic_write_text
 from bertzoo.io.rundir import RunDirectory
-from bertzoo.io_utils import atomic_directory, atomic_write_text
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.loading import resolve_preset
 from bertzoo.models.pretrainer import BertPretrainer
