@@ -69,15 +69,26 @@ def read_task_section(preset):
     return task
 
 
-class _TaskModel(InputChecks, keras.Model):
-    """Shared plumbing: inputs (checked as the backbone checks them), loss
-    scaling, presets. Subclasses set `kind`/`kinds`, `head_layers()`,
-    `_hf_head(tensors)`, `task_config()`."""
+# Task kind -> the task model class that serves it (filled by TaskModel subclasses).
+TASK_MODELS = {}
+
+
+class TaskModel(InputChecks, keras.Model):
+    """The base of the task models: inputs (checked as the backbone checks
+    them), loss scaling, presets. Subclasses set `kinds` (the task kinds they
+    serve, by which `task_model_from_preset` finds them), `kind`,
+    `head_layers()`, `_hf_head(tensors)` and `task_config()`; a subclass
+    anywhere (e.g. in a task-kind module) registers itself."""
 
     def _checked_embeddings(self):
         return self.backbone.embeddings_layer
 
     kinds = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for kind in cls.__dict__.get("kinds", ()):
+            TASK_MODELS[kind] = cls
 
     def _backbone_inputs(self, backbone):
         return {
@@ -282,7 +293,7 @@ def _check_dropout(dropout):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class BertClassifier(_TaskModel):
+class BertClassifier(TaskModel):
     """Sequence classification (or regression) on the pooled output.
 
     Inputs: the backbone's dict (`token_ids`, `segment_ids`, `padding_mask`;
@@ -359,7 +370,7 @@ class BertClassifier(_TaskModel):
 
     @classmethod
     def from_preset(cls, preset, num_classes=None, load_weights=True, **kwargs):
-        """See `_TaskModel.from_preset`. `num_classes` defaults to the class
+        """See `TaskModel.from_preset`. `num_classes` defaults to the class
         count a bertzoo task preset or an HF classifier head records; a
         different count keeps the backbone and starts a new head."""
         if num_classes is not None:
@@ -428,7 +439,7 @@ def _hf_num_classes(preset):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class BertTokenClassifier(_TaskModel):
+class BertTokenClassifier(TaskModel):
     """One label per token (NER, POS tagging): `Dropout` + `Dense` on every
     position of the sequence output.
 
@@ -483,7 +494,7 @@ class BertTokenClassifier(_TaskModel):
 
     @classmethod
     def from_preset(cls, preset, num_labels=None, load_weights=True, **kwargs):
-        """See `_TaskModel.from_preset`; `num_labels` defaults to the tag
+        """See `TaskModel.from_preset`; `num_labels` defaults to the tag
         count the directory records."""
         task = read_task_section(preset)
         if num_labels is not None:
@@ -521,7 +532,7 @@ class BertTokenClassifier(_TaskModel):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class BertSpanQA(_TaskModel):
+class BertSpanQA(TaskModel):
     """Extractive question answering: a `Dense(2)` on the sequence output
     gives start and end logits per token.
 
@@ -564,7 +575,7 @@ class BertSpanQA(_TaskModel):
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
-        """See `_TaskModel.from_preset`."""
+        """See `TaskModel.from_preset`."""
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
     def head_layers(self):
@@ -607,14 +618,6 @@ class BertSpanQA(_TaskModel):
 
 # The model class of each task kind a task preset can record. The kinds a run
 # accepts are the registered `bertzoo.tasks` kinds; each names its model class.
-TASK_MODELS = {
-    "classification": BertClassifier,
-    "regression": BertClassifier,
-    "tagging": BertTokenClassifier,
-    "qa": BertSpanQA,
-}
-
-
 def task_model_from_preset(preset, **kwargs):
     """The task model a bertzoo task preset directory records (its `task`
     section's kind), with its head loaded."""
