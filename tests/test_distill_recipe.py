@@ -352,14 +352,14 @@ def test_recipe_flags_parse_and_bad_values_are_argparse_errors(capsys):
 
 def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_fit(caplog):
     from bertzoo.distill import embedding_projection
-    from bertzoo.training.distill import _init_student
+    from bertzoo.training.students import init_student
     from tests.conftest import tiny_backbone
 
     teacher = tiny_backbone()  # 10 wide, 32 positions
     narrow = tiny_backbone(num_layers=1, hidden_dim=6)
     config = DistillConfig()
     assert (
-        _init_student(config, teacher, narrow, has_weights=False)
+        init_student(config, teacher, narrow, has_weights=False)
         == "teacher embeddings, projected 10 -> 6 (PCA)"
     )
     np.testing.assert_allclose(
@@ -367,12 +367,10 @@ def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_f
         np.asarray(teacher.token_embedding.embeddings) @ embedding_projection(teacher, 6),
         atol=1e-6,
     )
-    assert _init_student(DistillConfig(init_from_teacher=False), teacher, narrow, False) == "random"
+    assert init_student(DistillConfig(init_from_teacher=False), teacher, narrow, False) == "random"
+    assert init_student(config, teacher, narrow, has_weights=True) == "the student preset's weights"
     assert (
-        _init_student(config, teacher, narrow, has_weights=True) == "the student preset's weights"
-    )
-    assert (
-        _init_student(
+        init_student(
             DistillConfig(method="distilbert"), teacher, tiny_backbone(num_layers=2), False
         )
         == "teacher embeddings and layers (DistilBERT)"
@@ -380,8 +378,7 @@ def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_f
     wide = tiny_backbone(num_layers=1, hidden_dim=12)
     before = np.asarray(wide.token_embedding.embeddings).copy()
     assert (
-        _init_student(config, teacher, wide, False)
-        == "random (the teacher's embeddings do not fit)"
+        init_student(config, teacher, wide, False) == "random (the teacher's embeddings do not fit)"
     )
     assert "wider than the teacher's 10" in caplog.text
     np.testing.assert_array_equal(np.asarray(wide.token_embedding.embeddings), before)

@@ -47,14 +47,13 @@ from bertzoo.distill.distillers import (
     prediction_distiller,
 )
 from bertzoo.distill.evaluate import accuracy, hidden_cosine, measure_speedup
-from bertzoo.distill.init import init_embeddings_from_teacher, init_student_from_teacher
+from bertzoo.distill.init import init_student_from_teacher
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map, suggested_layer_map
 from bertzoo.io.publish import atomic_directory, atomic_write_text
 from bertzoo.io.rundir import RunDirectory
 from bertzoo.models.backbone import BertBackbone
-from bertzoo.models.loading import resolve_preset
 from bertzoo.models.pretrainer import BertPretrainer
-from bertzoo.models.tasks import BertClassifier, read_task_section
+from bertzoo.models.tasks import BertClassifier
 from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tasks.sentences import text_features
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
@@ -62,9 +61,7 @@ from bertzoo.training.callbacks import TensorBoardLogger
 from bertzoo.training.distribute import STRATEGIES, make_distribution
 from bertzoo.training.finetune import (
     FinetuneConfig,
-    default_init,
     load_split,
-    run_finetuning,
 )
 from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
 from bertzoo.training.optimizers import make_optimizer
@@ -84,6 +81,15 @@ from bertzoo.training.runs import (
 from bertzoo.training.runs import (
     PRECISIONS as RUN_PRECISIONS,
 )
+from bertzoo.training.students import (
+    COPY_LAYERS,
+    build_student,
+    check,
+    init_student,
+    needs_own_teacher,
+    resolve_teacher,
+    run_dtype,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +98,6 @@ METHODS = ("distilbert", "tinybert-general", "tinybert-task")
 PRECISIONS = tuple(p for p in RUN_PRECISIONS if p != "mixed_float16")
 REPORT_FILE = "report.json"
 STUDENT_DIR = "student"
-DEFAULT_TASK_TEACHER = Path("runs/finetune/best")
 # Per method: steps (per stage), learning rate, temperature, sequence length.
 METHOD_DEFAULTS = {
     "distilbert": {"steps": 300, "learning_rate": 5e-4, "temperature": 2.0, "sequence_length": 128},
@@ -229,29 +234,24 @@ class DistillConfig(RunConfig):
     verbose: int = verbose_setting(2)
 
 
-def _check(condition, message):
-    if not condition:
-        raise DistillationError(message)
-
-
 def validate_config(config):
     """Checks every setting before any work; errors say what is valid."""
     check_finite_settings(config, DistillationError)
-    _check(
+    check(
         config.method in METHODS,
         f"method must be one of {', '.join(METHODS)}, got {config.method!r}.",
     )
-    _check(
+    check(
         (config.train is None) == (config.validation is None),
         "Pass both --train and --validation, or neither (the built-in sentiment set).",
     )
     for name in ("train", "validation"):
         path = getattr(config, name)
-        _check(path is None or Path(path).is_file(), f"--{name} file {path} does not exist.")
+        check(path is None or Path(path).is_file(), f"--{name} file {path} does not exist.")
     for path in config.corpus:
-        _check(Path(path).exists(), f"--corpus file {path} does not exist.")
+        check(Path(path).exists(), f"--corpus file {path} does not exist.")
     if config.method != "tinybert-task":
-        _check(
+        check(
             config.train is None,
             "--train/--validation are for --method tinybert-task; "
             "distilbert and tinybert-general read --corpus text files.",
@@ -267,7 +267,7 @@ def validate_config(config):
         "benchmark_sequence_length",
     ):
         value = getattr(config, name)
-        _check(value is None or value > 0, f"{name} must be positive, got {value}.")
+        check(value is None or value > 0, f"{name} must be positive, got {value}.")
     for name in (
         "kl_weight",
         "mlm_weight",
@@ -277,28 +277,28 @@ def validate_config(config):
         "embedding_weight",
         "augment",
     ):
-        _check(getattr(config, name) >= 0, f"{name} must be >= 0, got {getattr(config, name)}.")
+        check(getattr(config, name) >= 0, f"{name} must be >= 0, got {getattr(config, name)}.")
     if config.sequence_length is not None and config.method in METHODS:
         # tinybert-task: [CLS] text [SEP]; corpus methods: create_examples' minimum.
         needed = 3 if config.method == "tinybert-task" else min_seq_len("none")
-        _check(
+        check(
             config.sequence_length >= needed,
             f"--sequence-length {config.sequence_length} is too short: --method {config.method} needs at "
             f"least {needed} tokens ([CLS] text [SEP]{', with room to mask' if needed > 3 else ''}).",
         )
-    _check(
+    check(
         0 <= config.warmup_proportion < 1,
         f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.",
     )
-    _check(
+    check(
         0 <= config.eval_fraction < 1,
         f"eval_fraction must be in [0, 1), got {config.eval_fraction}.",
     )
-    _check(
+    check(
         config.precision in PRECISIONS,
         f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.",
     )
-    _check(
+    check(
         config.strategy in STRATEGIES,
         f"strategy must be one of {', '.join(STRATEGIES)}, got {config.strategy!r}.",
     )
@@ -315,167 +315,6 @@ def resolve_defaults(config):
     return config
 
 
-# === Teacher and student ===
-
-
-def _dtype(config):
-    """Model keyword for the run's precision (float32 is the default)."""
-    return {"dtype": config.precision} if config.precision != "float32" else {}
-
-
-def _needs_own_teacher(config):
-    """Whether `resolve_teacher` fine-tunes a teacher into output/teacher."""
-    return (
-        config.teacher is None
-        and config.method == "tinybert-task"
-        and config.train is None
-        and read_task_section(DEFAULT_TASK_TEACHER).get("kind") != "classification"
-    )
-
-
-def resolve_teacher(config):
-    """The teacher directory/preset. tinybert-task: `--teacher`, else the
-    fine-tune recipe's classifier (runs/finetune/best), else a classifier
-    fine-tuned here on the built-in sentiment set (printed). Other methods:
-    `--teacher`, else the MiniLM checkpoint (or the pre-training recipe's
-    output)."""
-    if config.teacher is not None:
-        return str(config.teacher)
-    if config.method != "tinybert-task":
-        return default_init()
-    if (
-        read_task_section(DEFAULT_TASK_TEACHER).get("kind") == "classification"
-        and config.train is None
-    ):
-        logger.info("Teacher: the fine-tune recipe's classifier %s.", DEFAULT_TASK_TEACHER)
-        return str(DEFAULT_TASK_TEACHER)
-    _check(
-        config.train is None,
-        "--method tinybert-task with your own --train files needs --teacher: a "
-        "classifier fine-tuned on that task (recipes/finetune.py --output DIR; pass DIR/best).",
-    )
-    out = Path(config.output) / "teacher"
-    logger.warning(
-        "No fine-tuned teacher found at %s; fine-tuning one on the built-in sentiment "
-        "set into %s first.",
-        DEFAULT_TASK_TEACHER,
-        out,
-    )
-    run_finetuning(
-        FinetuneConfig(
-            task="classification", output=str(out), seed=config.seed, verbose=config.verbose
-        )
-    )
-    return str(out / "best")
-
-
-def default_student_config(teacher):
-    """A TinyBERT-4-style student for any teacher: 4 layers (fewer when the
-    teacher has fewer), the teacher's heads, width 5/16 of the teacher's
-    rounded down to a multiple of the heads, feed-forward 4x the width."""
-    heads = teacher.num_heads
-    width = max(heads, int(teacher.hidden_dim * 5 / 16) // heads * heads)
-    return {
-        "vocabulary_size": teacher.vocabulary_size,
-        "num_layers": min(4, teacher.num_layers),
-        "num_heads": heads,
-        "hidden_dim": width,
-        "intermediate_dim": 4 * width,
-        "num_segments": teacher.num_segments,
-        "use_pooler": teacher.use_pooler,
-        "activation": teacher.activation,
-        "max_sequence_length": teacher.max_sequence_length,
-        "layer_norm_epsilon": teacher.layer_norm_epsilon,
-    }
-
-
-def build_student(config, teacher):
-    """The student backbone and whether it came with weights. `--student`
-    is a preset name or a JSON file (architectures: they take the teacher's
-    vocabulary size), or a preset directory with weights (its vocabulary must
-    be the teacher's)."""
-    dtype = _dtype(config)
-    spec = config.student
-    if spec is None:
-        if config.method == "distilbert":
-            arch = {
-                **teacher.get_config(),
-                "num_layers": max(1, teacher.num_layers // 2),
-                "num_groups": None,
-            }
-            arch = {k: arch[k] for k in BertBackbone.architecture_keys() if k in arch}
-        else:
-            arch = default_student_config(teacher)
-        return BertBackbone(**arch, **dtype), False
-    path = Path(spec)
-    if path.suffix == ".json" and path.is_file():
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise DistillationError(f"{path}: not valid JSON: {e}") from e
-        arch = document.get("backbone", document) if isinstance(document, dict) else None
-        _check(isinstance(arch, dict), f"{path}: expected a JSON object of backbone settings.")
-        arch = {**arch, "vocabulary_size": teacher.vocabulary_size}
-        try:
-            return BertBackbone(**arch, **dtype), False
-        except (TypeError, ValueError) as e:
-            raise DistillationError(f"{path}: invalid student config: {e}") from e
-    data, directory, _ = resolve_preset(spec)
-    if directory is None:  # a built-in architecture preset
-        arch = {**data["backbone"], "vocabulary_size": teacher.vocabulary_size}
-        if data["backbone"]["vocabulary_size"] != teacher.vocabulary_size:
-            logger.info(
-                "Student %s: vocabulary size set to the teacher's %d.",
-                spec,
-                teacher.vocabulary_size,
-            )
-        return BertBackbone(**arch, **dtype), False
-    student = BertBackbone.from_preset(spec, **dtype)
-    if student.vocabulary_size != teacher.vocabulary_size:
-        raise DistillationError(
-            f"The student {spec} has a {student.vocabulary_size}-token vocabulary and the teacher "
-            f"{teacher.vocabulary_size}: distillation needs one vocabulary. Use an architecture "
-            "preset or JSON config (it takes the teacher's vocabulary), or a student made with "
-            "the teacher's tokenizer."
-        )
-    return student, True
-
-
-_COPY_LAYERS = "teacher embeddings and layers (DistilBERT)"
-
-
-def _init_student(config, teacher, student, has_weights):
-    """Starts a student without weights from the teacher (unless
-    `--no-init-from-teacher`) and says how, for the report. distilbert with a
-    student of the teacher's width: embeddings and every other layer (copied
-    in `_run_corpus`, with the MLM head). Otherwise: the embeddings projected
-    onto the teacher's principal directions (`init_embeddings_from_teacher`):
-    without them, tokens absent from the distillation data keep random
-    embeddings, and a task student fails on words first met at test time.
-    Where the teacher's embeddings do not fit (a wider student, more
-    positions), the student starts at random and a notice says why."""
-    if has_weights:
-        return "the student preset's weights"
-    if not config.init_from_teacher:
-        return "random"
-    if config.method == "distilbert" and student.hidden_dim == teacher.hidden_dim:
-        return _COPY_LAYERS
-    try:
-        basis = init_embeddings_from_teacher(student, teacher)
-    except (
-        DistillationError
-    ) as e:  # e.g. a student wider than an ALBERT teacher's 128-wide embeddings
-        logger.warning("The student starts from random embeddings. %s", e)
-        return "random (the teacher's embeddings do not fit)"
-    how = (
-        "copied"
-        if basis.shape[0] == basis.shape[1]
-        else f"projected {basis.shape[0]} -> {basis.shape[1]} (PCA)"
-    )
-    logger.info("Student embeddings initialised from the teacher's, %s.", how)
-    return f"teacher embeddings, {how}"
-
-
 # === Data ===
 
 
@@ -486,14 +325,14 @@ def _corpus_documents(config, tokenizer):
         files = [str(write_builtin_corpus(Path(config.output) / DATA_DIR / CORPUS_FILE))]
     documents = tokenize_documents(read_corpus(files), tokenizer)
     train, held = split_documents(documents, config.eval_fraction, config.seed)
-    _check(
+    check(
         held, "The corpus needs at least 2 documents (separated by blank lines) to hold some out."
     )
     return train, held
 
 
 def _corpus_examples(config, tokenizer, teacher):
-    _check(
+    check(
         config.sequence_length <= teacher.max_sequence_length,
         f"sequence_length={config.sequence_length} is longer than the teacher's "
         f"{teacher.max_sequence_length} positions.",
@@ -570,7 +409,7 @@ def run_distillation(config):
 def _written(config):
     """The paths (under the output) the run writes, claimed before any is."""
     names = [LOGS, STUDENT_DIR, REPORT_FILE]
-    if _needs_own_teacher(config):
+    if needs_own_teacher(config):
         names.append("teacher")
     if config.method == "tinybert-task" and config.train is None:
         names += [f"data/{name}" for name in task_kinds.get("classification").builtin_files]
@@ -590,17 +429,17 @@ def _open_output(config, rundir):
 def _run(config, distribution, rundir):
     output = Path(config.output)
     keras.utils.set_random_seed(config.seed)
-    if _needs_own_teacher(config):
+    if needs_own_teacher(config):
         _open_output(config, rundir)  # before the teacher is fine-tuned into output/teacher
     teacher_path = resolve_teacher(config)
     tokenizer = tokenizer_from_preset(teacher_path)
     task = config.method == "tinybert-task"
-    dtype = _dtype(config)
+    dtype = run_dtype(config)
     started = time.perf_counter()
     with distribution.scope():
         if task:
             teacher = BertClassifier.from_preset(teacher_path, **dtype)
-            _check(
+            check(
                 teacher.head_loaded and teacher.num_classes >= 2,
                 f"--method tinybert-task needs a classifier teacher (a fine-tune recipe output with a "
                 f"classification head); {teacher_path} has none.",
@@ -632,7 +471,7 @@ def _run(config, distribution, rundir):
             s_backbone.hidden_dim,
             s_backbone.num_heads,
         )
-        student_init = _init_student(config, t_backbone, s_backbone, has_weights)
+        student_init = init_student(config, t_backbone, s_backbone, has_weights)
 
     _open_output(config, rundir)
     tensorboard = TensorBoardLogger(output / LOG_DIR, every=10)
@@ -647,7 +486,7 @@ def _run(config, distribution, rundir):
             config,
             teacher,
             s_backbone,
-            student_init == _COPY_LAYERS,
+            student_init == COPY_LAYERS,
             layer_map,
             tokenizer,
             distribution,
@@ -714,7 +553,7 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
     train, label_set = load_split(
         ft, train_path, tokenizer, config.sequence_length, segments, label_set
     )
-    _check(
+    check(
         len(label_set) == teacher.num_classes,
         f"{train_path} has {len(label_set)} labels; the teacher classifies into {teacher.num_classes}.",
     )
@@ -722,7 +561,7 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
         ft, validation_path, tokenizer, config.sequence_length, segments, label_set
     )
     texts = [e.texts[0] for e in train.examples]
-    _check(
+    check(
         all(len(e.texts) == 1 for e in train.examples),
         "tinybert-task augmentation handles single texts, not pairs.",
     )
