@@ -445,7 +445,7 @@ class BertTokenClassifier(TaskModel):
 
     Output: float32 logits `(batch, sequence, num_labels)`. Labels for
     `fit` are int ids `(batch, sequence)`, with -100 (`IGNORE_LABEL`) where
-    a position is not scored: `bertzoo.data.tagging.encode_tagged` labels
+    a position is not scored: `bertzoo.data.tagging.tagging_features` labels
     each word at its first sub-token and ignores the rest. The loss is the
     mean cross-entropy over scored positions; the metric `token_accuracy`
     counts scored positions only.
