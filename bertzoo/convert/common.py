@@ -1,13 +1,12 @@
 """Checked assignment of named checkpoint tensors to Keras variables, shared
 by every checkpoint format bertzoo reads."""
 
-import json
 import logging
-from pathlib import Path
 
 import numpy as np
 
 from bertzoo.errors import PresetError
+from bertzoo.io import jsonfile as io_json
 from bertzoo.layers.common import group_of_layer
 
 logger = logging.getLogger(__name__)
@@ -43,14 +42,9 @@ def check_group_map(num_layers, num_groups, reference, source, implementation):
 
 
 def read_json_object(path):
-    """A JSON file that must hold an object (a checkpoint's config files)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"Cannot read {path}: {e}") from e
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}.")
-    return data
+    """A JSON file that must hold an object (a checkpoint's config files);
+    anything else is a `CheckpointError`."""
+    return io_json.read_json_object(path, CheckpointError)
 
 
 def _require_float(name, value, source, target="it"):

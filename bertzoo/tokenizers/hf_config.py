@@ -3,9 +3,9 @@ ways: a checkpoint directory's settings as a preset's `tokenizer` section,
 and a bertzoo tokenizer's settings as `tokenizer_config.json`."""
 
 import inspect
-import json
 from pathlib import Path
 
+from bertzoo.io.jsonfile import read_json_object
 from bertzoo.tokenizers.base import SPECIAL_ROLES, TokenizerError, tokenizer_class, tokenizer_kinds
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -28,16 +28,6 @@ def special_token_defaults(kind):
     return {role: params[f"{role}_token"].default for role in SPECIAL_ROLES}
 
 
-def _read_object(path):
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TokenizerError(f"Cannot read {path}: {e}") from e
-    if not isinstance(data, dict):
-        raise TokenizerError(f"{path}: expected a JSON object, got {type(data).__name__}.")
-    return data
-
-
 def hf_tokenizer_section(directory, default_kind):
     """The preset `tokenizer` section of a Hugging Face checkpoint directory,
     from its `tokenizer_config.json` if present.
@@ -50,7 +40,7 @@ def hf_tokenizer_section(directory, default_kind):
     Korean ALBERT checkpoints that ship a `vocab.txt` and `BertTokenizer`).
     """
     tok_path = Path(directory) / TOKENIZER_CONFIG_FILE
-    tok = _read_object(tok_path) if tok_path.is_file() else {}
+    tok = read_json_object(tok_path, TokenizerError) if tok_path.is_file() else {}
     lowercase = bool(tok.get("do_lower_case", True))
     kind = HF_TOKENIZER_KINDS.get(
         str(tok.get("tokenizer_class") or "").removesuffix("Fast"), default_kind
@@ -108,7 +98,7 @@ def hf_preset_tokenizer(directory):
     """`(tokenizer section, vocabulary_size)` of a Hugging Face checkpoint
     directory, from its `config.json` and `tokenizer_config.json`."""
     config_path = Path(directory) / "config.json"
-    config = _read_object(config_path)
+    config = read_json_object(config_path, TokenizerError)
     model_type = config.get("model_type")
     if model_type not in MODEL_TYPE_KINDS:
         raise TokenizerError(
