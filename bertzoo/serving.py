@@ -129,6 +129,30 @@ class ServingModel(keras.Model):
         keys = ["token_ids", "padding_mask"] + (["segment_ids"] if self.segment_ids else [])
         return {k: packed[k] for k in keys}
 
+    def run(self, packed):
+        """The task model on packed features (TensorFlow ops): the batch is
+        cut to its longest sequence's bucket (`bertzoo.batching`), and
+        per-token outputs are padded back to the packed length, so the
+        caller's position-aligned features still line up."""
+        import tensorflow as tf
+
+        from bertzoo.batching import trim_to_bucket
+
+        inputs = trim_to_bucket(self.model_inputs(packed), self.sequence_length)
+        outputs = self.task_model(inputs, training=False)
+        if not self.task_model.per_token_outputs:
+            return outputs
+        full = tf.shape(packed["token_ids"])[1]
+
+        def pad(t):
+            fill = t.dtype.min / 2 if t.dtype.is_floating else 0
+            widths = [[0, 0], [0, full - tf.shape(t)[1]]] + [[0, 0]] * (t.shape.rank - 2)
+            out = tf.pad(t, widths, constant_values=tf.cast(fill, t.dtype))
+            out.set_shape([t.shape[0], packed["token_ids"].shape[1]] + t.shape[2:])
+            return out
+
+        return keras.tree.map_structure(pad, outputs)
+
     def call(self, inputs):
         import tensorflow as tf
 
@@ -167,17 +191,50 @@ class ServingModel(keras.Model):
         config["tokenizer"] = _tokenizer_from_config(config["tokenizer"])
         return cls(**config)
 
+    def _serve_function(self):
+        """The `tf.function` over named string batches (traced once, cached)."""
+        function = self.__dict__.get("_serve")
+        if function is None:
+            import tensorflow as tf
+
+            specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in self.input_names}
+            function = tf.function(lambda inputs: self(inputs), input_signature=[specs])
+            self.__dict__["_serve"] = function
+        return function
+
     def signature(self):
         """A `tf.function` over named string batches, for SavedModel export."""
+        function = self._serve_function()
+        return lambda: function.get_concrete_function()
+
+    def answer(self, **texts):
+        """Strings in (the inputs `input_names` lists, each a string or a
+        list of strings), numpy answers out, through the same compiled
+        graph the export saves: no per-call Keras set-up. Strings come back
+        as bytes."""
+        import numpy as np
         import tensorflow as tf
 
-        specs = {k: tf.TensorSpec([None], tf.string, name=k) for k in self.input_names}
+        from bertzoo.tokenizers.base import check_utf8, to_string_tensor
 
-        @tf.function(input_signature=[specs])
-        def serve(inputs):
-            return self(inputs)
-
-        return lambda: serve.get_concrete_function()
+        unknown = sorted(set(texts) - set(self.input_names))
+        missing = [k for k in self.input_names if k not in texts]
+        if unknown or missing:
+            raise TypeError(
+                f"answer() takes the inputs {', '.join(self.input_names)}; "
+                + (
+                    f"got unknown {', '.join(unknown)}"
+                    if unknown
+                    else f"missing {', '.join(missing)}"
+                )
+                + "."
+            )
+        inputs = {
+            k: tf.reshape(check_utf8(to_string_tensor(texts[k]), f" of {k}"), [-1])
+            for k in self.input_names
+        }
+        outputs = self._serve_function()(inputs)
+        return {k: np.asarray(v) for k, v in outputs.items()}
 
 
 def serving_model_from_preset(preset_dir, sequence_length=None, **settings):

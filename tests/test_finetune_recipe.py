@@ -271,7 +271,9 @@ def test_bfloat16_run_trains_and_saves_a_float32_loadable_preset(tmp_path, tiny_
             tmp_path / "run",
             "classification",
             precision="mixed_bfloat16",
-            epochs=3,
+            # 3 epochs left 1 seed in 4 or 5 at chance, with fixed padding
+            # and with buckets alike; 5 is what the other runs here get.
+            epochs=5,
         )
     )
     assert result["validation"]["accuracy"] >= 0.9, result["history"]

@@ -17,6 +17,7 @@ FLOORS = {
     "bertzoo.lazy": 0,
     "bertzoo.presets": 1,
     "bertzoo.input_checks": 1,
+    "bertzoo.batching": 1,
     "bertzoo.layers": 1,
     "bertzoo.tokenizers": 1,
     "bertzoo.convert": 1,

@@ -4,6 +4,7 @@ import sys
 from collections.abc import Mapping
 
 import keras
+import numpy as np
 
 from bertzoo import presets as preset_lib
 from bertzoo.input_checks import check_id_range, check_model_inputs
@@ -140,9 +141,29 @@ class InputChecks:
         check_model_inputs(inputs, self.input, self.name)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
-    def predict(self, x, *args, **kwargs):
+    # Models whose outputs have a known layout set this: False when no output
+    # has a position axis (classifiers), True when every output has one
+    # (taggers, QA). `predict` on a dict of arrays then runs length-sorted,
+    # trimmed batches through a function compiled once (bertzoo.batching);
+    # None keeps Keras' predict loop.
+    per_token_outputs = None
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         check_predict_inputs(self, x)
-        return super().predict(x, *args, **kwargs)
+        if self.per_token_outputs is not None and steps is None and callbacks is None:
+            from bertzoo import batching
+
+            if batching.is_array_batch(x):
+                return batching.predict_by_length(
+                    batching.compiled_forward(self),
+                    x,
+                    batch_size or 32,
+                    np.shape(x["padding_mask"])[1],
+                    per_token=self.per_token_outputs,
+                )
+        return super().predict(
+            x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
+        )
 
 
 class _BertFeatureModel(InputChecks, keras.Model):

@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertzoo import batching
 from bertzoo import presets as preset_lib
 from bertzoo.errors import InputTypeError
 from bertzoo.input_checks import check_model_inputs
@@ -89,7 +90,7 @@ def _is_empty_text(x):
     return False
 
 
-# === Input checks (issue 14) ===
+# === Input checks ===
 
 _TEXTS = (
     "a string, a list of strings, or a tuple (texts_a, texts_b) of two equally long lists for pairs"
@@ -180,13 +181,17 @@ class TextEmbedder(keras.Model):
         sequence_length=None,
         vocabulary=None,
         load_weights=True,
+        dtype=None,
         **kwargs,
     ):
         """Backbone and preprocessor from a preset directory (bertzoo or
         Hugging Face format). Pooling, normalisation and sequence length
         default to what a sentence-transformers directory records, else mean
-        pooling, normalised, and the backbone's maximum length."""
-        backbone = BertBackbone.from_preset(preset, load_weights=load_weights)
+        pooling, normalised, and the backbone's maximum length. `dtype`
+        (e.g. "mixed_bfloat16") is the backbone's dtype policy; the pooled
+        embeddings stay float32."""
+        overrides = {} if dtype is None else {"dtype": dtype}
+        backbone = BertBackbone.from_preset(preset, load_weights=load_weights, **overrides)
         settings = {}
         if preset_lib.builtin_name(preset) is None:
             settings = sentence_transformers_settings(preset)
@@ -205,28 +210,36 @@ class TextEmbedder(keras.Model):
             **kwargs,
         )
 
-    def _text_dataset(self, x, batch_size):
+    def _text_features(self, x):
+        """Texts (a batch, or a tuple of two for pairs) -> packed numpy
+        features, tokenized by one cached `tf.function` per segment count."""
         if self.preprocessor is None:
             raise ValueError(
                 "This TextEmbedder has no preprocessor, so it takes token ids "
                 "(a dict like the backbone's inputs), not strings."
             )
-        if isinstance(x, tuple):
-            slices = tuple(
-                check_utf8(to_string_tensor(s), of)
-                for s, of in zip(x, (" of texts_a", " of texts_b"))
+        segments = x if isinstance(x, tuple) else (x,)
+        # Eagerly, so invalid UTF-8 is a TextEncodingError naming the text.
+        names = (" of texts_a", " of texts_b") if isinstance(x, tuple) else ("",)
+        segments = tuple(
+            tf.reshape(check_utf8(to_string_tensor(s), of), [-1]) for s, of in zip(segments, names)
+        )
+        sizes = [int(s.shape[0]) for s in segments]
+        if len(set(sizes)) > 1:
+            raise ValueError(
+                "Pairs are a tuple (texts_a, texts_b) of two equally long batches of "
+                f"strings; got batches of {' and '.join(map(str, sizes))} texts."
             )
-            sizes = [s.shape[0] if s.shape.rank else None for s in slices]
-            if len(slices) > 2 or None in sizes or len(set(sizes)) > 1:
-                raise ValueError(
-                    "Pairs are a tuple (texts_a, texts_b) of two equally long batches of "
-                    f"strings; got {len(slices)} segment(s) of shapes "
-                    f"{', '.join(str(s.shape) for s in slices)}."
-                )
-            ds = tf.data.Dataset.from_tensor_slices(slices).batch(batch_size)
-            return ds.map(lambda *segments: self.preprocessor(tuple(segments)))
-        ds = tf.data.Dataset.from_tensor_slices(check_utf8(to_string_tensor(x))).batch(batch_size)
-        return ds.map(self.preprocessor)
+        cache = self.__dict__.setdefault("_pack_functions", {})
+        if len(segments) not in cache:
+            spec = [tf.TensorSpec([None], tf.string)] * len(segments)
+            preprocessor = self.preprocessor
+            cache[len(segments)] = tf.function(
+                lambda *s: preprocessor.pack(s if len(s) > 1 else s[0]),
+                input_signature=spec,
+                autograph=False,
+            )
+        return {k: v.numpy() for k, v in cache[len(segments)](*segments).items()}
 
     def predict(self, x, batch_size=32, verbose="auto", **kwargs):
         """Strings (a list, a tuple of two lists for pairs, or a string
@@ -234,7 +247,12 @@ class TextEmbedder(keras.Model):
         single string (or a tuple of two) -> one embedding `(hidden_dim,)`,
         an empty list -> `(0, hidden_dim)`. Anything else (None, numbers, a
         list mixing strings and other things) is an `InputTypeError`; text
-        that is not valid UTF-8 a `TextEncodingError` naming the text."""
+        that is not valid UTF-8 a `TextEncodingError` naming the text.
+
+        Texts and dicts of token-id arrays run in length-sorted batches,
+        each padded only to its longest text's bucket, through a forward
+        pass compiled once (`bertzoo.batching`); the result is in the input
+        order. Datasets and generators go through Keras' `predict`."""
         if x is None:
             raise InputTypeError(
                 f"TextEmbedder takes {_TEXTS}; got None."
@@ -252,9 +270,21 @@ class TextEmbedder(keras.Model):
             if isinstance(x, tuple) and all(isinstance(s, str | bytes) for s in x):
                 # One pair (or a 1-tuple) of single strings.
                 return self.predict(tuple([s] for s in x), batch_size, verbose, **kwargs)[0]
-            return super().predict(self._text_dataset(x, batch_size), verbose=verbose, **kwargs)
+            if kwargs:
+                raise TypeError(f"predict() on texts takes no {', '.join(kwargs)} argument.")
+            return self._by_length(self._text_features(x), batch_size)
         check_predict_inputs(self.backbone, x)  # a dict of ids: keys, dtypes, ranges
+        if not kwargs and batching.is_array_batch(x):
+            return self._by_length(x, batch_size)
         return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
+
+    def _by_length(self, features, batch_size):
+        return batching.predict_by_length(
+            batching.compiled_forward(self),
+            features,
+            batch_size or 32,
+            np.shape(features["padding_mask"])[1],
+        )
 
     # Token-id inputs: the backbone's checks at this model's own entry
     # (its functional graph would otherwise reorder a dict with an extra

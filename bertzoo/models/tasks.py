@@ -320,6 +320,8 @@ class BertClassifier(TaskModel):
     >>> classifier.fit(dataset, epochs=3)  # doctest: +SKIP
     """
 
+    per_token_outputs = False
+
     kinds = ("classification", "regression")
     hf_architecture = "ForSequenceClassification"
 
@@ -457,6 +459,8 @@ class BertTokenClassifier(TaskModel):
         label_names: optional tag names, saved with the preset.
     """
 
+    per_token_outputs = True
+
     kinds = ("tagging",)
     hf_architecture = "ForTokenClassification"
     kind = "tagging"
@@ -549,6 +553,8 @@ class BertSpanQA(TaskModel):
     Args:
         backbone: a `bertzoo.BertBackbone`.
     """
+
+    per_token_outputs = True
 
     kinds = ("qa",)
     hf_architecture = "ForQuestionAnswering"

@@ -92,7 +92,7 @@ class QuestionAnswering(TaskKind):
             doc_stride=serving_model.doc_stride,
             max_query_length=serving_model.max_query_length,
         )
-        logits = serving_model.task_model(serving_model.model_inputs(features), training=False)
+        logits = serving_model.run(features)
         found = qa.serve_answers(
             features,
             logits["start_logits"],

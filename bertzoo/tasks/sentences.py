@@ -81,4 +81,4 @@ def serving_logits(serving_model, texts):
     )
     segments = tuple(texts[k] for k in serving_model.input_names)
     packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])
-    return serving_model.task_model(serving_model.model_inputs(packed), training=False)
+    return serving_model.run(packed)

@@ -66,7 +66,7 @@ class Tagging(TaskKind):
         padded with "", and `num_words` (B,)."""
         words = tf.strings.split(texts["text"])  # (B, (words))
         encoded = encode_words(serving_model.tokenizer, words, serving_model.sequence_length)
-        logits = serving_model.task_model(serving_model.model_inputs(encoded), training=False)
+        logits = serving_model.run(encoded)
         best = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, S)
         starts = encoded["word_starts"]  # (B, W), -1: not in the input
         label_names = serving_model.label_names

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 import keras
-import tensorflow as tf
 
+from bertzoo import batching
 from bertzoo import tasks as task_kinds
 from bertzoo.data.corpus import read_corpus, tokenize_documents
 from bertzoo.data.examples import create_examples, min_seq_len
@@ -71,6 +71,7 @@ from bertzoo.training.runs import (
     LOG_DIR,
     LOGS,
     RunConfig,
+    batching_setting,
     comma_ints,
     comma_strings,
     setting,
@@ -185,6 +186,7 @@ class DistillConfig(RunConfig):
     )
     warmup_proportion: float = setting(0.1, "share of steps with linear warmup", group="training")
     sequence_length: int | None = setting(None, "default 128 (tinybert-task: 32)", group="training")
+    batching: str = batching_setting()
     temperature: float | None = setting(
         None, "soft-target temperature (distilbert 2, tinybert 1)", group="training"
     )
@@ -591,12 +593,15 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
         len(pool) - len(texts),
         dropped,
     )
-    ds = (
-        tf.data.Dataset.from_tensor_slices(features)
-        .shuffle(len(pool), seed=config.seed)
-        .repeat()
-        .batch(config.batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
+    # Teacher and student see batches padded to their longest text's bucket.
+    ds = batching.training_dataset(
+        features,
+        None,
+        config.batch_size,
+        config.seed,
+        config.sequence_length,
+        mode=config.batching,
+        epochs=None,
     )
     with distribution.scope():
         student = BertClassifier(s_backbone, teacher.num_classes, label_names=teacher.label_names)
@@ -667,6 +672,9 @@ def _run_corpus(
         shuffle=False,
         drop_remainder=False,
     )
+    if config.batching != "fixed":  # each batch padded to its longest sequence's bucket
+        ds = batching.trim_dataset(ds, config.sequence_length)
+        held = batching.trim_dataset(held, config.sequence_length)
     with distribution.scope():
         if config.method == "distilbert":
             t_model = as_pretrainer(teacher, "teacher", need_head=config.kl_weight > 0)

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import keras
-import tensorflow as tf
 
+from bertzoo import batching
 from bertzoo import presets as preset_lib
 from bertzoo import tasks as task_kinds
 from bertzoo.data import builtin_tasks
@@ -46,6 +46,7 @@ from bertzoo.training.runs import (
     PRECISIONS,
     RUN_SETTINGS_FILE,
     RunConfig,
+    batching_setting,
     comma_strings,
     setting,
     verbose_setting,
@@ -160,6 +161,7 @@ class FinetuneConfig(RunConfig):
         None, "TPU name or grpc:// address (with --strategy tpu)", group="training"
     )
     jit_compile: bool = setting(True, "XLA-compile the train step", group="training")
+    batching: str = batching_setting()
     export: str | None = setting(
         None,
         "also write a serving model here (SavedModel + .keras, strings in): a new or empty "
@@ -305,14 +307,19 @@ def load_split(config, path, tokenizer, sequence_length, segment_ids, label_set=
     return kind.load(config, path, tokenizer, sequence_length, segment_ids, label_set)
 
 
-def _dataset(data, batch_size, seed, drop_remainder):
-    """One epoch's batches, shuffled with `seed` (the run's seed plus the
-    epoch): the same order whether or not the run was resumed."""
-    ds = tf.data.Dataset.from_tensor_slices((data.features, data.targets))
-    ds = ds.shuffle(
-        len(keras.tree.flatten(data.targets)[0]), seed=seed, reshuffle_each_iteration=False
+def _dataset(config, data, epoch):
+    """One epoch's batches (`bertzoo.batching.training_dataset`: padded to
+    their longest sequence's bucket, as `config.batching` says), drawn with
+    the run's seed plus the epoch: the same batches whether or not the run
+    was resumed."""
+    return batching.training_dataset(
+        data.features,
+        data.targets,
+        config.batch_size,
+        config.seed + epoch,
+        config.sequence_length,
+        mode=config.batching,
     )
-    return ds.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
 
 # === Evaluation ===
@@ -321,7 +328,7 @@ def _dataset(data, batch_size, seed, drop_remainder):
 def evaluate(config, model, data, batch_size):
     """Task metrics on one split (by name, floats), from the model's
     predictions and the task kind's postprocessing and metric function."""
-    predictions = model.predict(data.features, batch_size=batch_size, verbose=0)
+    predictions = model.predict(data.features, batch_size=batch_size, verbose=0)  # by length
     return task_kinds.get(config.task).evaluate(config, predictions, data)
 
 
@@ -478,7 +485,7 @@ def _run(config, init, distribution, rundir):
     for epoch in range(start, config.epochs):
         tensorboard.start_step = epoch * steps_per_epoch
         timings.append(Throughput(config.batch_size))
-        train_ds = _dataset(train, config.batch_size, config.seed + epoch, drop_remainder=True)
+        train_ds = _dataset(config, train, epoch)
         guard = NonFiniteGuard(  # a NaN loss stops the run before best/ or a checkpoint is written
             epoch * steps_per_epoch,
             stage=f"epoch {epoch + 1}",

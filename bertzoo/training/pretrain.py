@@ -42,6 +42,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertzoo import batching
 from bertzoo import presets as preset_lib
 from bertzoo.data import (
     MaskedLMMasker,
@@ -664,6 +665,8 @@ def _run(config, distribution, run):
         .take(config.eval_batches)
         .cache()
     )  # the same masks for every evaluation
+    # Each batch padded only to its longest sequence's bucket.
+    eval_set = batching.trim_dataset(eval_set, config.seq_len[-1])
 
     # --- resume ---
     step = 0

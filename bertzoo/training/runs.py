@@ -30,6 +30,7 @@ import sys
 import typing
 from pathlib import Path
 
+from bertzoo.batching import BATCHING_MODES
 from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
 from bertzoo.io.publish import atomic_write_text
 
@@ -80,6 +81,19 @@ def setting(
         "piped_default": piped_default,
     }
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def batching_setting():
+    """The `batching` setting of a run that trains on text batches
+    (`bertzoo.batching`)."""
+    return setting(
+        "buckets",
+        "how training batches are padded: buckets (group texts of similar length, pad each "
+        "batch to its longest text's bucket), padded (random batches, each padded to its "
+        "longest text's bucket) or fixed (every batch padded to --sequence-length)",
+        choices=BATCHING_MODES,
+        group="training",
+    )
 
 
 def verbose_setting(default):
