@@ -228,7 +228,8 @@ def compiled_forward(model):
     int32 inputs with any batch size and length, compiled once and cached on
     the model. TensorFlow: one `tf.function` trace for every shape (the
     oneDNN kernels, bf16 included); other backends: the model's cached
-    predict function (`predict_on_batch`), compiled per bucket shape."""
+    predict function (`predict_on_batch`), compiled per bucket length and
+    power-of-two row count."""
     cached = getattr(model, "_bertzoo_forward", None)
     if cached is not None:
         return cached
@@ -252,8 +253,18 @@ def compiled_forward(model):
     else:
 
         def forward(inputs):
+            # jit compiles per shape: rows are padded (with copies of the first
+            # row) to a power of two, so a few shapes per bucket length serve
+            # every batch size.
             names = list(model.input) if isinstance(model.input, dict) else list(inputs)
-            return model.predict_on_batch({k: np.asarray(inputs[k], np.int32) for k in names})
+            rows = len(inputs[names[0]])
+            padded = 1 << (rows - 1).bit_length()
+            arrays = {}
+            for k in names:
+                array = np.asarray(inputs[k], np.int32)
+                arrays[k] = np.concatenate([array, np.repeat(array[:1], padded - rows, axis=0)])
+            outputs = model.predict_on_batch(arrays)
+            return keras.tree.map_structure(lambda a: np.asarray(a)[:rows], outputs)
 
     model._bertzoo_forward = forward
     return forward

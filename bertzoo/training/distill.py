@@ -613,7 +613,10 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
             hidden_weight=config.hidden_weight,
             embedding_weight=config.embedding_weight,
         )
-        inter.compile(optimizer=_optimizer(config, config.steps))
+        inter.compile(
+            optimizer=_optimizer(config, config.steps),
+            jit_compile=distribution.resolve_jit_compile(None),
+        )
     stages["intermediate"] = _history(
         _fit(inter, ds, config.steps, config, tensorboard, "Stage 2a: intermediate layers")
     )
@@ -623,6 +626,7 @@ def _run_task(config, teacher, s_backbone, layer_map, tokenizer, distribution, t
         pred.compile(
             optimizer=_optimizer(config, config.prediction_steps),
             loss="sparse_categorical_crossentropy",
+            jit_compile=distribution.resolve_jit_compile(None),
         )
     # Stage 2b continues stage 2a's step count in the TensorBoard log.
     stages["prediction"] = _history(
@@ -701,14 +705,18 @@ def _run_corpus(
                 hidden_weight=config.hidden_weight,
                 embedding_weight=config.embedding_weight,
             )
-        distiller.compile(optimizer=_optimizer(config, config.steps))
+        distiller.compile(
+            optimizer=_optimizer(config, config.steps),
+            jit_compile=distribution.resolve_jit_compile(None),
+        )
     data = ds if config.method == "distilbert" else _inputs_only(ds)
     stages[config.method] = _history(
         _fit(distiller, data, config.steps, config, tensorboard, config.method)
     )
     if config.method == "distilbert":
-        t_model.compile(optimizer="adam")
-        s_model.compile(optimizer="adam")
+        jit = distribution.resolve_jit_compile(None)
+        t_model.compile(optimizer="adam", jit_compile=jit)
+        s_model.compile(optimizer="adam", jit_compile=jit)
         teacher_acc = float(
             t_model.evaluate(held, verbose=0, return_dict=True)["masked_lm_accuracy"]
         )

@@ -160,7 +160,13 @@ class FinetuneConfig(RunConfig):
     tpu: str | None = setting(
         None, "TPU name or grpc:// address (with --strategy tpu)", group="training"
     )
-    jit_compile: bool = setting(True, "XLA-compile the train step", group="training")
+    jit_compile: bool | None = setting(
+        None,
+        "XLA-compile the train step (default: on GPUs; not on CPUs, where TensorFlow's own "
+        "kernels run it faster, bf16 included, and one trace serves every batch length)",
+        group="training",
+        compared=False,
+    )
     batching: str = batching_setting()
     export: str | None = setting(
         None,
