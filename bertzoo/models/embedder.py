@@ -210,16 +210,16 @@ class TextEmbedder(keras.Model):
             **kwargs,
         )
 
-    def _text_features(self, x):
-        """Texts (a batch, or a tuple of two for pairs) -> packed numpy
-        features, tokenized by one cached `tf.function` per segment count."""
+    def _string_segments(self, x):
+        """Texts (a batch, or a tuple of two for pairs) -> 1-D string
+        tensors, checked eagerly (invalid UTF-8 is a TextEncodingError
+        naming the text)."""
         if self.preprocessor is None:
             raise ValueError(
                 "This TextEmbedder has no preprocessor, so it takes token ids "
                 "(a dict like the backbone's inputs), not strings."
             )
         segments = x if isinstance(x, tuple) else (x,)
-        # Eagerly, so invalid UTF-8 is a TextEncodingError naming the text.
         names = (" of texts_a", " of texts_b") if isinstance(x, tuple) else ("",)
         segments = tuple(
             tf.reshape(check_utf8(to_string_tensor(s), of), [-1]) for s, of in zip(segments, names)
@@ -230,16 +230,43 @@ class TextEmbedder(keras.Model):
                 "Pairs are a tuple (texts_a, texts_b) of two equally long batches of "
                 f"strings; got batches of {' and '.join(map(str, sizes))} texts."
             )
-        cache = self.__dict__.setdefault("_pack_functions", {})
-        if len(segments) not in cache:
-            spec = [tf.TensorSpec([None], tf.string)] * len(segments)
-            preprocessor = self.preprocessor
-            cache[len(segments)] = tf.function(
-                lambda *s: preprocessor.pack(s if len(s) > 1 else s[0]),
-                input_signature=spec,
+        return segments
+
+    def _text_function(self, what, segments):
+        """A `tf.function` over 1-D string batches, traced once per segment
+        count and cached: "pack" -> packed features; "embed" -> packing,
+        trimming to the batch's bucket and the forward pass in one graph
+        (one call for a small batch)."""
+        cache = self.__dict__.setdefault("_text_functions", {})
+        key = (what, segments)
+        if key not in cache:
+            preprocessor, length = self.preprocessor, self.preprocessor.sequence_length
+
+            def pack(*texts):
+                return preprocessor.pack(texts if len(texts) > 1 else texts[0])
+
+            def embed(*texts):
+                packed = pack(*texts)
+                inputs = batching.trim_to_bucket({k: packed[k] for k in self.input}, length)
+                forward = batching.forward_function(self)
+                if not batching.uses_xla(self):
+                    return forward(inputs)
+                inputs, rows = batching.pad_rows(inputs)
+                return forward(inputs)[:rows]
+
+            cache[key] = tf.function(
+                pack if what == "pack" else embed,
+                input_signature=[tf.TensorSpec([None], tf.string)] * segments,
                 autograph=False,
             )
-        return {k: v.numpy() for k, v in cache[len(segments)](*segments).items()}
+        return cache[key]
+
+    def _embed_texts(self, x, batch_size):
+        segments = self._string_segments(x)
+        if keras.backend.backend() == "tensorflow" and segments[0].shape[0] <= batch_size:
+            return self._text_function("embed", len(segments))(*segments).numpy()
+        packed = self._text_function("pack", len(segments))(*segments)
+        return self._by_length({k: v.numpy() for k, v in packed.items()}, batch_size)
 
     def predict(self, x, batch_size=32, verbose="auto", **kwargs):
         """Strings (a list, a tuple of two lists for pairs, or a string
@@ -272,7 +299,7 @@ class TextEmbedder(keras.Model):
                 return self.predict(tuple([s] for s in x), batch_size, verbose, **kwargs)[0]
             if kwargs:
                 raise TypeError(f"predict() on texts takes no {', '.join(kwargs)} argument.")
-            return self._by_length(self._text_features(x), batch_size)
+            return self._embed_texts(x, batch_size or 32)
         check_predict_inputs(self.backbone, x)  # a dict of ids: keys, dtypes, ranges
         if not kwargs and batching.is_array_batch(x):
             return self._by_length(x, batch_size)

@@ -1,0 +1,42 @@
+"""What every benchmark records: the machine and the software versions."""
+
+import os
+import platform
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def cpu_info():
+    """CPU model, core count and the instruction sets that decide the bf16
+    path (AVX512-BF16, AMX), from /proc/cpuinfo where there is one."""
+    flags, model = set(), platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return {
+        "model": model,
+        "cores": os.cpu_count(),
+        "avx2": "avx2" in flags,
+        "avx512f": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx_bf16": "amx_bf16" in flags,
+    }
+
+
+def versions(*modules):
+    """name -> __version__ of the importable ones."""
+    import importlib
+
+    found = {}
+    for name in modules:
+        try:
+            found[name] = importlib.import_module(name).__version__
+        except ImportError:
+            pass
+    return found
