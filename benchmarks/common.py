@@ -2,6 +2,7 @@
 
 import os
 import platform
+import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -40,3 +41,23 @@ def versions(*modules):
         except ImportError:
             pass
     return found
+
+
+def latency(call, calls):
+    """The first call of `call` (tracing, set-up) on its own, then the
+    median and 90th percentile of `calls` more, in milliseconds."""
+    import numpy as np
+
+    start = time.perf_counter()
+    call()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return {
+        "first_call_ms": round(first * 1000, 1),
+        "median_ms": round(float(np.median(times)) * 1000, 2),
+        "p90_ms": round(float(np.percentile(times, 90)) * 1000, 2),
+    }

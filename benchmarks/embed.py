@@ -28,26 +28,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import numpy as np  # noqa: E402
-from common import RESULTS, cpu_info, versions  # noqa: E402
+from common import RESULTS, cpu_info, latency, versions  # noqa: E402
 from texts import length_summary, short_texts  # noqa: E402
 
 SINGLE = "The new phone's battery barely lasts a day 😕"
-
-
-def single_latency(call, calls):
-    start = time.perf_counter()
-    call()
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return {
-        "first_call_ms": round(first * 1000, 1),
-        "median_ms": round(float(np.median(times)) * 1000, 2),
-        "p90_ms": round(float(np.percentile(times, 90)) * 1000, 2),
-    }
 
 
 def main():
@@ -92,7 +76,7 @@ def main():
 
     # Single sentence first: every model starts cold here.
     results["single"] = {
-        name: single_latency(lambda f=f: f(SINGLE), args.calls) for name, f in embed.items()
+        name: latency(lambda f=f: f(SINGLE), args.calls) for name, f in embed.items()
     }
     # Bulk: a first pass (it compiles the bulk path's shapes: reported on its
     # own), then interleaved rounds.

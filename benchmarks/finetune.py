@@ -5,10 +5,12 @@ package, a new 2-class head), the same short real texts and labels
 weight decay 0.01, 10% linear warm-up then linear decay, max length 128,
 `--epochs`, full batches only) and dynamic padding on both sides.
 
-- bertzoo: the fine-tune recipe's run (`run_finetuning`) on TSV files, with
-  its default `--batching buckets`, in float32 and in mixed_bfloat16, and
+- bertzoo: the fine-tune recipe's run (`run_finetuning`) on TSV files, in
+  float32 and mixed_bfloat16, each with `--batching padded` (the default:
+  the random batches of fixed padding, each padded to its bucket) and
+  `--batching buckets` (texts of similar length batched together), and
   with `--batching fixed` (every batch padded to 128) as the accuracy
-  reference for length-aware batching;
+  reference;
 - peer: `AutoModelForSequenceClassification` in a plain torch loop
   (`DataCollatorWithPadding`: each batch padded to its longest text).
 
@@ -180,15 +182,22 @@ def main():
     runs = results["runs"]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        runs["bertzoo float32"] = run_bertzoo(
-            model_dir, train, validation, args.epochs, workdir, "f32"
-        )
-        runs["hf-torch float32"] = run_torch(model_dir, train, validation, args.epochs)
-        runs["bertzoo mixed_bfloat16"] = run_bertzoo(
-            model_dir, train, validation, args.epochs, workdir, "bf16", precision="mixed_bfloat16"
-        )
+        for precision in ("float32", "mixed_bfloat16"):
+            for batching in ("padded", "buckets"):
+                runs[f"bertzoo {precision}, {batching}"] = run_bertzoo(
+                    model_dir,
+                    train,
+                    validation,
+                    args.epochs,
+                    workdir,
+                    f"{precision}_{batching}",
+                    precision=precision,
+                    batching=batching,
+                )
+            if precision == "float32":
+                runs["hf-torch float32"] = run_torch(model_dir, train, validation, args.epochs)
         if not args.skip_fixed:
-            runs["bertzoo float32, fixed padding"] = run_bertzoo(
+            runs["bertzoo float32, fixed"] = run_bertzoo(
                 model_dir, train, validation, args.epochs, workdir, "fixed", batching="fixed"
             )
     peer = runs["hf-torch float32"]["train_examples_per_second"]

@@ -16,32 +16,14 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
-from common import RESULTS, cpu_info, versions  # noqa: E402
+from common import RESULTS, cpu_info, latency, versions  # noqa: E402
 
 TEXT = "The new phone's battery barely lasts a day 😕"
 QUESTION, CONTEXT = "How long does the battery last?", "The new phone's battery lasts a day."
-
-
-def timed(call, calls):
-    start = time.perf_counter()
-    call()
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return {
-        "first_call_ms": round(first * 1000, 1),
-        "median_ms": round(float(np.median(times)) * 1000, 2),
-        "p90_ms": round(float(np.percentile(times, 90)) * 1000, 2),
-    }
 
 
 def main():
@@ -66,7 +48,7 @@ def main():
         "latency": {},
     }
     embedder = bertzoo.TextEmbedder.from_preset(path)
-    results["latency"]["TextEmbedder.embed"] = timed(lambda: embedder.embed(TEXT), args.calls)
+    results["latency"]["TextEmbedder.embed"] = latency(lambda: embedder.embed(TEXT), args.calls)
     models = {
         "classification": (bertzoo.BertClassifier.from_preset(path, num_classes=2), {}),
         "tagging": (bertzoo.BertTokenClassifier.from_preset(path, num_labels=9), {}),
@@ -75,7 +57,7 @@ def main():
     for kind, (model, settings) in models.items():
         serving = ServingModel(model, tokenizer, **{"sequence_length": 128, **settings})
         inputs = {"question": QUESTION, "context": CONTEXT} if kind == "qa" else {"text": TEXT}
-        results["latency"][f"ServingModel.answer ({kind})"] = timed(
+        results["latency"][f"ServingModel.answer ({kind})"] = latency(
             lambda s=serving, i=inputs: s.answer(**i), args.calls
         )
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +68,7 @@ def main():
             "serving_default"
         ]
         text = tf.constant([TEXT])
-        results["latency"]["SavedModel serving_default (classification)"] = timed(
+        results["latency"]["SavedModel serving_default (classification)"] = latency(
             lambda: serve(text=text), args.calls
         )
     for name, row in results["latency"].items():

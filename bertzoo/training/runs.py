@@ -87,10 +87,11 @@ def batching_setting():
     """The `batching` setting of a run that trains on text batches
     (`bertzoo.batching`)."""
     return setting(
-        "buckets",
-        "how training batches are padded: buckets (group texts of similar length, pad each "
-        "batch to its longest text's bucket), padded (random batches, each padded to its "
-        "longest text's bucket) or fixed (every batch padded to --sequence-length)",
+        "padded",
+        "how training batches are padded: padded (random batches, each padded to its longest "
+        "text's bucket: the batches of fixed, less work), buckets (texts of similar length "
+        "batched together: least padding, but where length goes with the label, batches of "
+        "one label train worse) or fixed (every batch padded to --sequence-length)",
         choices=BATCHING_MODES,
         group="training",
     )
