@@ -186,6 +186,11 @@ def test_embedder_matches_fixed_padding_and_traces_once(minilm_dir):
     for i in (0, 2, 10):
         np.testing.assert_allclose(embedder.embed(MESSY[i]), fast[i], atol=2e-5)
     np.testing.assert_allclose(embedder.embed(MESSY[::-1]), fast[::-1], atol=2e-5)
+    # A (batch, 1) column is a batch; a wider array is an error, not flattened.
+    column = np.array(MESSY[:3], dtype=object).reshape(3, 1)
+    np.testing.assert_allclose(embedder.embed(column), fast[:3], atol=2e-5)
+    with pytest.raises(ValueError, match=r"shape \(2, 2\)"):
+        embedder.embed(np.array(MESSY[:4], dtype=object).reshape(2, 2))
     if keras.backend.backend() == "tensorflow":
         # Every length and batch size ran through one trace of each function.
         for function in embedder._text_functions.values():

@@ -221,9 +221,14 @@ class TextEmbedder(keras.Model):
             )
         segments = x if isinstance(x, tuple) else (x,)
         names = (" of texts_a", " of texts_b") if isinstance(x, tuple) else ("",)
-        segments = tuple(
-            tf.reshape(check_utf8(to_string_tensor(s), of), [-1]) for s, of in zip(segments, names)
-        )
+        segments = tuple(check_utf8(to_string_tensor(s), of) for s, of in zip(segments, names))
+        for s in segments:
+            # A (batch, 1) column is a batch; anything wider is not flattened.
+            if s.shape.rank > 2 or s.shape.rank == 2 and s.shape[1] != 1:
+                raise ValueError(
+                    f"TextEmbedder takes {_TEXTS}; got a string array of shape {tuple(s.shape)}."
+                )
+        segments = tuple(tf.reshape(s, [-1]) for s in segments)
         sizes = [int(s.shape[0]) for s in segments]
         if len(set(sizes)) > 1:
             raise ValueError(
