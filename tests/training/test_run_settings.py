@@ -128,7 +128,10 @@ def test_compared_settings_of_the_runs():
         "export",
         "overwrite",
         "resume",
+        # The execution path, not the numbers: a resumed run may switch it.
+        "jit_compile",
     }
+    assert "batching" in FinetuneConfig.compared_settings()
     assert (
         "mixed_float16" not in DistillConfig.__dataclass_fields__["precision"].metadata["choices"]
     )
