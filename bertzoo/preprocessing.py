@@ -16,13 +16,26 @@ from bertzoo.tokenizers.base import (
     from_preset as tokenizer_from_preset,
 )
 
+PAIR_TRUNCATIONS = ("google", "hf-fast")
 
-def truncate_longest_first(len_a, len_b, budget):
-    """Lengths after the reference's pair truncation: drop the last token of
-    the longer segment (the second one on ties) until both fit `budget`.
-    Closed form of that loop, for int tensors of any shape."""
+
+def truncate_longest_first(len_a, len_b, budget, rule="google"):
+    """Segment lengths after longest-first pair truncation to `budget`
+    tokens, for int tensors of any shape, by one of two rules that differ
+    only in who keeps an odd budget's extra token when both segments are cut:
+    - "google" (google-research/bert `_truncate_seq_pair`, HF's Python
+      tokenizers): drop the last token of the longer segment (the second on
+      ties) until both fit; the first segment keeps the extra token;
+    - "hf-fast" (the Rust `tokenizers` library): the shorter segment keeps
+      min(its length, budget // 2) at least, the longer the rest; on ties
+      the second segment keeps the extra token.
+    """
+    if rule not in PAIR_TRUNCATIONS:
+        raise ValueError(f"rule must be one of {', '.join(PAIR_TRUNCATIONS)}, got {rule!r}.")
     total_fits = len_a + len_b <= budget
     half_up = (budget + 1) // 2
+    if rule == "hf-fast":
+        half_up = tf.where(len_a > len_b, half_up, budget // 2)
     keep_a = tf.minimum(len_a, tf.maximum(half_up, budget - len_b))
     keep_b = tf.minimum(len_b, budget - keep_a)
     return tf.where(total_fits, len_a, keep_a), tf.where(total_fits, len_b, keep_b)
@@ -48,8 +61,8 @@ class BertPreprocessor(keras.layers.Layer):
 
     Returns `{"token_ids", "segment_ids", "padding_mask"}` (int32, shape
     `(batch, sequence_length)`; no segment_ids for backbones without segment
-    embeddings). Pairs are truncated longest-first like the reference: the
-    last token of the longer segment goes first, the second segment's on ties.
+    embeddings). Pairs are truncated longest-first by the rule of the
+    tokenizer's reference (`truncate_longest_first`).
 
     Args:
         tokenizer: a `bertzoo.tokenizers.Tokenizer`.
@@ -171,7 +184,7 @@ class BertPreprocessor(keras.layers.Layer):
             parts = [(cls_col, 0), (a, 0), (sep_col, 0)]
         else:
             budget = tf.cast(self.sequence_length - 3, rows.dtype)
-            ka, kb = truncate_longest_first(rows, ids[1].row_lengths(), budget)
+            ka, kb = truncate_longest_first(rows, ids[1].row_lengths(), budget, tok.pair_truncation)
             a, b = _head(ids[0], ka), _head(ids[1], kb)
             parts = [(cls_col, 0), (a, 0), (sep_col, 0), (b, 1), (sep_col, 1)]
         token_ids = tf.concat([p for p, _ in parts], axis=1)

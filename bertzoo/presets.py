@@ -68,8 +68,15 @@ _TOKENIZER = {
     "pad_token": str,
     "unk_token": str,
     "mask_token": str,
+    # WordPiece: the reference implementation the checkpoint was trained
+    # with (bertzoo.tokenizers.basic.REFERENCES; absent = "google"), an
+    # override of its cleaning, and added tokens matched in the text.
+    "reference": str,
+    "control_chars": str,
+    "added_tokens": list,
 }
 _TOKENIZER_KINDS = ("wordpiece", "sentencepiece")
+_TOKENIZER_REFERENCES = ("google", "hf-python", "hf-fast")
 _METADATA = {
     "params": int,
     "paper": str,
@@ -141,6 +148,11 @@ def validate_preset(data, source, backbone_keys=None):
         raise PresetError(
             f"{source}: tokenizer.kind must be one of {', '.join(_TOKENIZER_KINDS)}, "
             f"got {tokenizer['kind']!r}."
+        )
+    if "reference" in tokenizer and tokenizer["reference"] not in _TOKENIZER_REFERENCES:
+        raise PresetError(
+            f"{source}: tokenizer.reference must be one of {', '.join(_TOKENIZER_REFERENCES)}, "
+            f"got {tokenizer['reference']!r}."
         )
     _check_types(data.get("metadata", {}), _METADATA, source, "metadata.")
     return data

@@ -29,12 +29,30 @@ def _reference_truncation(len_a, len_b, budget):
     return len_a, len_b
 
 
-def test_truncation_closed_form_equals_reference_loop():
+def _rust_truncation(len_a, len_b, budget):
+    """The Rust `tokenizers` LongestFirst pair rule, step by step."""
+    n1, n2 = len_a, len_b
+    if n1 + n2 <= budget:
+        return n1, n2
+    swap = n1 > n2
+    if swap:
+        n1, n2 = n2, n1
+    n2 = n1 if n1 > budget else max(n1, budget - n1)
+    if n1 + n2 > budget:
+        n1 = budget // 2
+        n2 = n1 + budget % 2
+    return (n2, n1) if swap else (n1, n2)
+
+
+@pytest.mark.parametrize(
+    "rule, loop", [("google", _reference_truncation), ("hf-fast", _rust_truncation)]
+)
+def test_truncation_closed_form_equals_reference_loop(rule, loop):
     grid = np.array([(a, b, n) for a in range(14) for b in range(14) for n in range(1, 14)])
     ka, kb = truncate_longest_first(
-        tf.constant(grid[:, 0]), tf.constant(grid[:, 1]), tf.constant(grid[:, 2])
+        tf.constant(grid[:, 0]), tf.constant(grid[:, 1]), tf.constant(grid[:, 2]), rule
     )
-    expected = np.array([_reference_truncation(a, b, n) for a, b, n in grid])
+    expected = np.array([loop(a, b, n) for a, b, n in grid])
     np.testing.assert_array_equal(np.stack([ka.numpy(), kb.numpy()], 1), expected)
 
 
@@ -54,24 +72,29 @@ def test_minilm_inputs_identical_to_reference(minilm_dir):
 
 
 def test_pair_truncation_matches_reference(minilm_dir):
-    """Longest-first truncation as google-research/bert's `_truncate_seq_pair`
-    (and HF's Python tokenizer). HF's Rust tokenizer cuts the same number of
-    tokens but, for an odd budget with both segments cut, keeps the extra
-    token in the other segment; only that may differ."""
+    """Longest-first truncation as each reference does it: the MiniLM preset
+    (tokenizer.json: the Rust tokenizer) as HF's fast tokenizer, the
+    "hf-python" reference as HF's Python one (google-research/bert's
+    `_truncate_seq_pair`). They cut the same number of tokens; for an odd
+    budget with both segments cut they keep the extra token in different
+    segments."""
     reference = json.loads((FIXTURES / "tokenizer_reference.json").read_text(encoding="utf-8"))
     truncated = differ = 0
-    tokenizer = bertzoo.BertTokenizer.from_preset(minilm_dir)
+    fast = bertzoo.BertTokenizer.from_preset(minilm_dir)
+    assert fast.reference == "hf-fast"
+    legacy = bertzoo.BertTokenizer.from_preset(minilm_dir, reference="hf-python")
     for case in reference["pairs"]:
-        pre = bertzoo.BertPreprocessor(tokenizer, sequence_length=case["max_length"])
-        out = pre(([case["a"]], [case["b"]]))
-        expected = case["legacy"]
-        n = len(expected["token_ids"])
-        assert _np(out["token_ids"])[0, :n].tolist() == expected["token_ids"]
-        assert _np(out["segment_ids"])[0, :n].tolist() == expected["segment_ids"]
-        assert _np(out["padding_mask"])[0].tolist() == [1] * n + [0] * (case["max_length"] - n)
+        for tokenizer, key in ((fast, "fast"), (legacy, "legacy")):
+            pre = bertzoo.BertPreprocessor(tokenizer, sequence_length=case["max_length"])
+            out = pre(([case["a"]], [case["b"]]))
+            expected = case[key]
+            n = len(expected["token_ids"])
+            assert _np(out["token_ids"])[0, :n].tolist() == expected["token_ids"]
+            assert _np(out["segment_ids"])[0, :n].tolist() == expected["segment_ids"]
+            assert _np(out["padding_mask"])[0].tolist() == [1] * n + [0] * (case["max_length"] - n)
         assert len(case["fast"]["token_ids"]) == n  # same number of tokens cut
         truncated += n == case["max_length"]
-        differ += expected != case["fast"]
+        differ += case["legacy"] != case["fast"]
     assert truncated >= 10 and differ >= 1
 
 

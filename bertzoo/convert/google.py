@@ -546,6 +546,9 @@ def read_google_checkpoint(
             # BERT strips accents exactly when it lowercases; ALBERT's
             # preprocess_text always strips them (NFKD, drop combining marks).
             "strip_accents": bool(lowercase) if kind == "wordpiece" else True,
+            # google-research/bert's own tokenization.py, as the checkpoint
+            # was trained with.
+            **({"reference": "google"} if kind == "wordpiece" else {}),
         },
         "metadata": info_metadata,
     }

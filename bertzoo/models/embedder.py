@@ -54,9 +54,13 @@ def sentence_transformers_settings(directory):
                 settings["pooling"] = modes[0]
         st_config = directory / "sentence_bert_config.json"
         if st_config.is_file():
-            length = json.loads(st_config.read_text("utf-8")).get("max_seq_length")
-            if length:
-                settings["sequence_length"] = int(length)
+            st = json.loads(st_config.read_text("utf-8"))
+            if st.get("max_seq_length"):
+                settings["sequence_length"] = int(st["max_seq_length"])
+            # sentence-transformers' do_lower_case makes its tokenizer
+            # lowercase (it puts the Rust Lowercase normaliser first when the
+            # tokenizer does not lowercase already); accents stay as they were.
+            settings["lowercase"] = bool(st.get("do_lower_case", False))
     except (OSError, ValueError, KeyError, AttributeError) as e:
         if isinstance(e, preset_lib.PresetError):
             raise
@@ -195,13 +199,19 @@ class TextEmbedder(keras.Model):
         settings = {}
         if preset_lib.builtin_name(preset) is None:
             settings = sentence_transformers_settings(preset)
+        length = settings.get("sequence_length") if sequence_length is None else sequence_length
         preprocessor = BertPreprocessor.from_preset(
-            preset,
-            sequence_length=settings.get("sequence_length")
-            if sequence_length is None
-            else sequence_length,
-            vocabulary=vocabulary,
+            preset, sequence_length=length, vocabulary=vocabulary
         )
+        tokenizer = preprocessor.tokenizer
+        if settings.get("lowercase") and not tokenizer.lowercase:
+            preprocessor = BertPreprocessor.from_preset(
+                preset,
+                sequence_length=length,
+                vocabulary=vocabulary,
+                lowercase=True,
+                strip_accents=tokenizer.strip_accents,
+            )
         return cls(
             backbone,
             preprocessor,

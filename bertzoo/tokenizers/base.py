@@ -156,6 +156,23 @@ def row_ids(row_splits):
     return tf.searchsorted(row_splits[1:], values, side="right", out_type=row_splits.dtype)
 
 
+def regex_pieces(strings, delimiters, kept=None):
+    """Splits a 1-D string batch at every match of the RE2 pattern
+    `delimiters`; matches of `kept` (a subset, or None) are pieces of their
+    own, the others dropped. Returns (the pieces' text, flat; their start
+    and end byte offsets, ragged [batch, (pieces)], int64)."""
+    # tensorflow-text's split stops at a NUL byte: split a copy with NUL as
+    # U+0001 (a delimiter for no tokenizer), cut the pieces from the text.
+    nul_free = tf.strings.regex_replace(strings, "\\x00", "\x01")
+    _, starts, ends = tf_text.regex_split_with_offsets(nul_free, delimiters, kept or "")
+    pieces = tf.strings.substr(
+        tf.gather(strings, row_ids(starts.row_splits)),
+        starts.flat_values,
+        ends.flat_values - starts.flat_values,
+    )
+    return pieces, starts, ends
+
+
 def in_tf_graph():
     return not tf.executing_eagerly()
 
@@ -184,6 +201,9 @@ class Tokenizer(tf.Module):
 
     vocabulary_file = None  # file name inside a preset directory (one of VOCABULARY_FILES)
     kind = None  # the preset's tokenizer "kind"
+    # The reference's rule for cutting a sentence pair to fit
+    # (`bertzoo.preprocessing.truncate_longest_first`).
+    pair_truncation = "google"
 
     def __init__(self, cls_token, sep_token, pad_token, unk_token, mask_token):
         super().__init__(name=type(self).__name__.lower())
@@ -287,18 +307,8 @@ class Tokenizer(tf.Module):
         scalar = rank == 0
         if scalar:
             strings = tf.reshape(strings, [-1])
-        delimiters, kept = self._offset_split_patterns()
         prepared = self._offset_prepare(strings)
-        # tensorflow-text's split stops at a NUL byte: split a copy with NUL
-        # as U+0001 (a delimiter for no tokenizer), cut the pieces from the
-        # text itself.
-        nul_free = tf.strings.regex_replace(prepared, "\\x00", "\x01")
-        _, starts, ends = tf_text.regex_split_with_offsets(nul_free, delimiters, kept or "")
-        piece_text = tf.strings.substr(
-            tf.gather(prepared, row_ids(starts.row_splits)),
-            starts.flat_values,
-            ends.flat_values - starts.flat_values,
-        )
+        piece_text, starts, ends = self._offset_pieces(prepared)
         # (pieces, (tokens)) -> (batch, (pieces), (tokens)) -> (batch, (tokens))
         sub = self.tokenize_ids(piece_text).with_row_splits_dtype(starts.row_splits.dtype)
         ids = starts.with_flat_values(sub).merge_dims(1, 2)
@@ -315,6 +325,11 @@ class Tokenizer(tf.Module):
         (a subset, or None) are pieces of their own, the others dropped.
         Subclasses that support offsets override this."""
         raise NotImplementedError(f"{type(self).__name__} does not provide token offsets.")
+
+    def _offset_pieces(self, strings):
+        """(piece text, starts, ends) of the split `tokenize_with_offsets`
+        tokenizes piece by piece (`regex_pieces` by default)."""
+        return regex_pieces(strings, *self._offset_split_patterns())
 
     def _offset_prepare(self, strings):
         """A byte-length-preserving rewrite of the raw text applied before the

@@ -9,6 +9,54 @@ from bertzoo.io.jsonfile import read_json_object
 from bertzoo.tokenizers.base import SPECIAL_ROLES, TokenizerError, tokenizer_class, tokenizer_kinds
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_JSON_FILE = "tokenizer.json"
+# bertzoo's own key in a tokenizer_config.json it writes: the WordPiece
+# reference implementation (`bertzoo.tokenizers.basic.REFERENCES`), so that
+# the directory loads back with the tokenizer it was trained with.
+REFERENCE_KEY = "bertzoo_tokenizer_reference"
+
+
+def _tokenizer_json_added_tokens(path):
+    """The added tokens of a BERT `tokenizer.json`, after checking that the
+    rest of it is what bertzoo's "hf-fast" reference reproduces (anything
+    else is a TokenizerError naming it). Its normaliser's lowercase and
+    strip_accents do not count: transformers replaces them with
+    `tokenizer_config.json`'s `do_lower_case` (default true) and
+    `strip_accents`."""
+    data = read_json_object(path, TokenizerError)
+
+    def part(name, expected):
+        value = data.get(name) or {}
+        if value.get("type") != expected:
+            raise TokenizerError(
+                f"{path}: the {name} is {value.get('type')!r}; bertzoo reproduces BERT's "
+                f"tokenizer.json ({expected}). Pass reference='hf-python' or 'google' to "
+                "tokenize with a Python reference instead."
+            )
+        return value
+
+    normalizer = part("normalizer", "BertNormalizer")
+    part("pre_tokenizer", "BertPreTokenizer")
+    model = part("model", "WordPiece")
+    unsupported = {
+        "normalizer clean_text": normalizer.get("clean_text", True) is not True,
+        "normalizer handle_chinese_chars": normalizer.get("handle_chinese_chars", True) is not True,
+        "model continuing_subword_prefix": model.get("continuing_subword_prefix", "##") != "##",
+        "model max_input_chars_per_word": model.get("max_input_chars_per_word", 100) != 100,
+    }
+    for token in data.get("added_tokens") or []:
+        for option in ("lstrip", "rstrip", "single_word", "normalized"):
+            if token.get(option):
+                unsupported[f"added token {token.get('content')!r} {option}"] = True
+    bad = [name for name, is_bad in unsupported.items() if is_bad]
+    if bad:
+        raise TokenizerError(
+            f"{path}: bertzoo's 'hf-fast' tokenizer does not reproduce {', '.join(bad)} "
+            "(it supports BERT's defaults). Pass reference='hf-python' or 'google' to "
+            "tokenize with a Python reference instead."
+        )
+    return [t["content"] for t in data.get("added_tokens") or [] if isinstance(t, dict)]
+
 
 # transformers tokenizer classes (without "Fast") -> bertzoo tokenizer kind.
 HF_TOKENIZER_KINDS = {
@@ -45,11 +93,21 @@ def hf_tokenizer_section(directory, default_kind):
     kind = HF_TOKENIZER_KINDS.get(
         str(tok.get("tokenizer_class") or "").removesuffix("Fast"), default_kind
     )
+    extra = {}
     if kind == "sentencepiece":
         strip = not bool(tok.get("keep_accents", False))
     else:
         strip = tok.get("strip_accents")
         strip = lowercase if strip is None else bool(strip)
+        fast = Path(directory) / TOKENIZER_JSON_FILE
+        if REFERENCE_KEY in tok:  # written by bertzoo: the preset's own
+            extra["reference"] = tok[REFERENCE_KEY]
+        else:
+            # transformers tokenizes with its Rust tokenizer: the one in
+            # tokenizer.json, or one it builds from vocab.txt and the settings.
+            extra["reference"] = "hf-fast"
+            if fast.is_file():
+                extra["added_tokens"] = _tokenizer_json_added_tokens(fast)
     section = {"kind": kind, "lowercase": lowercase, "strip_accents": strip}
     for role, default in special_token_defaults(kind).items():
         token = tok.get(f"{role}_token")
@@ -57,6 +115,11 @@ def hf_tokenizer_section(directory, default_kind):
             token = token.get("content")
         if isinstance(token, str) and token != default:
             section[f"{role}_token"] = token
+    if extra.get("added_tokens"):
+        # The added tokens beyond the special ones (which are matched anyway).
+        specials = {section.get(f"{r}_token", d) for r, d in special_token_defaults(kind).items()}
+        extra["added_tokens"] = [t for t in extra["added_tokens"] if t not in specials]
+    section.update({k: v for k, v in extra.items() if v or k != "added_tokens"})
     return section
 
 
@@ -82,6 +145,7 @@ def hf_tokenizer_config(tokenizer, model_kind, model_class):
         config["keep_accents"] = not tokenizer.strip_accents
     else:
         config["strip_accents"] = bool(tokenizer.strip_accents)
+        config[REFERENCE_KEY] = getattr(tokenizer, "reference", "google")
     for role in SPECIAL_ROLES:
         token = getattr(tokenizer, f"{role}_token", None)
         if isinstance(token, str):

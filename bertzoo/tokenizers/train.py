@@ -84,9 +84,9 @@ def _check_vocab_size(vocab_size):
         raise TokenizerError(f"vocab_size must be a positive integer, got {vocab_size!r}.")
 
 
-def count_words(files, lowercase=True, strip_accents=None, control_chars="hf"):
+def count_words(files, lowercase=True, strip_accents=None, reference="google", control_chars=None):
     """Word counts of the files, words as `BasicTokenizer` produces them."""
-    tokenizer = basic.BasicTokenizer(lowercase, strip_accents, control_chars)
+    tokenizer = basic.BasicTokenizer(lowercase, strip_accents, reference, control_chars)
     counts = collections.Counter()
     for line in read_lines(files):
         counts.update(tokenizer.tokenize(line))
@@ -101,7 +101,8 @@ def train_wordpiece(
     output=None,
     reserved_tokens=BERT_RESERVED_TOKENS,
     min_frequency=2,
-    control_chars="hf",
+    reference="google",
+    control_chars=None,
     max_token_length=50,
     num_iterations=4,
 ):
@@ -123,10 +124,11 @@ def train_wordpiece(
     Args:
         files: a text file or a list of them (UTF-8, one text per line).
         vocab_size: the maximum vocabulary size.
-        lowercase, strip_accents, control_chars: the `BertTokenizer`
-            settings the vocabulary is for (strip_accents None follows
-            lowercase, which decomposes Hangul into jamo: pass False for
-            Korean).
+        lowercase, strip_accents, reference, control_chars: the
+            `BertTokenizer` settings the vocabulary is for (strip_accents
+            None follows lowercase, which decomposes Hangul into jamo: pass
+            False for Korean; reference "google", the default, is what a
+            preset built on this vocabulary records).
         output: if given, `vocab.txt` is written there (atomically).
         reserved_tokens: the special tokens, in id order; the first is the
             padding token.
@@ -144,7 +146,7 @@ def train_wordpiece(
         raise TokenizerError(
             f"reserved_tokens must be distinct non-empty tokens, padding first; got {reserved}."
         )
-    counts = count_words(files, lowercase, strip_accents, control_chars)
+    counts = count_words(files, lowercase, strip_accents, reference, control_chars)
     if not counts:
         raise TokenizerError("The training files hold no words.")
     alphabet = sorted({char for word in counts for char in word})

@@ -27,23 +27,30 @@ TABLES_FILE = Path(__file__).with_name("unicode_tables.json")
 _ALL_CODEPOINTS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 
 
+def ranges_class(ranges):
+    """An RE2 character class of inclusive code point ranges [(lo, hi)]
+    (one that matches nothing if there are none)."""
+    if not ranges:
+        return "[^\\x00-\\x{10ffff}]"
+    parts = [f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in ranges]
+    return "[" + "".join(parts) + "]"
+
+
+def code_point_class(code_points):
+    """An RE2 character class matching exactly these code points."""
+    ranges = []
+    for cp in sorted(set(code_points)):
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return ranges_class(ranges)
+
+
 def char_class(predicate):
     """An RE2 character class matching exactly the code points for which
     `predicate(chr(cp))` holds."""
-    ranges, start, prev = [], None, None
-    for cp in _ALL_CODEPOINTS:
-        if predicate(chr(cp)):
-            if start is None:
-                start = prev = cp
-            elif cp == prev + 1:
-                prev = cp
-            else:
-                ranges.append((start, prev))
-                start = prev = cp
-    if start is not None:
-        ranges.append((start, prev))
-    parts = [f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in ranges]
-    return "[" + "".join(parts) + "]"
+    return code_point_class(cp for cp in _ALL_CODEPOINTS if predicate(chr(cp)))
 
 
 def _compute_wordpiece_patterns(control_chars):
@@ -67,6 +74,8 @@ def _compute_albert_patterns():
         "space": char_class(str.isspace),
         "combining": char_class(lambda c: unicodedata.combining(c) != 0),
         "digit": char_class(str.isdigit),
+        # Code points this Python's unicodedata does not know (category Cn).
+        "unassigned": char_class(lambda c: unicodedata.category(c) == "Cn"),
     }
 
 
@@ -85,6 +94,23 @@ def _compute_lowercase_fixes():
     return fixes
 
 
+def _compute_sigma_classes():
+    """What `str.lower`'s final-sigma rule sees, probed from Python itself:
+    code points it skips as case-ignorable, and the cased ones (a code point
+    both cased and case-ignorable counts as case-ignorable, as in the rule's
+    scans). Sorted lists."""
+    ignorable, cased = [], []
+    for cp in _ALL_CODEPOINTS:
+        char = chr(cp)
+        final_alone = (char + "\u03a3").lower()[-1] == "\u03c2"
+        final_after_cased = ("A" + char + "\u03a3").lower()[-1] == "\u03c2"
+        if final_after_cased and not final_alone:
+            ignorable.append(cp)
+        elif final_alone:
+            cased.append(cp)
+    return {"ignorable": ignorable, "cased": cased}
+
+
 def _tf_minor():
     return ".".join(tf.__version__.split(".")[:2])
 
@@ -98,6 +124,7 @@ def compute_tables():
         "patterns": {mode: _compute_wordpiece_patterns(mode) for mode in basic.CONTROL_CATEGORIES},
         "albert_patterns": _compute_albert_patterns(),
         "lowercase_fixes": {str(k): v for k, v in _compute_lowercase_fixes().items()},
+        "sigma_classes": _compute_sigma_classes(),
     }
 
 
@@ -127,7 +154,8 @@ def wordpiece_patterns(control_chars):
 @functools.cache
 def albert_patterns():
     """RE2 classes for the ALBERT preprocessing: `str.isspace`,
-    `unicodedata.combining(c) != 0` and `str.isdigit`."""
+    `unicodedata.combining(c) != 0`, `str.isdigit` and the code points
+    unassigned in this Python's Unicode version (`unassigned`)."""
     shipped = _shipped_tables()
     if shipped.get("unidata_version") == unicodedata.unidata_version:
         return shipped["albert_patterns"]
@@ -145,11 +173,66 @@ def lowercase_fixes():
     return _compute_lowercase_fixes()
 
 
+@functools.cache
+def sigma_classes():
+    shipped = _shipped_tables()
+    if shipped.get("unidata_version") == unicodedata.unidata_version and "sigma_classes" in shipped:
+        return shipped["sigma_classes"]
+    return _compute_sigma_classes()
+
+
+def _lookup(keys, flat, values, default):
+    """values[i] where flat == keys[i] (sorted int keys), else default."""
+    size = len(keys)
+    keys = tf.constant(keys, tf.int32)
+    at = tf.minimum(tf.searchsorted(keys, flat), size - 1)
+    return tf.where(tf.equal(tf.gather(keys, at), flat), tf.gather(values, at), default)
+
+
+def _lower_capital_sigmas(text):
+    """Each Greek capital sigma lowercased as `str.lower` does, by its
+    context: final "ς" when a cased letter precedes it and none follows
+    (case-ignorable code points skipped both ways, by this Python's Unicode
+    tables), else "σ". ICU's own rule would use its Unicode version."""
+    rows = tf.where(tf.strings.regex_full_match(text, "(?s).*\u03a3.*"))[:, 0]
+    chosen = tf.gather(text, rows)
+    chars = tf.strings.unicode_decode(chosen, "UTF-8", errors="replace")
+    flat = chars.flat_values
+    classes = sigma_classes()
+    keys = sorted([(c, 1) for c in classes["ignorable"]] + [(c, 2) for c in classes["cased"]])
+    kind = _lookup([k for k, _ in keys], flat, tf.constant([v for _, v in keys], tf.int32), 0)
+    row = tf.searchsorted(
+        chars.row_splits[1:], tf.range(tf.size(flat, out_type=tf.int64)), side="right"
+    )
+    n = tf.size(flat, out_type=tf.int64)
+    counted = tf.not_equal(kind, 1)  # what the scans stop at
+    stops = tf.concat([tf.where(counted)[:, 0], [n]], 0)  # + a sentinel
+    kind_at = tf.concat([kind, [0]], 0)
+    row_at = tf.concat([row, [-1]], 0)
+    before = tf.cumsum(tf.cast(counted, tf.int64), exclusive=True)
+    prev = tf.gather(stops, tf.maximum(before - 1, 0))
+    prev_cased = (
+        (before > 0)
+        & tf.equal(tf.gather(row_at, prev), row)
+        & tf.equal(tf.gather(kind_at, prev), 2)
+    )
+    nxt = tf.gather(stops, tf.cumsum(tf.cast(counted, tf.int64)))
+    next_cased = tf.equal(tf.gather(row_at, nxt), row) & tf.equal(tf.gather(kind_at, nxt), 2)
+    sigma = tf.equal(flat, 0x3A3)
+    lowered = tf.where(prev_cased & ~next_cased, 0x3C2, 0x3C3)
+    flat = tf.where(sigma, lowered, flat)
+    fixed = tf.strings.unicode_encode(chars.with_flat_values(flat), "UTF-8")
+    return tf.tensor_scatter_nd_update(text, rows[:, None], fixed)
+
+
 def python_lower(text):
-    """`str.lower` on a tf.string tensor, in graph ops. The corrections are
-    constants (sorted code points + searchsorted), not a lookup table, so a
-    graph that uses them needs no resource tracked to be exported."""
-    text = tf.strings.lower(text, encoding="utf-8")
+    """`str.lower` on a tf.string tensor (1-D, valid UTF-8), in graph ops:
+    ICU's lowercasing, corrected to Python's on the code points where their
+    Unicode versions disagree, with capital sigma decided by Python's rule.
+    The corrections are constants (sorted code points + searchsorted), not
+    a lookup table, so a graph that uses them needs no resource tracked to
+    be exported."""
+    text = tf.strings.lower(_lower_capital_sigmas(text), encoding="utf-8")
     fixes = sorted(lowercase_fixes().items())
     if not fixes:
         return text

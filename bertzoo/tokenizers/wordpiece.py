@@ -1,8 +1,13 @@
 """WordPiece tokenizer (BERT, DistilBERT, TinyBERT vocabularies) in
-TensorFlow ops, token-for-token identical to the reference tokenizer.
+TensorFlow ops, token-for-token identical to the reference tokenizer a
+checkpoint was trained with (`reference`: "google", "hf-python" or
+"hf-fast"; see `basic.py`).
 
 The steps and their reference semantics are those of `basic.py` (the plain
-Python specification). Here each step is a string op over the whole batch:
+Python specification) and, for "hf-fast", `hf_fast.py` (per-code-point
+tables measured from the Rust tokenizer, applied with one lookup per
+character). For the Python references each step is a string op over the
+whole batch:
 character classes (control, whitespace, punctuation, nonspacing marks, CJK)
 are computed from Python's `unicodedata` -- the same tables the reference
 tokenizer uses -- and compiled into RE2 character classes; lowercasing and
@@ -14,14 +19,59 @@ applied first.
 """
 
 import functools
+import unicodedata
 from pathlib import Path
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bertzoo.io.publish import atomic_write_text
-from bertzoo.tokenizers import basic, unicode
-from bertzoo.tokenizers.base import Tokenizer, TokenizerError, register_tokenizer, row_ids
+from bertzoo.tokenizers import basic, hf_fast, unicode
+from bertzoo.tokenizers.base import (
+    SPECIAL_ROLES,
+    Tokenizer,
+    TokenizerError,
+    regex_pieces,
+    register_tokenizer,
+    row_ids,
+)
+
+
+@functools.cache
+def _nfc_composing_punctuation():
+    """Punctuation characters that NFC can compose with a following mark
+    ("<" + U+0338 -> U+226E): under "hf-python" (which NFC-composes) they are
+    not piece boundaries for offsets."""
+    firsts = set()
+    for cp in range(0x30000):
+        d = unicodedata.decomposition(chr(cp))
+        if d and not d.startswith("<") and len(d.split()) == 2:
+            firsts.add(int(d.split()[0], 16))
+    return frozenset(c for c in firsts if basic.is_punctuation(chr(c)))
+
+
+@functools.cache
+def _hf_python_kept_punctuation():
+    composing = _nfc_composing_punctuation()
+    return unicode.char_class(lambda c: basic.is_punctuation(c) and ord(c) not in composing)
+
+
+@functools.cache
+def _hf_fast_offset_classes(lowercase, strip_accents):
+    """(whitespace, kept) RE2 classes of raw code points for offsets under
+    "hf-fast": what normalises to a space, and what becomes a piece of its
+    own (a punctuation character, or a padded CJK ideograph)."""
+    mapping = hf_fast.code_point_map(lowercase, strip_accents)
+    punct = hf_fast.tables()["punct"]
+    is_punct = hf_fast._in_ranges(punct)
+    space = [cp for cp, t in mapping.items() if t == (32,)] + [32]
+    kept = [c for lo, hi in punct for c in range(lo, hi + 1) if c not in mapping]
+    kept += [
+        cp
+        for cp, t in mapping.items()
+        if (len(t) == 1 and t[0] >= 0 and is_punct(t[0])) or (len(t) == 3 and t[0] == t[2] == 32)
+    ]
+    return unicode.code_point_class(space), unicode.code_point_class(kept)
 
 
 @functools.cache
@@ -44,6 +94,23 @@ def _kept_cjk_class(control_chars):
                 parts.append(f"\\x{{{start:x}}}-\\x{{{cp - 1:x}}}")
                 start = None
     return "[" + "".join(parts) + "]"
+
+
+def _whole_where(strings, whole, words_of):
+    """Ragged [len(strings), (words)]: `words_of(strings)` where `whole` is
+    false, the string itself as one word where it is true."""
+    plain = words_of(tf.where(whole, "", strings)).with_row_splits_dtype(tf.int64)
+    kept = tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(strings, whole), tf.cast(whole, tf.int64)
+    )
+    return tf.concat([plain, kept], axis=1)
+
+
+@functools.cache
+def _hf_fast_pretokenizer_classes():
+    """(punctuation, whitespace) RE2 classes of the Rust pre-tokenizer."""
+    t = hf_fast.tables()
+    return unicode.ranges_class(t["punct"]), unicode.ranges_class(t["whitespace"])
 
 
 GREEK_CAPITAL_SIGMA = 0x3A3
@@ -99,8 +166,18 @@ class BertTokenizer(Tokenizer):
         strip_accents: NFD + drop nonspacing marks; None follows `lowercase`
             (the reference default). Note this decomposes Hangul syllables
             into jamo: keep it off for Korean vocabularies trained without it.
-        control_chars: "hf" (drop all category C*) or "google" (Cc, Cf only).
+        reference: the implementation the checkpoint was trained with:
+            "google" (google-research/bert; the default, and what bertzoo's
+            vocabulary trainer uses), "hf-python" (transformers' Python
+            port) or "hf-fast" (the Rust `tokenizers` library, i.e. any
+            checkpoint shipped with a `tokenizer.json`). Presets record it;
+            see `bertzoo/tokenizers/basic.py` for the differences.
+        control_chars: None (the reference's), "google" (drop Cc, Cf) or
+            "hf" (drop all C*); only for the "google"/"hf-python" references.
         *_token: the special tokens; all must be in the vocabulary.
+        added_tokens: more strings that the Hugging Face references match in
+            the text as whole tokens (a tokenizer.json's added tokens); each
+            must be in the vocabulary.
 
     >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
     ...                            "hello", "world", "##s", "!"])
@@ -116,52 +193,122 @@ class BertTokenizer(Tokenizer):
         vocabulary,
         lowercase=True,
         strip_accents=None,
-        control_chars="hf",
+        reference="google",
+        control_chars=None,
         cls_token="[CLS]",
         sep_token="[SEP]",
         pad_token="[PAD]",
         unk_token="[UNK]",
         mask_token="[MASK]",
+        added_tokens=(),
     ):
         super().__init__(cls_token, sep_token, pad_token, unk_token, mask_token)
-        basic.check_control_chars(control_chars)
+        try:
+            self.reference = basic.check_reference(reference)
+            self._control_chars = basic.resolve_control_chars(reference, control_chars)
+        except ValueError as e:
+            raise TokenizerError(str(e)) from None
+        self.control_chars = control_chars
         self.vocabulary, source = read_vocabulary(vocabulary)
         self._check_special_tokens(source)
+        self.added_tokens = tuple(added_tokens)
+        missing = [t for t in self.added_tokens if t not in self._index]
+        if missing:
+            raise TokenizerError(
+                f"{source} lacks the added token(s) {', '.join(map(repr, missing[:5]))}; "
+                "added tokens must be vocabulary entries."
+            )
         self.lowercase = bool(lowercase)
         self.strip_accents = basic.resolve_strip_accents(lowercase, strip_accents)
-        self.control_chars = control_chars
-        self._patterns = unicode.wordpiece_patterns(control_chars)
+        self.pair_truncation = "hf-fast" if reference == "hf-fast" else "google"
+        self._max_chars = basic.MAX_CHARS_PER_WORD[reference]
+        self._special_tokens = (
+            tuple(getattr(self, f"{r}_token") for r in SPECIAL_ROLES) + self.added_tokens
+            if basic.matches_special_tokens(reference)
+            else ()
+        )
+        self._special_pattern = (
+            basic.special_token_pattern(self._special_tokens) if self._special_tokens else None
+        )
+        if reference != "hf-fast":
+            self._patterns = unicode.wordpiece_patterns(self._control_chars)
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=self.vocabulary,
             suffix_indicator="##",
-            max_bytes_per_word=4 * basic.MAX_CHARS_PER_WORD + 4,
+            max_bytes_per_word=4 * self._max_chars + 4,
             unknown_token=unk_token,
             no_pretokenization=True,
             support_detokenization=False,
         )
 
     def get_config(self):
-        return {
+        config = {
             "lowercase": self.lowercase,
             "strip_accents": self.strip_accents,
-            "control_chars": self.control_chars,
+            "reference": self.reference,
             **{
                 f"{r}_token": getattr(self, f"{r}_token")
                 for r in ("cls", "sep", "pad", "unk", "mask")
             },
         }
+        if self.control_chars is not None:
+            config["control_chars"] = self.control_chars
+        if self.added_tokens:
+            config["added_tokens"] = list(self.added_tokens)
+        return config
+
+    def preset_section(self):
+        section = {**super().preset_section(), "reference": self.reference}
+        if self.control_chars is not None:
+            section["control_chars"] = self.control_chars
+        if self.added_tokens:
+            section["added_tokens"] = list(self.added_tokens)
+        return section
 
     def words(self, strings):
         """The reference BasicTokenizer in graph ops: a 1-D string batch ->
-        ragged words (tf.string), normalised as WordPiece will see them."""
-        p = self._patterns
+        ragged words (tf.string), normalised as WordPiece will see them. A
+        special-token string matched in the text (Hugging Face references)
+        is one word, the token itself."""
         # Invalid UTF-8 becomes U+FFFD, which cleaning then drops.
         text = tf.strings.unicode_transcode(
             strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
+        if self._special_pattern is None:
+            return self._plain_words(text)
+        pieces, starts, _ = regex_pieces(text, self._special_pattern, self._special_pattern)
+        special = tf.strings.regex_full_match(pieces, self._special_pattern)
+        words = _whole_where(pieces, special, self._plain_words)
+        return starts.with_flat_values(words).merge_dims(1, 2)
+
+    def _plain_words(self, text):
+        if self.reference == "hf-fast":
+            text = hf_fast.normalize_ops(text, self.lowercase, self.strip_accents)
+            punct, space = _hf_fast_pretokenizer_classes()
+            text = tf.strings.regex_replace(text, f"({punct})", r" \1 ")
+            text = tf.strings.regex_replace(text, space, " ")
+            return tf.strings.split(text, sep=None)
+        p = self._patterns
         text = tf.strings.regex_replace(text, p["drop"], "")
         text = tf.strings.regex_replace(text, p["space"], " ")
         text = tf.strings.regex_replace(text, f"({p['cjk']})", r" \1 ")
+        if self.reference != "hf-python":
+            return self._split_words(text)
+        text = tf_text.normalize_utf8(text, "NFC")
+        if self._special_pattern is None:
+            return self._split_words(text)
+        # The Python port keeps a whitespace-delimited word that is a special
+        # token once cleaned ("[\u200bSEP]") whole ("never_split").
+        words = tf.strings.split(text, sep=None)
+        special = tf.strings.regex_full_match(words.flat_values, self._special_pattern)
+        return words.with_flat_values(
+            _whole_where(words.flat_values, special, self._split_words)
+        ).merge_dims(1, 2)
+
+    def _split_words(self, text):
+        """Lowercasing, accent stripping and punctuation splitting of cleaned
+        text, split into words."""
+        p = self._patterns
         if self.lowercase:
             text = unicode.python_lower(text)
         if self.strip_accents:
@@ -172,7 +319,9 @@ class BertTokenizer(Tokenizer):
 
     def tokenize_ids(self, strings):
         words = self.words(strings)
-        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > basic.MAX_CHARS_PER_WORD
+        # Words over the limit are [UNK]; a matched special token is never
+        # over it (it is a vocabulary entry, and at most a few characters).
+        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > self._max_chars
         flat = tf.where(too_long, self.unk_token, words.flat_values)
         # Words over the limit become the [UNK] token itself, which WordPiece
         # then matches whole (it is in the vocabulary).
@@ -190,9 +339,48 @@ class BertTokenizer(Tokenizer):
         punctuation after normalisation (U+1FEF GREEK VARIA -> "`" under
         strip_accents) stay inside their piece: still the same tokens, with
         the piece's span."""
-        p = self._patterns
-        kept = f"{p['punct']}|{_kept_cjk_class(self.control_chars)}"
-        return f"{p['space']}|{kept}", kept
+        if self.reference == "hf-fast":
+            space, kept = _hf_fast_offset_classes(self.lowercase, self.strip_accents)
+        else:
+            p = self._patterns
+            space, punct = p["space"], p["punct"]
+            if self.reference == "hf-python":
+                punct = _hf_python_kept_punctuation()
+            kept = f"{punct}|{_kept_cjk_class(self._control_chars)}"
+        if self._special_pattern:
+            kept = f"{self._special_pattern}|{kept}"
+        return f"{space}|{kept}", kept
+
+    def _offset_pieces(self, strings):
+        """Under "hf-python" a whitespace-delimited word that is a special
+        token once cleaned and NFC-composed ("[\u200bSEP]") is one token, so
+        it must stay one piece: words first, then the other words split at
+        punctuation and CJK ideographs."""
+        if self.reference != "hf-python" or not self._special_pattern:
+            return super()._offset_pieces(strings)
+        delimiters, kept = self._offset_split_patterns()
+        words, word_starts, _ = regex_pieces(strings, self._patterns["space"])
+        cleaned = tf_text.normalize_utf8(
+            tf.strings.regex_replace(words, self._patterns["drop"], ""), "NFC"
+        )
+        whole = tf.strings.regex_full_match(cleaned, self._special_pattern)
+        _, sub_starts, sub_ends = regex_pieces(tf.where(whole, "", words), kept, kept)
+        one = tf.cast(whole, tf.int64)
+        zeros = tf.zeros_like(tf.boolean_mask(one, whole))
+        sub_starts = tf.concat([sub_starts, tf.RaggedTensor.from_row_lengths(zeros, one)], 1)
+        lengths = tf.boolean_mask(tf.cast(tf.strings.length(words), tf.int64), whole)
+        sub_ends = tf.concat([sub_ends, tf.RaggedTensor.from_row_lengths(lengths, one)], 1)
+        # Offsets within a word -> within its text.
+        shift = tf.repeat(word_starts.flat_values, sub_starts.row_lengths())
+        starts = word_starts.with_flat_values(sub_starts).merge_dims(1, 2)
+        starts = starts.with_flat_values(sub_starts.flat_values + shift)
+        ends = starts.with_flat_values(sub_ends.flat_values + shift)
+        pieces = tf.strings.substr(
+            tf.gather(strings, row_ids(starts.row_splits)),
+            starts.flat_values,
+            ends.flat_values - starts.flat_values,
+        )
+        return pieces, starts, ends
 
     def _offset_prepare(self, strings):
         """Lowercasing is per character except for Greek capital sigma, whose
@@ -205,7 +393,7 @@ class BertTokenizer(Tokenizer):
         deleting it) and U+0130 by "I" (its lowercase is two characters), so
         that characters stay aligned. Rows with invalid UTF-8 are left as
         they are."""
-        if not self.lowercase:
+        if not self.lowercase or self.reference == "hf-fast":  # hf-fast: no context
             return strings
         p = self._patterns
         rows = tf.where(tf.strings.regex_full_match(strings, "(?s).*\u03a3.*"))[:, 0]
@@ -238,5 +426,11 @@ class BertTokenizer(Tokenizer):
 
     def reference_pieces(self, text):
         """The plain-Python reference tokenization of one string (pieces)."""
-        tokenizer = basic.BasicTokenizer(self.lowercase, self.strip_accents, self.control_chars)
+        tokenizer = basic.BasicTokenizer(
+            self.lowercase,
+            self.strip_accents,
+            self.reference,
+            self.control_chars,
+            special_tokens=self._special_tokens,
+        )
         return basic.tokenize_to_pieces(text, self._index, tokenizer, self.unk_token)

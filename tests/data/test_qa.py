@@ -57,8 +57,8 @@ def char_vocabulary(texts, extra=()):
     words split into several sub-tokens, which share their word's span."""
     chars = set()
     for lowercase, strip in [(True, None), (False, None), (True, False)]:
-        for control in basic.CONTROL_CATEGORIES:
-            tokenizer = basic.BasicTokenizer(lowercase, strip, control)
+        for reference in basic.REFERENCES:
+            tokenizer = basic.BasicTokenizer(lowercase, strip, reference)
             for text in texts:
                 for word in tokenizer.tokenize(text):
                     chars.update(word)
@@ -113,10 +113,10 @@ def check_offsets(tokenizer, texts):
     return ids, starts, ends
 
 
-@pytest.mark.parametrize("control_chars", ["hf", "google"])
+@pytest.mark.parametrize("reference", ["google", "hf-python", "hf-fast"])
 @pytest.mark.parametrize("mode", list(MODES))
-def test_wordpiece_offsets_reproduce_ids(vocabulary, mode, control_chars):
-    tokenizer = BertTokenizer(vocabulary, control_chars=control_chars, **MODES[mode])
+def test_wordpiece_offsets_reproduce_ids(vocabulary, mode, reference):
+    tokenizer = BertTokenizer(vocabulary, reference=reference, **MODES[mode])
     ids, starts, ends = check_offsets(tokenizer, TEXTS + [b"a\xffb c"])  # + invalid UTF-8
 
     # Basic-token granularity: punctuation and CJK ideographs are their own spans.

@@ -3,9 +3,12 @@
 The fixture (tests/fixtures/sentencepiece/, written by
 tests/fixtures/make_sentencepiece_reference.py) holds a small ALBERT-style
 model and the reference tokenizer's ids for 43 texts in three settings; the
-ids must be identical, eagerly, in tf.function and in tf.data.
+ids must be identical, eagerly, in tf.function and in tf.data. The fuzz
+fixture (fuzz_ids.json, written by tests/fixtures/make_sentencepiece_fuzz.py)
+adds the reference's ids for 2,002 messy fuzz strings in the same settings.
 """
 
+import hashlib
 import json
 import unicodedata
 from pathlib import Path
@@ -24,6 +27,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sentencepiece"
 MODEL = FIXTURES / "spiece.model"
 REFERENCE = json.loads((FIXTURES / "reference_ids.json").read_text(encoding="utf-8"))
 CONFIGS = sorted(REFERENCE["configs"])
+FUZZ = json.loads((FIXTURES / "fuzz_ids.json").read_text(encoding="utf-8"))
 
 
 def settings(config):
@@ -110,34 +114,60 @@ def test_ids_match_reference_in_graphs(tokenizers, config):
     assert [ids for batch in batched for ids in batch.to_list()] == expected
 
 
+def python_preprocess(text):
+    """The reference's `preprocess_text` (uncased, accents stripped)."""
+    text = " ".join(text.strip().split()).replace("``", '"').replace("''", '"')
+    text = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in text if not unicodedata.combining(c)).lower()
+
+
 def test_preprocessing_matches_python_on_every_code_point():
     """Steps 1-4 (whitespace, quotes, NFKD + combining, lower) against the
-    reference's Python on all of Unicode, each character between two "a"s.
-    The only differences allowed are characters this Python's unicodedata
-    does not know (assigned in a later Unicode version, which ICU's NFKD
-    decomposes)."""
-
-    def reference(text):
-        text = " ".join(text.strip().split()).replace("``", '"').replace("''", '"')
-        text = unicodedata.normalize("NFKD", text)
-        return "".join(c for c in text if not unicodedata.combining(c)).lower()
-
+    reference's Python on all of Unicode, each character between two "a"s,
+    including the code points this Python's unicodedata does not know (which
+    ICU's NFKD would decompose: they must stay as they are)."""
     code_points = [c for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]
     chunks = [code_points[i : i + 64] for i in range(0, len(code_points), 64)]
     texts = ["a" + "a".join(chr(c) for c in chunk) + "a" for chunk in chunks]
     got = AlbertPreprocessor(True, True)(tf.constant([t.encode("utf-8") for t in texts]))
     differing = []
     for chunk, text, out in zip(chunks, texts, got.numpy(), strict=True):
-        if out.decode("utf-8") != reference(text):
+        if out.decode("utf-8") != python_preprocess(text):
             one = AlbertPreprocessor(True, True)(
                 tf.constant([("a" + chr(c) + "a").encode("utf-8") for c in chunk])
             ).numpy()
-            differing += [
-                c for c, o in zip(chunk, one) if o.decode("utf-8") != reference("a" + chr(c) + "a")
+            alone = [
+                hex(c)
+                for c, o in zip(chunk, one)
+                if o.decode("utf-8") != python_preprocess("a" + chr(c) + "a")
             ]
-    assert all(unicodedata.category(chr(c)) == "Cn" for c in differing), [
-        hex(c) for c in differing if unicodedata.category(chr(c)) != "Cn"
+            differing += alone or [f"the 64 code points from U+{chunk[0]:04X} together"]
+    assert differing == []
+
+
+def test_preprocessing_leaves_nul_and_unknown_code_points_as_python_does():
+    """NUL (where TensorFlow's lowercasing op ends a string) and code points
+    that this Python does not know but ICU does: U+1CCE3 (Unicode 16,
+    NFKD -> "N"), U+1E4EC U+1E4EE (Unicode 15 marks that ICU reorders)."""
+    texts = [
+        "ΑΣ\x00ΑΣ\x00\x00Β",
+        "\x00",
+        "a\x00",
+        "Café\U0001cce3X \U0001cce3",
+        "a\U0001e4ec\U0001e4eeb Ä\U0001e4ec\u0316\U0001e4ee",
+        "\x00\U0001cce3ΣΑ\x00",
+        "",
     ]
+    for lowercase, strip_accents in [(True, True), (True, False), (False, True)]:
+        got = AlbertPreprocessor(lowercase, strip_accents)(tf.constant(texts)).numpy()
+        for text, out in zip(texts, got, strict=True):
+            expected = " ".join(text.strip().split())
+            if strip_accents:
+                expected = unicodedata.normalize("NFKD", expected)
+                expected = "".join(c for c in expected if not unicodedata.combining(c))
+            if lowercase:
+                expected = expected.lower()
+            assert out.decode("utf-8") == expected, (text, lowercase, strip_accents)
 
 
 def test_preprocessing_examples():
@@ -233,3 +263,53 @@ def test_exported_saved_model(tmp_path, tokenizers):
     for row, ids in zip(rows("uncased"), dense, strict=True):
         n = len(row["ids"])
         assert ids[:n].tolist() == row["ids"] and not ids[n:].any(), row["text"]
+
+
+def fuzz_rows(config):
+    """[(fuzz index, text, reference ids)] of the fuzz fixture in one
+    setting. Where this Python's Unicode version is not the fixture's, the
+    texts holding code points that the fixture's Python did not know are
+    left out: the reference's own ids for them depend on the version."""
+    column = 2 + list(FUZZ["configs"]).index(config)
+    skip = set()
+    if FUZZ["unidata_version"] != unicodedata.unidata_version:
+        skip = set(FUZZ["rows_with_unassigned"])
+    return [(row[0], row[1], row[column]) for row in FUZZ["rows"] if row[0] not in skip]
+
+
+def test_fuzz_fixture_is_for_this_model_and_covers_the_fixes():
+    assert FUZZ["spiece_model_sha256"] == hashlib.sha256(MODEL.read_bytes()).hexdigest()
+    assert {c: FUZZ["configs"][c] for c in CONFIGS} == {
+        c: REFERENCE["configs"][c]["options"] for c in CONFIGS
+    }
+    indices = [row[0] for row in FUZZ["rows"]]
+    assert indices[:2000] == list(range(2000)) and set(FUZZ["found"]) <= set(indices)
+    assert FUZZ["parity"]["texts"] == 100_000
+    assert FUZZ["parity"]["identical"] == {c: 100_000 for c in FUZZ["configs"]}
+    texts = [row[1] for row in FUZZ["rows"]]
+    assert sum("\x00" in t for t in texts) > 100
+    assert len(FUZZ["rows_with_unassigned"]) > 100
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_fuzz_ids_match_reference_eager(tokenizers, config):
+    rows = fuzz_rows(config)
+    got = as_lists(tokenizers[config]([text for _, text, _ in rows]))
+    differing = [(i, text) for (i, text, ids), g in zip(rows, got, strict=True) if g != ids]
+    assert not differing, f"{len(differing)}/{len(rows)} fuzz texts differ: {differing[:5]}"
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_fuzz_ids_match_reference_in_graph(tokenizers, config):
+    found = set(FUZZ["found"])
+    rows = fuzz_rows(config)
+    rows = rows[:300] + [row for row in rows[300:] if row[0] in found]
+    tokenizer = tokenizers[config]
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def encode(strings):
+        return tokenizer(strings)
+
+    got = encode(tf.constant([text for _, text, _ in rows])).to_list()
+    differing = [(i, text) for (i, text, ids), g in zip(rows, got, strict=True) if g != ids]
+    assert not differing, f"{len(differing)}/{len(rows)} fuzz texts differ: {differing[:5]}"
