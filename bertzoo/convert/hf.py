@@ -368,7 +368,7 @@ def hf_to_preset(directory):
         "name": directory.name,
         "description": f"Converted from the Hugging Face checkpoint in {directory}.",
         "backbone": backbone,
-        "tokenizer": hf_tokenizer_section(directory, spec.tokenizer_kind),
+        "tokenizer": hf_tokenizer_section(directory, spec.tokenizer_kind, check=False),
         "metadata": {"source_checkpoint": str(hf.get("_name_or_path") or directory)},
     }
 

@@ -430,7 +430,7 @@ def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, *
         # Here, not at the top: hf_config builds on this module.
         from bertzoo.tokenizers.hf_config import hf_preset_tokenizer
 
-        section, vocabulary_size = hf_preset_tokenizer(location)
+        section, vocabulary_size = hf_preset_tokenizer(location, kwargs.get("reference"))
     else:
         data = preset_lib.read_document(kind, location)
         section, vocabulary_size = (

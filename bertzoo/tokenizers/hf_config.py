@@ -76,7 +76,7 @@ def special_token_defaults(kind):
     return {role: params[f"{role}_token"].default for role in SPECIAL_ROLES}
 
 
-def hf_tokenizer_section(directory, default_kind):
+def hf_tokenizer_section(directory, default_kind, reference=None, check=True):
     """The preset `tokenizer` section of a Hugging Face checkpoint directory,
     from its `tokenizer_config.json` if present.
 
@@ -86,6 +86,12 @@ def hf_tokenizer_section(directory, default_kind):
     (default false). A `tokenizer_class` naming a WordPiece or SentencePiece
     tokenizer overrides `default_kind`, the model type's usual kind (e.g.
     Korean ALBERT checkpoints that ship a `vocab.txt` and `BertTokenizer`).
+
+    WordPiece `reference`: the one bertzoo recorded in the file, else
+    "hf-fast" (transformers' Rust tokenizer, whose `tokenizer.json` is
+    checked and gives its added tokens); `reference` given overrides it.
+    `check=False` (a backbone's record, which tokenizes nothing) skips the
+    tokenizer.json check: an unusual one does not stop a model loading.
     """
     tok_path = Path(directory) / TOKENIZER_CONFIG_FILE
     tok = read_json_object(tok_path, TokenizerError) if tok_path.is_file() else {}
@@ -100,14 +106,20 @@ def hf_tokenizer_section(directory, default_kind):
         strip = tok.get("strip_accents")
         strip = lowercase if strip is None else bool(strip)
         fast = Path(directory) / TOKENIZER_JSON_FILE
-        if REFERENCE_KEY in tok:  # written by bertzoo: the preset's own
+        if reference is not None:  # the caller's override
+            extra["reference"] = reference
+        elif REFERENCE_KEY in tok:  # written by bertzoo: the preset's own
             extra["reference"] = tok[REFERENCE_KEY]
         else:
             # transformers tokenizes with its Rust tokenizer: the one in
             # tokenizer.json, or one it builds from vocab.txt and the settings.
             extra["reference"] = "hf-fast"
-            if fast.is_file():
+        if extra["reference"] == "hf-fast" and fast.is_file():
+            try:
                 extra["added_tokens"] = _tokenizer_json_added_tokens(fast)
+            except TokenizerError:
+                if check:
+                    raise
     section = {"kind": kind, "lowercase": lowercase, "strip_accents": strip}
     for role, default in special_token_defaults(kind).items():
         token = tok.get(f"{role}_token")
@@ -158,7 +170,7 @@ def hf_tokenizer_config(tokenizer, model_kind, model_class):
 MODEL_TYPE_KINDS = {"bert": "wordpiece", "distilbert": "wordpiece", "albert": "sentencepiece"}
 
 
-def hf_preset_tokenizer(directory):
+def hf_preset_tokenizer(directory, reference=None):
     """`(tokenizer section, vocabulary_size)` of a Hugging Face checkpoint
     directory, from its `config.json` and `tokenizer_config.json`."""
     config_path = Path(directory) / "config.json"
@@ -171,4 +183,5 @@ def hf_preset_tokenizer(directory):
         )
     if "vocab_size" not in config:
         raise TokenizerError(f"{config_path}: missing the required key 'vocab_size'.")
-    return hf_tokenizer_section(directory, MODEL_TYPE_KINDS[model_type]), config["vocab_size"]
+    section = hf_tokenizer_section(directory, MODEL_TYPE_KINDS[model_type], reference)
+    return section, config["vocab_size"]

@@ -298,7 +298,12 @@ def test_bert_matches_reference_forward(bert_dir, tmp_path):
     assert (backbone.num_layers, backbone.num_groups, backbone.embedding_dim) == (2, 2, 20)
     assert backbone.dropout == 0.1 and backbone.max_sequence_length == 16
     doc = json.loads((out / "config.json").read_text())
-    assert doc["tokenizer"] == {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
+    assert doc["tokenizer"] == {
+        "kind": "wordpiece",
+        "lowercase": True,
+        "strip_accents": True,
+        "reference": "google",  # google-research/bert tokenization.py
+    }
     assert doc["metadata"]["source_checkpoint"] == str(source / "bert_model.ckpt")
     assert (out / "vocab.txt").read_bytes() == (source / "vocab.txt").read_bytes()
     assert not (out / "spiece.model").exists()
@@ -384,6 +389,7 @@ def test_explicit_paths_and_casing(bert_dir, tmp_path):
         "kind": "wordpiece",
         "lowercase": False,
         "strip_accents": False,
+        "reference": "google",
     }
     # A checkpoint prefix as the source.
     out = convert_google_checkpoint(source / "bert_model.ckpt", tmp_path / "d")

@@ -190,3 +190,32 @@ def test_custom_special_tokens_survive_an_hf_round_trip(tmp_path):
             "tokenizer"
         ]
     )
+
+
+@pytest.mark.parametrize("variant", ["as_shipped", "cased", "cased_st_lower_case"])
+def test_packs_the_ids_sentence_transformers_feeds_the_model(minilm_dir, tmp_path, variant):
+    """The token ids sentence-transformers itself makes (its max_seq_length
+    of 256 and its do_lower_case, which makes the tokenizer lowercase),
+    recorded on fuzz texts and texts over the limit by
+    tests/fixtures/make_sentence_transformers_tokens.py for the directory
+    as shipped and two edited copies."""
+    import gzip
+    import sys
+
+    sys.path.insert(0, str(FIXTURES))
+    from minilm_variants import make_variant
+
+    with gzip.open(FIXTURES / "tokenizer_fidelity" / "sentence_transformers.json.gz", "rt") as f:
+        data = json.load(f)
+    embedder = bertzoo.TextEmbedder.from_preset(
+        make_variant(minilm_dir, tmp_path / variant, variant), load_weights=False
+    )
+    pre = embedder.preprocessor
+    assert pre.sequence_length == data["max_seq_length"] == 256
+    assert pre.tokenizer.reference == "hf-fast"
+    packed = pre.pack(data["texts"])
+    ids, mask = np.asarray(packed["token_ids"]), np.asarray(packed["padding_mask"])
+    got = [row[m == 1].tolist() for row, m in zip(ids, mask)]
+    expected = data["ids"][variant]
+    assert got == expected, [t for t, a, b in zip(data["texts"], got, expected) if a != b][:3]
+    assert max(map(len, expected)) == 256  # texts over the limit are cut there

@@ -192,3 +192,67 @@ def test_exported_saved_model_keeps_the_ids(tmp_path):
     loaded = tf.saved_model.load(str(tmp_path / "saved"))
     padded = loaded.tokenize(tf.constant(texts)).numpy().tolist()
     assert [[i for i in row if i != -1] for row in padded] == expected
+
+
+def test_reference_is_chosen_from_the_checkpoint_and_kept(minilm_dir, tmp_path):
+    import shutil
+
+    from bertzoo import BertBackbone
+    from bertzoo.convert.hf import save_hf
+    from bertzoo.tokenizers import TokenizerError
+
+    # A Hugging Face directory: transformers tokenizes it with its Rust
+    # tokenizer, from tokenizer.json or built from vocab.txt without one.
+    assert BertTokenizer.from_preset(minilm_dir).reference == "hf-fast"
+    bare = tmp_path / "bare"
+    shutil.copytree(minilm_dir, bare)
+    (bare / "tokenizer.json").unlink()
+    assert BertTokenizer.from_preset(bare).reference == "hf-fast"
+    # Callers can override it.
+    assert BertTokenizer.from_preset(minilm_dir, reference="google").reference == "google"
+    # A bertzoo preset made from it records it; a vocabulary of bertzoo's own
+    # (or a plain vocab.txt) is "google".
+    backbone = BertBackbone.from_preset(minilm_dir, load_weights=False)
+    preset = tmp_path / "preset"
+    backbone.save_to_preset(preset)
+    BertTokenizer.from_preset(minilm_dir).save_to_preset(preset)
+    assert json.loads((preset / "config.json").read_text())["tokenizer"]["reference"] == "hf-fast"
+    assert BertTokenizer.from_preset(preset).reference == "hf-fast"
+    assert BertTokenizer(minilm_dir / "vocab.txt").reference == "google"
+    # Written back as a Hugging Face directory, bertzoo's key keeps it.
+    for reference in ("google", "hf-fast"):
+        out = save_hf(
+            backbone,
+            tmp_path / f"hf-{reference}",
+            BertTokenizer(minilm_dir / "vocab.txt", reference=reference),
+        )
+        assert BertTokenizer.from_preset(out).reference == reference
+    # A tokenizer.json that the Rust reference here does not reproduce is a
+    # clear error, not other ids; a Python reference still loads it.
+    odd = tmp_path / "odd"
+    shutil.copytree(minilm_dir, odd)
+    data = json.loads((odd / "tokenizer.json").read_text())
+    data["added_tokens"][0]["lstrip"] = True
+    (odd / "tokenizer.json").write_text(json.dumps(data))
+    with pytest.raises(TokenizerError, match="added token '\\[PAD\\]' lstrip.*reference="):
+        BertTokenizer.from_preset(odd)
+    data["added_tokens"][0]["lstrip"] = False
+    data["normalizer"] = {"type": "Sequence", "normalizers": []}
+    (odd / "tokenizer.json").write_text(json.dumps(data))
+    with pytest.raises(TokenizerError, match="the normalizer is 'Sequence'"):
+        BertTokenizer.from_preset(odd)
+    assert BertTokenizer.from_preset(odd, reference="hf-python").reference == "hf-python"
+
+
+def test_added_tokens_are_matched_in_text(tmp_path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<e>", "a", "e", "<", ">"]
+    text = "a<e>a [SEP]a"
+    fast = BertTokenizer(vocab, reference="hf-fast", added_tokens=["<e>"])
+    assert fast.detokenize(fast(text)) == ["a", "<e>", "a", "[SEP]", "a"]
+    assert fast.reference_pieces(text) == ["a", "<e>", "a", "[SEP]", "a"]
+    google = BertTokenizer(vocab, reference="google", added_tokens=["<e>"])
+    # google-research/bert matches nothing: "[SEP]" is "[", "sep", "]" there.
+    unk = ["[UNK]"] * 3
+    assert google.detokenize(google(text)) == ["a", "<", "e", ">", "a", *unk, "a"]
+    with pytest.raises(ValueError, match="lacks the added token"):
+        BertTokenizer(vocab, reference="hf-fast", added_tokens=["<f>"])
