@@ -1,10 +1,11 @@
-"""BertTokenizer: token ids identical to the reference BERT tokenizer.
+"""BertTokenizer: token ids identical to the reference BERT tokenizers.
 
 The reference ids in tests/fixtures/tokenizer_reference.json come from
 Hugging Face transformers (tests/fixtures/make_tokenizer_reference.py):
-`BertTokenizerLegacy`, the Python port of google-research/bert's
-tokenization.py, and `BertTokenizer` (the Rust `tokenizers` backend), on 26
-hand-written and 400 random Unicode texts, in three modes.
+`BertTokenizerLegacy` (reference="hf-python") and `BertTokenizer`, the Rust
+`tokenizers` backend (reference="hf-fast"), on 26 hand-written and 400
+random Unicode texts, in three modes. The fuzzed comparison with all three
+references (google-research/bert too) is test_fidelity.py.
 """
 
 import json
