@@ -256,3 +256,56 @@ def test_added_tokens_are_matched_in_text(tmp_path):
     assert google.detokenize(google(text)) == ["a", "<", "e", ">", "a", *unk, "a"]
     with pytest.raises(ValueError, match="lacks the added token"):
         BertTokenizer(vocab, reference="hf-fast", added_tokens=["<f>"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    __import__("keras").backend.backend() != "tensorflow", reason="serving exports need TensorFlow"
+)
+def test_serving_export_tokenizes_messy_text_as_the_reference(tmp_path):
+    """A task model exported for serving (SavedModel and .keras) with an
+    "hf-fast" tokenizer answers fuzz texts exactly as the model does on the
+    reference's ids: a different id anywhere would move the probabilities."""
+    import keras
+
+    import bertzoo
+    from tests.conftest import tiny_backbone
+
+    data = cases()
+    texts = data["texts"][:64]
+    tok = tokenizer("hf-fast/uncased")
+    keras.utils.set_random_seed(0)
+    # Large initial weights: the probabilities move with every token id.
+    backbone = tiny_backbone(
+        vocabulary_size=tok.vocabulary_size, max_sequence_length=512, initializer_range=1.0
+    )
+    model = bertzoo.BertClassifier(backbone, num_classes=3)
+    model.save_to_preset(tmp_path / "task", tokenizer=tok)
+    bertzoo.export_serving(tmp_path / "task", tmp_path / "export", sequence_length=256)
+    ids = [
+        [tok.cls_token_id, *row[:254], tok.sep_token_id]
+        for row in data["ids"]["hf-fast/uncased"][:64]
+    ]
+    padded = np.array([row + [0] * (256 - len(row)) for row in ids], "int32")
+    features = {
+        "token_ids": padded,
+        "segment_ids": np.zeros_like(padded),
+        # By length: a "[PAD]" written in a text is a real token (id 0).
+        "padding_mask": (np.arange(256) < np.array([len(r) for r in ids])[:, None]).astype("int32"),
+    }
+    expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(features), axis=-1))
+    # The check can fail: google's ids (39 of these 64 texts differ) give
+    # other probabilities on exactly those rows (by 4e-4 or more).
+    other = bertzoo.BertPreprocessor(tokenizer("google/uncased"), sequence_length=256)
+    moved = np.abs(
+        keras.ops.convert_to_numpy(keras.ops.softmax(model(other.pack(texts)), axis=-1)) - expected
+    ).max(-1)
+    differ = [a != b for a, b in zip(data["ids"]["hf-fast/uncased"], data["ids"]["google/uncased"])]
+    assert (moved > 1e-4).tolist() == differ[:64] and sum(differ[:64]) > 20
+    saved = tf.saved_model.load(str(tmp_path / "export" / "saved_model"))
+    served = saved.signatures["serving_default"](text=tf.constant(texts))["probabilities"]
+    np.testing.assert_allclose(served.numpy(), expected, atol=1e-5)
+    restored = keras.saving.load_model(tmp_path / "export" / "model.keras")
+    assert restored.tokenizer.reference == "hf-fast"
+    again = restored({"text": tf.constant(texts)})["probabilities"]
+    np.testing.assert_allclose(np.asarray(again), expected, atol=1e-5)
