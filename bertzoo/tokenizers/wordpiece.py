@@ -7,15 +7,15 @@ The steps and their reference semantics are those of `basic.py` (the plain
 Python specification) and, for "hf-fast", `hf_fast.py` (per-code-point
 tables measured from the Rust tokenizer, applied with one lookup per
 character). For the Python references each step is a string op over the
-whole batch:
-character classes (control, whitespace, punctuation, nonspacing marks, CJK)
-are computed from Python's `unicodedata` -- the same tables the reference
-tokenizer uses -- and compiled into RE2 character classes; lowercasing and
-NFD use ICU (`tf.strings.lower`, `tensorflow_text.normalize_utf8`), with a
-correction table for the few code points where ICU and Python's Unicode
-versions disagree; WordPiece is tensorflow-text's greedy longest-match
-`FastWordpieceTokenizer`, with the reference's 100-character word limit
-applied first.
+whole batch: character classes (control, whitespace, punctuation,
+nonspacing marks, CJK) are computed from Python's `unicodedata` -- the same
+tables the reference tokenizer uses -- and compiled into RE2 character
+classes; lowercasing and NFD use ICU (`tf.strings.lower`,
+`tensorflow_text.normalize_utf8`), with a correction table for the few code
+points where ICU and Python's Unicode versions disagree and Python's own
+final-sigma rule. WordPiece is tensorflow-text's greedy longest-match
+`FastWordpieceTokenizer`, with the reference's word limit (200 characters,
+100 in the Hugging Face implementations) applied first.
 """
 
 import functools
