@@ -196,6 +196,11 @@ def training_dataset(
 
     signature = keras.tree.map_structure(spec, data)
     ds = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    if epochs is not None:
+        # The stream's length is known: Keras then shows progress against it
+        # and does not take the end of the data for an error.
+        total = max(steps * int(epochs) - int(start_batch), 0)
+        ds = ds.apply(tf.data.experimental.assert_cardinality(total))
     return ds.prefetch(2)
 
 

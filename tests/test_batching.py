@@ -112,7 +112,7 @@ def test_training_dataset_trims_and_resumes_exactly():
     labels = np.where(mask == 1, np.arange(n)[:, None], -100)  # per token, trimmed too
     ds = batching.training_dataset(features, labels, 8, seed=3, sequence_length=seq, epochs=3)
     full = _stream(ds)
-    assert len(full) == 3 * (n // 8)
+    assert len(full) == 3 * (n // 8) == int(ds.cardinality())  # known up front
     for x, y in full:
         width = x["token_ids"].shape[1]
         assert width in batching.bucket_lengths(seq) and y.shape == (8, width)
@@ -124,7 +124,7 @@ def test_training_dataset_trims_and_resumes_exactly():
             features, labels, 8, seed=3, sequence_length=seq, epochs=3, start_batch=start
         )
         tail = _stream(resumed)
-        assert len(tail) == len(full) - start
+        assert len(tail) == len(full) - start == int(resumed.cardinality())
         for (xa, ya), (xb, yb) in zip(tail, full[start:]):
             np.testing.assert_array_equal(ya, yb)
             np.testing.assert_array_equal(xa["token_ids"], xb["token_ids"])
