@@ -1,4 +1,4 @@
-"""bertzoo: BERT and its derived variants (ALBERT, DistilBERT, TinyBERT) for
+"""bertzoo: BERT and its derived variants (ALBERT, DistilBERT, TinyBERT, ELECTRA) for
 Keras 3, from named presets.
 
 `import bertzoo` is light: each name below is imported on first use (PEP 562),
@@ -23,6 +23,7 @@ _EXPORTS = {
     "BertTokenClassifier": "bertzoo.models.tasks",
     "BertTokenizer": "bertzoo.tokenizers",
     "BertzooError": "bertzoo.errors",
+    "ElectraPretrainer": "bertzoo.models.electra",
     "PresetError": "bertzoo.errors",
     "ServingModel": "bertzoo.serving",
     "TextEmbedder": "bertzoo.models.embedder",

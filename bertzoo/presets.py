@@ -79,6 +79,10 @@ _TOKENIZER_KINDS = ("wordpiece", "sentencepiece")
 _TOKENIZER_REFERENCES = ("google", "hf-python", "hf-fast")
 _METADATA = {
     "params": int,
+    # The model family a checkpoint belongs to where its architecture alone
+    # does not say (Hugging Face model_type, e.g. "electra": no pooler,
+    # ELECTRA's task heads and export names).
+    "model_type": str,
     "paper": str,
     "source_checkpoint": str,
     "checkpoint_url": str,

@@ -64,6 +64,28 @@ PRETRAINING_HEADS = {
         "sentence": None,
         "tied": ("vocab_projector.weight",),
     },
+    # ELECTRA's generator (ElectraForMaskedLM): Dense(H -> E, gelu) -> LN ->
+    # logits tied to the E-wide word table, as BERT's MLM head.
+    "electra": {
+        "mlm": {
+            "generator_predictions.dense.weight": ("dense_kernel", True),
+            "generator_predictions.dense.bias": ("dense_bias", False),
+            "generator_predictions.LayerNorm.weight": ("ln_gamma", False),
+            "generator_predictions.LayerNorm.bias": ("ln_beta", False),
+            "generator_lm_head.bias": ("mlm_bias", False),
+        },
+        "sentence": None,
+        "tied": ("generator_lm_head.weight",),
+    },
+}
+
+# ELECTRA's discriminator head (ElectraForPreTraining): Dense(H -> H,
+# hidden_act) then Dense(H -> 1), one replaced/original logit per token.
+DISCRIMINATOR_HEAD = {
+    "discriminator_predictions.dense.weight": ("dense_kernel", True),
+    "discriminator_predictions.dense.bias": ("dense_bias", False),
+    "discriminator_predictions.dense_prediction.weight": ("output_kernel", True),
+    "discriminator_predictions.dense_prediction.bias": ("output_bias", False),
 }
 
 
@@ -101,14 +123,9 @@ def load_pretraining_heads(tensors, variables, objective, source):
     return tuple(loaded)
 
 
-def pretraining_head_tensors(values, objective):
-    """The inverse of `load_pretraining_heads`: `values` (role -> array) as
-    Hugging Face-named float32 arrays, BERT names for the MLM and NSP heads,
-    ALBERT's for SOP."""
-    groups = [PRETRAINING_HEADS["bert"]["mlm"]]
-    if objective != "none":
-        family = "bert" if objective == "nsp" else "albert"
-        groups.append(PRETRAINING_HEADS[family]["sentence"][1])
+def head_tensors_of(values, groups):
+    """`values` (role -> array) as Hugging Face-named float32 arrays, for
+    the name -> (role, transposed?) mappings `groups`."""
     tensors = {}
     for group in groups:
         for name, (role, transpose) in group.items():
@@ -117,16 +134,40 @@ def pretraining_head_tensors(values, objective):
     return tensors
 
 
+def pretraining_head_tensors(values, objective, family="bert"):
+    """The inverse of `load_pretraining_heads`: `values` (role -> array) as
+    Hugging Face-named float32 arrays, `family`'s names for the MLM head
+    (BERT's by default; "electra" for a generator), BERT's for NSP,
+    ALBERT's for SOP."""
+    groups = [PRETRAINING_HEADS[family]["mlm"]]
+    if objective != "none":
+        groups.append(PRETRAINING_HEADS["bert" if objective == "nsp" else "albert"]["sentence"][1])
+    return head_tensors_of(values, groups)
+
+
 # The Hugging Face prefix of each task kind's head (a Dense layer): BERT
 # sequence and token classifiers both name theirs "classifier".
 _TASK_HEAD_PREFIXES = {"classification": "classifier", "tagging": "classifier", "qa": "qa_outputs"}
 
 
-def task_head_mapping(kind, tensors, dense):
+def _dense_mapping(prefix, dense):
+    return {f"{prefix}.weight": (dense.kernel, True), f"{prefix}.bias": (dense.bias, False)}
+
+
+def task_head_mapping(kind, tensors, dense, hidden=None):
     """Hugging Face tensor name -> (Keras variable, transposed?) for the task
-    head of `kind` ("classification", "tagging" or "qa"), whose weights are
-    the Dense layer `dense`; empty when `tensors` holds no such head."""
+    head of `kind` ("classification", "tagging" or "qa"), whose output layer
+    is the Dense layer `dense`; empty when `tensors` holds no such head.
+    `hidden`: the Dense layer before it in ELECTRA's classification head
+    (`classifier.dense` -> `classifier.out_proj`)."""
     prefix = _TASK_HEAD_PREFIXES[kind]
+    if hidden is not None:
+        if f"{prefix}.out_proj.weight" not in tensors:
+            return {}
+        return {
+            **_dense_mapping(f"{prefix}.dense", hidden),
+            **_dense_mapping(f"{prefix}.out_proj", dense),
+        }
     if f"{prefix}.weight" not in tensors:
         return {}
-    return {f"{prefix}.weight": (dense.kernel, True), f"{prefix}.bias": (dense.bias, False)}
+    return _dense_mapping(prefix, dense)

@@ -1,5 +1,5 @@
-"""Hugging Face format <-> bertzoo, for `model_type` "bert", "albert" and
-"distilbert".
+"""Hugging Face format <-> bertzoo, for `model_type` "bert", "albert",
+"distilbert" and "electra".
 
 A checkpoint directory holds `config.json`, `model.safetensors` (or, only when
 asked for with `allow_pickle=True`, `pytorch_model.bin`) and optionally
@@ -282,6 +282,50 @@ _SPECS = {
         },
     ),
 }
+_SPECS["electra"] = _Spec(
+    model_type="electra",
+    prefix="electra.",
+    config_keys=_SPECS["bert"].config_keys + (("embedding_dim", "embedding_size", 128),),
+    activation_key="hidden_act",
+    activation_default="gelu",
+    # No pooler: the discriminator, the generator and ELECTRA's task heads
+    # all read the sequence output.
+    fixed={"use_pooler": False},
+    block="encoder.layer.{}",
+    block_tensors=_SPECS["bert"].block_tensors,
+    pooler=None,
+    # ElectraModel's E -> H projection, when embedding_size != hidden_size.
+    projection="embeddings_project",
+    heads=(
+        "discriminator_predictions.",
+        "generator_predictions.",
+        "generator_lm_head.",
+        "classifier.",
+        "qa_outputs.",
+    ),
+    buffers=("embeddings.position_ids", "embeddings.token_type_ids"),
+    architectures=(
+        ("discriminator_predictions.", None, "ElectraForPreTraining"),
+        ("generator_lm_head.", None, "ElectraForMaskedLM"),
+        ("qa_outputs.", None, "ElectraForQuestionAnswering"),
+        ("classifier.out_proj.", None, "ElectraForSequenceClassification"),
+        ("classifier.", None, "ElectraForTokenClassification"),
+    ),
+    base_architecture="ElectraModel",
+    tokenizer_kind="wordpiece",
+    tokenizer_class="ElectraTokenizer",
+    hf_extra={
+        "classifier_dropout": None,
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+        "summary_activation": "gelu",
+        "summary_last_dropout": 0.1,
+        "summary_type": "first",
+        "summary_use_proj": True,
+        "tie_word_embeddings": True,
+        "use_cache": True,
+    },
+)
 SUPPORTED_MODEL_TYPES = tuple(_SPECS)
 
 
@@ -364,12 +408,15 @@ def hf_to_preset(directory):
                 config_path,
                 "transformers",
             )
+    metadata = {"source_checkpoint": str(hf.get("_name_or_path") or directory)}
+    if spec.model_type == "electra":  # the architecture alone reads as BERT/ALBERT
+        metadata["model_type"] = "electra"
     return {
         "name": directory.name,
         "description": f"Converted from the Hugging Face checkpoint in {directory}.",
         "backbone": backbone,
         "tokenizer": hf_tokenizer_section(directory, spec.tokenizer_kind, check=False),
-        "metadata": {"source_checkpoint": str(hf.get("_name_or_path") or directory)},
+        "metadata": metadata,
     }
 
 
@@ -506,27 +553,46 @@ def load_hf_weights(backbone, directory, allow_partial=False, allow_pickle=False
 # === Export ===
 
 
-def _spec_for_backbone(backbone):
-    """The HF model type that can hold `backbone`: DistilBERT without segments
-    and pooler, ALBERT with factorised embeddings or layer sharing, else BERT."""
+def model_type_of(backbone):
+    """The Hugging Face model type a backbone is written as: the one its
+    preset records (`metadata.model_type`, e.g. "electra" for ELECTRA
+    checkpoints, whose architecture alone reads as BERT or ALBERT without a
+    pooler), else the one its architecture implies: DistilBERT without
+    segments and pooler, ALBERT with factorised embeddings or layer sharing,
+    else BERT."""
+    recorded = (getattr(backbone, "preset_info", None) or {}).get("metadata", {}).get("model_type")
+    if recorded in _SPECS:
+        return recorded
+    if backbone.num_segments == 0 and not backbone.use_pooler:
+        return "distilbert"
     factorised = backbone.embedding_dim != backbone.hidden_dim
     shared = backbone.num_groups != backbone.num_layers
-    if backbone.num_segments == 0 and not backbone.use_pooler:
-        spec = _SPECS["distilbert"]
-        problems = [
-            f"{k}={getattr(backbone, k)!r} (DistilBERT needs {v!r})"
-            for k, v in spec.fixed.items()
-            if getattr(backbone, k) != v
-        ]
-        if factorised:
-            problems.append("embedding_dim != hidden_dim")
-        if shared:
-            problems.append("num_groups != num_layers")
-    else:
-        spec = _SPECS["albert" if factorised or shared else "bert"]
-        problems = []
-        if backbone.num_segments == 0:
-            problems.append(f"num_segments=0 with a pooler ({spec.model_type} needs segments)")
+    return "albert" if factorised or shared else "bert"
+
+
+def _spec_for_backbone(backbone, model_type=None):
+    """The spec of `model_type` (default: `model_type_of(backbone)`), after
+    checking that it can hold `backbone`."""
+    model_type = model_type or model_type_of(backbone)
+    if model_type not in _SPECS:
+        raise CheckpointError(
+            f"model_type {model_type!r} is not supported. Supported: "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)}."
+        )
+    spec = _SPECS[model_type]
+    factorised = backbone.embedding_dim != backbone.hidden_dim
+    shared = backbone.num_groups != backbone.num_layers
+    problems = [
+        f"{k}={getattr(backbone, k)!r} ({spec.model_type} needs {v!r})"
+        for k, v in spec.fixed.items()
+        if getattr(backbone, k) != v
+    ]
+    if factorised and spec.projection is None:
+        problems.append("embedding_dim != hidden_dim")
+    if shared and spec.model_type != "albert":
+        problems.append("num_groups != num_layers")
+    if backbone.num_segments == 0 and spec.model_type != "distilbert":
+        problems.append(f"num_segments=0 ({spec.model_type} needs segments)")
     if problems:
         raise CheckpointError(
             f"This backbone cannot be written as Hugging Face model_type "
@@ -564,14 +630,16 @@ def _hf_config(backbone, spec, architecture):
     return config
 
 
-def save_hf(backbone, directory, tokenizer=None):
+def save_hf(backbone, directory, tokenizer=None, model_type=None):
     """Writes `backbone` as a Hugging Face checkpoint directory that
     transformers loads with `AutoModel` (or the `*For*` class named in
     `architectures`).
 
-    The model type follows from the backbone: `num_segments=0` without a
-    pooler is DistilBERT; `embedding_dim != hidden_dim` or layer sharing is
-    ALBERT; otherwise BERT. The task-head tensors in `backbone.head_tensors`
+    The model type is `model_type` when given, else the one the backbone's
+    preset records (ELECTRA checkpoints, and models trained from them), else
+    the one its architecture implies: `num_segments=0` without a pooler is
+    DistilBERT; `embedding_dim != hidden_dim` or layer sharing is ALBERT;
+    otherwise BERT. The task-head tensors in `backbone.head_tensors`
     (e.g. from a converted BertForPreTraining) are written too, with the
     backbone tensors under the base-model prefix as transformers expects.
 
@@ -584,11 +652,14 @@ def save_hf(backbone, directory, tokenizer=None):
         backbone: a `BertBackbone`.
         directory: where to write (created if needed).
         tokenizer: optional bertzoo tokenizer (usually WordPiece for
-            BERT/DistilBERT, SentencePiece for ALBERT; either works) with `lowercase` and `strip_accents`
-            attributes and `save_to_preset(directory)`.
+            BERT/DistilBERT/ELECTRA, SentencePiece for ALBERT; either works)
+            with `lowercase` and `strip_accents` attributes and
+            `save_to_preset(directory)`.
+        model_type: "bert", "albert", "distilbert" or "electra"; default
+            as described above.
     """
     directory = Path(directory)
-    spec = _spec_for_backbone(backbone)
+    spec = _spec_for_backbone(backbone, model_type)
     heads = dict(getattr(backbone, "head_tensors", None) or {})
     foreign = sorted(k for k in heads if not k.startswith(spec.heads))
     if foreign:

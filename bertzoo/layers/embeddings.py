@@ -118,7 +118,10 @@ class BertEmbeddings(keras.layers.Layer):
         MLM heads tie their output projection to."""
         return self.token_embedding.embeddings
 
-    def call(self, token_ids, segment_ids=None, training=None):
+    def call(self, token_ids, segment_ids=None, training=None, project=True):
+        """`project=False` returns the `embedding_dim`-wide vectors before the
+        E->H projection: ELECTRA's generator reads the discriminator's
+        embeddings this way, through its own projection."""
         seq_len = token_ids.shape[1]
         if seq_len is not None and seq_len > self.max_sequence_length:
             raise ValueError(
@@ -154,7 +157,7 @@ class BertEmbeddings(keras.layers.Layer):
         # fused kernel, and the select costs nothing measurable.
         x = ops.where(valid[:, :, None], x, ops.cast(float("nan"), x.dtype))
         x = self.dropout_layer(x, training=training)
-        if self.projection is not None:
+        if project and self.projection is not None:
             x = self.projection(x)  # (B, S, E) -> (B, S, H)
         return x
 

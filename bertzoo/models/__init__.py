@@ -1,4 +1,5 @@
 from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.electra import ElectraPretrainer
 from bertzoo.models.embedder import TextEmbedder
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.models.tasks import (
@@ -14,6 +15,7 @@ __all__ = [
     "BertPretrainer",
     "BertSpanQA",
     "BertTokenClassifier",
+    "ElectraPretrainer",
     "TextEmbedder",
     "task_model_from_preset",
 ]

@@ -7,6 +7,7 @@ import numpy as np
 from keras import ops
 
 from bertzoo.convert.heads import load_pretraining_heads, pretraining_head_tensors
+from bertzoo.convert.hf import model_type_of
 from bertzoo.layers.common import kernel_initializer
 from bertzoo.layers.heads import MaskedLMHead
 
@@ -194,7 +195,10 @@ class BertPretrainer(keras.Model):
             k: np.asarray(ops.convert_to_numpy(v), "float32")
             for k, v in self._head_variables().items()
         }
-        return pretraining_head_tensors(variables, self.objective)
+        # An ELECTRA generator's MLM head keeps ELECTRA's names (save_hf
+        # writes it as ElectraForMaskedLM).
+        family = "electra" if model_type_of(self.backbone) == "electra" else "bert"
+        return pretraining_head_tensors(variables, self.objective, family=family)
 
     # === Training ===
 

@@ -27,7 +27,7 @@ from keras import ops
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors
 from bertzoo.convert.heads import task_head_mapping
-from bertzoo.layers.common import kernel_initializer
+from bertzoo.layers.common import get_activation, kernel_initializer
 from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
 from bertzoo.models.backbone import BertBackbone, InputChecks
 from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
@@ -265,6 +265,19 @@ class TaskModel(InputChecks, keras.Model):
         return cls(**config)
 
 
+# Sequence-classification heads: "pooled" is BERT's (Dense on the pooled
+# output, or on the first token without a pooler), "electra" is ELECTRA's.
+CLASSIFIER_HEADS = ("pooled", "electra")
+
+
+def classifier_head_style(backbone):
+    """The classification head a backbone's family uses: ELECTRA's for
+    ELECTRA checkpoints (and models pre-trained with the electra objective),
+    else BERT's."""
+    metadata = (getattr(backbone, "preset_info", None) or {}).get("metadata", {})
+    return "electra" if metadata.get("model_type") == "electra" else "pooled"
+
+
 def _head_dense(units, backbone, name):
     # float32: the logits feed a float32 loss and are tiny.
     return keras.layers.Dense(
@@ -301,7 +314,9 @@ class BertClassifier(TaskModel):
     Output: float32 logits `(batch, num_classes)`; with `num_classes=1`, a
     score `(batch, 1)` trained with mean squared error. The head is
     `Dropout` + `Dense` on the pooled output (`tanh(Dense([CLS]))`), or on
-    the [CLS] vector when the backbone has no pooler (DistilBERT-style).
+    the [CLS] vector when the backbone has no pooler (DistilBERT-style);
+    for ELECTRA backbones it is ELECTRA's (`head="electra"`): `Dropout` ->
+    `Dense(hidden_dim)` -> GELU -> `Dropout` -> `Dense` on the first token.
 
     `compile(optimizer)` builds the loss (mean cross-entropy, or MSE) and the
     `accuracy` metric (classification only); `fit` on `(x, labels)` batches,
@@ -313,6 +328,8 @@ class BertClassifier(TaskModel):
         dropout: dropout before the output layer.
         label_names: optional class names (saved with the preset; the
             serving model returns them).
+        head: "pooled" (BERT's) or "electra"; default: "electra" when the
+            backbone's preset records `model_type: electra`, else "pooled".
 
     Example:
     >>> classifier = BertClassifier.from_preset("runs/pretrain/preset", num_classes=3)
@@ -325,7 +342,9 @@ class BertClassifier(TaskModel):
     kinds = ("classification", "regression")
     hf_architecture = "ForSequenceClassification"
 
-    def __init__(self, backbone, num_classes, dropout=0.1, label_names=None, **kwargs):
+    def __init__(
+        self, backbone, num_classes, dropout=0.1, label_names=None, head=None, **kwargs
+    ):
         if not isinstance(num_classes, int | np.integer) or num_classes < 1:
             raise ValueError(
                 f"num_classes must be an integer >= 1 (1 means regression), got {num_classes!r}."
@@ -333,21 +352,41 @@ class BertClassifier(TaskModel):
         num_classes = int(num_classes)
         dropout = _check_dropout(dropout)
         label_names = _label_names(label_names, num_classes, "classes") if num_classes > 1 else None
+        head = classifier_head_style(backbone) if head is None else head
+        if head not in CLASSIFIER_HEADS:
+            raise ValueError(f"head={head!r} is not valid. Valid: {', '.join(CLASSIFIER_HEADS)}.")
         inputs = self._backbone_inputs(backbone)
         features = backbone(inputs)
-        if backbone.use_pooler:
+        dense = None
+        if head == "electra":
+            # ELECTRA's head (no pooler): dropout -> Dense(H) -> GELU ->
+            # dropout -> Dense(classes) on the first token.
+            dense = keras.layers.Dense(
+                backbone.hidden_dim,
+                activation=get_activation("gelu"),
+                kernel_initializer=kernel_initializer(backbone.initializer_range),
+                dtype=backbone.dtype_policy,
+                name="classifier_dense",
+            )
+            first = _dropout(dropout, backbone, "classifier_input_dropout")(
+                features["sequence_output"][:, 0, :]
+            )
+            pooled = dense(first)
+        elif backbone.use_pooler:
             pooled = features["pooled_output"]
         else:
             pooled = features["sequence_output"][:, 0, :]
         dropout_layer = _dropout(dropout, backbone, "classifier_dropout")
-        head = _head_dense(num_classes, backbone, "classifier_head")
-        logits = head(dropout_layer(pooled))
+        output = _head_dense(num_classes, backbone, "classifier_head")
+        logits = output(dropout_layer(pooled))
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
         self.backbone = backbone
         self.num_classes = num_classes
         self.dropout = dropout
         self.label_names = label_names
-        self.head = head
+        self.head_style = head
+        self.head = output
+        self.head_dense = dense
         self.head_loaded = False
         self.accuracy = (
             keras.metrics.SparseCategoricalAccuracy(name="accuracy") if num_classes > 1 else None
@@ -361,11 +400,13 @@ class BertClassifier(TaskModel):
         config = {"kind": self.kind, "num_classes": self.num_classes, "dropout": self.dropout}
         if self.label_names is not None:
             config["label_names"] = list(self.label_names)
+        if self.head_style != "pooled":
+            config["head"] = self.head_style
         return config
 
     @classmethod
     def _constructor_defaults(cls, task):
-        defaults = {"num_classes": task.get("num_classes")}
+        defaults = {"num_classes": task.get("num_classes"), "head": task.get("head")}
         if "label_names" in task:
             defaults["label_names"] = task["label_names"]
         return {k: v for k, v in defaults.items() if v is not None}
@@ -391,9 +432,11 @@ class BertClassifier(TaskModel):
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
     def head_layers(self):
-        return [self.head]
+        return [self.head] if self.head_dense is None else [self.head_dense, self.head]
 
     def _hf_head(self, tensors):
+        if self.head_style == "electra":
+            return task_head_mapping("classification", tensors, self.head, hidden=self.head_dense)
         if not self.backbone.use_pooler:
             return {}
         return task_head_mapping("classification", tensors, self.head)

@@ -61,6 +61,7 @@ from bertzoo.io.publish import atomic_write_text, publish_directory
 from bertzoo.io.rundir import RunDirectory
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.loading import resolve_preset
+from bertzoo.models.electra import ElectraPretrainer, electra_batch
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.training.callbacks import ProgressLog, TensorBoardLogger, Throughput
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
@@ -89,7 +90,7 @@ from bertzoo.training.runs import (
 logger = logging.getLogger(__name__)
 
 DATA_MODES = ("dynamic", "static")
-OBJECTIVE_CHOICES = ("auto", "nsp", "sop", "none")
+OBJECTIVE_CHOICES = ("auto", "nsp", "sop", "none", "electra")
 MASKING_CHOICES = ("token", "whole_word", "ngram")
 CORPUS_LAYOUTS = ("sentences", "documents")
 INITIAL_EVAL_FILE = "initial_eval.json"
@@ -139,10 +140,25 @@ class PretrainConfig(RunConfig):
     )
     objective: str = setting(
         "auto",
-        "sentence objective; auto: nsp for BERT, sop for ALBERT-shaped models, none "
-        "without a pooler",
+        "nsp / sop / none: masked LM with that sentence objective; electra: replaced-token "
+        "detection (a generator + the preset as discriminator, no pooler); auto: electra for "
+        "ELECTRA presets, nsp for BERT, sop for ALBERT-shaped models, none without a pooler",
         choices=OBJECTIVE_CHOICES,
         group="model",
+    )
+    generator: str = setting(
+        None,
+        "electra: the generator's preset or directory (e.g. electra_small_generator); default: "
+        "the preset directory's generator/, else the discriminator scaled by --generator-size",
+        group="model",
+    )
+    generator_size: float = setting(
+        0.25,
+        "electra: generator width / discriminator width (the paper: 1/4 Small, 1/3 Base)",
+        group="model",
+    )
+    rtd_weight: float = setting(
+        50.0, "electra: weight of the replaced-token-detection loss", group="model"
     )
     masking: str = setting("token", "default %(default)s", choices=MASKING_CHOICES, group="data")
     mask_rate: float = setting(0.15, "share of tokens masked", group="data")
@@ -284,6 +300,14 @@ def validate_config(config):
         "eval_batches",
     ):
         _positive(name, getattr(config, name))
+    if not 0.0 < config.generator_size <= 1.0:
+        raise PretrainError(f"generator_size must be in (0, 1], got {config.generator_size}.")
+    if not config.rtd_weight > 0:
+        raise PretrainError(f"rtd_weight must be > 0, got {config.rtd_weight}.")
+    if config.generator is not None and config.objective not in ("electra", "auto"):
+        raise PretrainError(
+            f"--generator is for objective electra; objective is {config.objective!r}."
+        )
     if not 0.0 < config.mask_rate < 1.0:
         raise PretrainError(f"mask_rate must be in (0, 1), got {config.mask_rate}.")
     if not 0.0 <= config.eval_fraction < 0.5:
@@ -466,38 +490,77 @@ def check_positions(config, document=None):
         )
 
 
-def build_backbone(config, vocabulary_size):
-    """The preset's architecture (its weights when it is a directory that
-    has them) with the vocabulary's size and the run's precision."""
-    document, directory, kind = _preset_document(config.preset)
+def _is_electra(config, document):
+    return config.objective == "electra" or (
+        config.objective == "auto"
+        and document.get("metadata", {}).get("model_type") == "electra"
+    )
+
+
+def build_backbone(config, vocabulary_size, preset=None):
+    """The architecture of `preset` (default: the run's; its weights when it
+    is a directory that has them) with the vocabulary's size and the run's
+    precision. For objective electra a built-in architecture is built
+    without its pooler (ELECTRA has none)."""
+    preset = config.preset if preset is None else preset
+    document, directory, kind = _preset_document(preset)
     overrides = {"dtype": config.precision}
     if config.dropout is not None:
         overrides["dropout"] = config.dropout
-    check_positions(config, document)
+    check_positions(config, _preset_document(config.preset)[0])
+    electra = _is_electra(config, _preset_document(config.preset)[0])
     if directory is not None and not (
         kind == "bertzoo" and not (Path(directory) / preset_lib.WEIGHTS_FILE).exists()
     ):
         # Continued pre-training of a checkpoint (a config.json without
         # weights is an architecture, like a built-in preset).
-        backbone = BertBackbone.from_preset(config.preset, **overrides)
+        backbone = BertBackbone.from_preset(preset, **overrides)
         if backbone.vocabulary_size != vocabulary_size:
             raise PretrainError(
-                f"The vocabulary has {vocabulary_size} tokens but {config.preset} has "
+                f"The vocabulary has {vocabulary_size} tokens but {preset} has "
                 f"{backbone.vocabulary_size} token embeddings; continue pre-training a checkpoint "
                 "with its own vocabulary."
             )
+        if electra and backbone.use_pooler:
+            raise PretrainError(
+                f"{preset} has a pooler; objective electra trains a discriminator without one. "
+                "Start from an ELECTRA checkpoint or a built-in architecture."
+            )
         return backbone
     arch = {**document["backbone"], **overrides, "vocabulary_size": vocabulary_size}
+    if electra:
+        arch["use_pooler"] = False
     backbone = BertBackbone(**arch)
     backbone.preset_info = {
         k: document[k] for k in ("description", "tokenizer", "metadata") if k in document
     }
+    if electra:
+        metadata = backbone.preset_info.setdefault("metadata", {})
+        backbone.preset_info["metadata"] = {**metadata, "model_type": "electra"}
     return backbone
+
+
+def build_generator(config, discriminator):
+    """ELECTRA's generator: `--generator` (a preset or directory), else the
+    preset directory's `generator/`, else the discriminator scaled by
+    `--generator-size`."""
+    preset = config.generator
+    if preset is None:
+        directory = _preset_document(config.preset)[1]
+        if directory is not None and (Path(directory) / "generator" / preset_lib.CONFIG_FILE).is_file():
+            preset = str(Path(directory) / "generator")
+    if preset is None:
+        return ElectraPretrainer.generator_for(discriminator, config.generator_size)
+    generator = build_backbone(config, discriminator.vocabulary_size, preset=preset)
+    generator.preset_info.setdefault("metadata", {})["model_type"] = "electra"
+    return generator
 
 
 def resolve_objective(config, backbone):
     if config.objective != "auto":
         return config.objective
+    if backbone.preset_info.get("metadata", {}).get("model_type") == "electra":
+        return "electra"
     if not backbone.use_pooler:
         return "none"
     kind = backbone.preset_info.get("tokenizer", {}).get("kind", "wordpiece")
@@ -509,6 +572,28 @@ def resolve_objective(config, backbone):
     ):
         return "sop"
     return "nsp"
+
+
+def build_pretrainer(config, backbone, objective):
+    """The pre-training model: `ElectraPretrainer` (a generator + the
+    backbone as discriminator) for objective electra, else `BertPretrainer`."""
+    if objective == "electra":
+        generator = build_generator(config, backbone)
+        return ElectraPretrainer(
+            generator, backbone, rtd_weight=config.rtd_weight, seed=config.seed
+        )
+    return BertPretrainer(backbone, objective=objective)
+
+
+def example_objective(objective):
+    """The sentence objective the examples are built for: ELECTRA's are
+    single segments, as MLM-only ones."""
+    return "none" if objective == "electra" else objective
+
+
+def _model_batches(dataset, objective):
+    """ELECTRA's model takes the masked-LM labels inside its input dict."""
+    return dataset.map(electra_batch) if objective == "electra" else dataset
 
 
 # === The run ===
@@ -625,7 +710,7 @@ def _run(config, distribution, run):
     with distribution.scope():
         backbone = build_backbone(config, tokenizer.vocabulary_size)
         objective = resolve_objective(config, backbone)
-        model = BertPretrainer(backbone, objective=objective)
+        model = build_pretrainer(config, backbone, objective)
         # Steps count batches; the schedule counts weight updates (one per
         # `gradient_accumulation_steps` batches).
         accumulate = config.gradient_accumulation_steps
@@ -655,7 +740,11 @@ def _run(config, distribution, run):
     # drawn once (cached): the initial and final numbers, and those of a
     # resumed run, are on the same predictions.
     eval_examples = create_examples(
-        eval_docs, tokenizer, seq_len=config.seq_len[-1], objective=objective, seed=config.seed + 7
+        eval_docs,
+        tokenizer,
+        seq_len=config.seq_len[-1],
+        objective=example_objective(objective),
+        seed=config.seed + 7,
     )
     eval_batch = min(config.batch_size, len(eval_examples))
     eval_set = (
@@ -666,7 +755,7 @@ def _run(config, distribution, run):
         .cache()
     )  # the same masks for every evaluation
     # Each batch padded only to its longest sequence's bucket.
-    eval_set = batching.trim_dataset(eval_set, config.seq_len[-1])
+    eval_set = _model_batches(batching.trim_dataset(eval_set, config.seq_len[-1]), objective)
 
     # --- resume ---
     step = 0
@@ -696,7 +785,7 @@ def _run(config, distribution, run):
             train_docs,
             tokenizer,
             seq_len=seq,
-            objective=objective,
+            objective=example_objective(objective),
             short_seq_prob=config.short_seq_prob,
             dupe_factor=config.dupe_factor,
             seed=config.seed + phase,
@@ -704,6 +793,7 @@ def _run(config, distribution, run):
         dataset = _phase_data(
             config, phase, train_examples, tokenizer, maskers[phase], output, chief, done_in_phase
         )
+        dataset = _model_batches(dataset, objective)
         if distribution.num_workers > 1:
             # Every worker reads the same stream and keeps its share of each
             # global batch: the run (and its data position on resume) is
@@ -794,9 +884,7 @@ def _run(config, distribution, run):
     }
     if chief:
         # The heads are saved beside the backbone: a teacher for distillation.
-        _save_preset(
-            config, backbone, tokenizer, objective, output / PRESET_DIR, model.head_tensors()
-        )
+        _save_preset(config, model, backbone, tokenizer, objective, output / PRESET_DIR)
         atomic_write_text(output / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
     return metrics
 
@@ -806,15 +894,16 @@ def _evaluate(model, eval_set):
     return {k: float(v) for k, v in result.items()}
 
 
-def _save_preset(config, backbone, tokenizer, objective, directory, head_tensors):
-    """The trained backbone (with `head_tensors`) + vocabulary, published as
-    one bertzoo preset directory (`bertzoo.io.publish`)."""
+def _save_preset(config, model, backbone, tokenizer, objective, directory):
+    """The trained backbone with its pre-training heads + vocabulary,
+    published as one bertzoo preset directory (`bertzoo.io.publish`); for
+    ELECTRA the discriminator, with the generator in `generator/`."""
     with publish_directory(directory, "preset") as staging:
-        _write_preset(config, backbone, tokenizer, objective, staging, head_tensors)
+        _write_preset(config, model, backbone, tokenizer, objective, staging)
     return directory
 
 
-def _write_preset(config, backbone, tokenizer, objective, directory, head_tensors):
+def _write_preset(config, model, backbone, tokenizer, objective, directory):
     tokenizer.save_to_preset(directory)
     preset_info = {
         "description": (
@@ -825,9 +914,14 @@ def _write_preset(config, backbone, tokenizer, objective, directory, head_tensor
         "metadata": {
             k: v
             for k, v in backbone.preset_info.get("metadata", {}).items()
-            if k in ("paper", "license")
+            if k in ("paper", "license", "model_type")
         },
     }
     # Presets record no dtype policy (precision is a setting of each run);
     # mixed-precision variables are float32 anyway.
-    backbone.save_to_preset(directory, preset_info=preset_info, head_tensors=head_tensors)
+    if objective == "electra":
+        model.save_to_preset(directory, tokenizer=tokenizer, preset_info=preset_info)
+    else:
+        backbone.save_to_preset(
+            directory, preset_info=preset_info, head_tensors=model.head_tensors()
+        )
