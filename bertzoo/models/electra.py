@@ -174,6 +174,7 @@ class ElectraPretrainer(keras.Model):
         self.mlm_head.build((None, None, gen.hidden_dim), (None, None))
         self.rtd_dense.build((None, None, disc.hidden_dim))
         self.rtd_output.build((None, None, disc.hidden_dim))
+        self.built = True  # the backbones are functional models, built already
 
     # === Forward ===
 
