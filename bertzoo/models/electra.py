@@ -19,11 +19,16 @@ import keras
 import numpy as np
 from keras import ops
 
-from bertzoo.convert.heads import DISCRIMINATOR_HEAD, head_tensors_of, load_pretraining_heads
-from bertzoo.convert.heads import pretraining_head_tensors
 from bertzoo.convert.common import assign_tensors
+from bertzoo.convert.heads import (
+    DISCRIMINATOR_HEAD,
+    head_tensors_of,
+    load_pretraining_heads,
+    pretraining_head_tensors,
+)
 from bertzoo.layers.common import get_activation, group_of_layer, kernel_initializer
 from bertzoo.layers.heads import MaskedLMHead
+from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
 
 # The keys an ELECTRA batch adds to the masked-LM inputs: the original ids
@@ -85,7 +90,9 @@ class ElectraPretrainer(keras.Model):
     >>> model.fit(dataset.map(electra_batch))  # doctest: +SKIP
     """
 
-    def __init__(self, generator, discriminator, rtd_weight=50.0, temperature=1.0, seed=None, **kwargs):
+    def __init__(
+        self, generator, discriminator, rtd_weight=50.0, temperature=1.0, seed=None, **kwargs
+    ):
         _check_pair(generator, discriminator)
         if not float(rtd_weight) > 0:
             raise ValueError(f"rtd_weight must be > 0, got {rtd_weight!r}.")
@@ -143,6 +150,26 @@ class ElectraPretrainer(keras.Model):
                 {**generator.head_tensors, **discriminator.head_tensors}
             )
 
+    @classmethod
+    def from_preset(cls, preset, generator=None, load_weights=True, **kwargs):
+        """The pretrainer of a saved ELECTRA pair: the discriminator from
+        `preset` (a bertzoo preset directory, a Hugging Face
+        `ElectraForPreTraining` directory, or a built-in name such as
+        "electra_small") and the generator from `generator` (default:
+        `preset/generator` for a directory, `<name>_generator` for a
+        built-in name), with both heads when the checkpoints have them.
+        `kwargs`: the constructor's (rtd_weight, temperature, seed)."""
+        from pathlib import Path
+
+        from bertzoo import presets as preset_lib
+
+        if generator is None:
+            builtin = isinstance(preset, str) and preset in preset_lib.builtin_presets()
+            generator = f"{preset}_generator" if builtin else Path(preset) / "generator"
+        discriminator = BertBackbone.from_preset(preset, load_weights=load_weights)
+        generator = BertBackbone.from_preset(generator, load_weights=load_weights)
+        return cls(generator, discriminator, **kwargs)
+
     @staticmethod
     def generator_for(discriminator, size=0.25, **overrides):
         """A generator for `discriminator`: `size` times its hidden width,
@@ -150,8 +177,6 @@ class ElectraPretrainer(keras.Model):
         embedding width, layers, positions and vocabulary. The ELECTRA paper
         uses 1/4 for Small and Large and 1/3 for Base; the released Small
         generator is 1.0 (`electra_small_generator`)."""
-        from bertzoo.models.backbone import BertBackbone
-
         if not 0 < size <= 1:
             raise ValueError(f"size must be in (0, 1], got {size!r}.")
         heads = max(1, round(discriminator.num_heads * size))
@@ -212,23 +237,30 @@ class ElectraPretrainer(keras.Model):
 
         # --- the discriminator's input: originals with samples at the masked positions ---
         replaced_at = _scatter(positions, weights, seq_len)  # (B, S) 1 at a masked position
-        original_ids = ops.where(replaced_at > 0, _scatter(positions, originals * weights, seq_len), token_ids)
-        corrupted = ops.where(replaced_at > 0, _scatter(positions, sampled * weights, seq_len), token_ids)
-        disc_inputs = {
-            "token_ids": corrupted,
-            "padding_mask": inputs["padding_mask"],
-        }
+        original_ids = ops.where(
+            replaced_at > 0, _scatter(positions, originals * weights, seq_len), token_ids
+        )
+        corrupted = ops.where(
+            replaced_at > 0, _scatter(positions, sampled * weights, seq_len), token_ids
+        )
+        disc_inputs = {"token_ids": corrupted, "padding_mask": inputs["padding_mask"]}
         if self.discriminator.num_segments > 0:
             disc_inputs["segment_ids"] = inputs["segment_ids"]
-        hidden = self.discriminator(disc_inputs, training=training)["sequence_output"]
-        hidden = self.rtd_dense(hidden)  # Dense(H, hidden_act), as ELECTRA's head
-        rtd_logits = ops.squeeze(self.rtd_output(hidden), -1)  # (B, S)
         return {
             "mlm": mlm_logits,
-            "rtd": ops.cast(rtd_logits, "float32"),
+            "rtd": self.discriminator_logits(disc_inputs, training=training),
             "rtd_labels": ops.cast(ops.not_equal(corrupted, original_ids), "float32"),
             "rtd_weights": ops.cast(inputs["padding_mask"], "float32"),
         }
+
+    def discriminator_logits(self, inputs, training=None):
+        """The discriminator's replaced-token logits `(B, S)` float32 for the
+        backbone inputs `inputs` (`token_ids`, `segment_ids`,
+        `padding_mask`): > 0 where it judges a token replaced. This is
+        `ElectraForPreTraining`'s output."""
+        hidden = self.discriminator(inputs, training=training)["sequence_output"]
+        hidden = self.rtd_dense(hidden)  # Dense(H, hidden_act), as ELECTRA's head
+        return ops.cast(ops.squeeze(self.rtd_output(hidden), -1), "float32")  # (B, S)
 
     # === Training ===
 
@@ -311,7 +343,9 @@ class ElectraPretrainer(keras.Model):
     def discriminator_head_tensors(self):
         """The discriminator's head as Hugging Face-named float32 arrays
         (`ElectraForPreTraining`'s `discriminator_predictions.*`)."""
-        return head_tensors_of(self._numpy(self._discriminator_head_variables()), [DISCRIMINATOR_HEAD])
+        return head_tensors_of(
+            self._numpy(self._discriminator_head_variables()), [DISCRIMINATOR_HEAD]
+        )
 
     def generator_head_tensors(self):
         """The generator's MLM head as Hugging Face-named float32 arrays

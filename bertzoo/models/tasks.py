@@ -342,9 +342,7 @@ class BertClassifier(TaskModel):
     kinds = ("classification", "regression")
     hf_architecture = "ForSequenceClassification"
 
-    def __init__(
-        self, backbone, num_classes, dropout=0.1, label_names=None, head=None, **kwargs
-    ):
+    def __init__(self, backbone, num_classes, dropout=0.1, label_names=None, head=None, **kwargs):
         if not isinstance(num_classes, int | np.integer) or num_classes < 1:
             raise ValueError(
                 f"num_classes must be an integer >= 1 (1 means regression), got {num_classes!r}."

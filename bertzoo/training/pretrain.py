@@ -60,8 +60,8 @@ from bertzoo.errors import BertzooError
 from bertzoo.io.publish import atomic_write_text, publish_directory
 from bertzoo.io.rundir import RunDirectory
 from bertzoo.models.backbone import BertBackbone
-from bertzoo.models.loading import resolve_preset
 from bertzoo.models.electra import ElectraPretrainer, electra_batch
+from bertzoo.models.loading import resolve_preset
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.training.callbacks import ProgressLog, TensorBoardLogger, Throughput
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
@@ -492,8 +492,7 @@ def check_positions(config, document=None):
 
 def _is_electra(config, document):
     return config.objective == "electra" or (
-        config.objective == "auto"
-        and document.get("metadata", {}).get("model_type") == "electra"
+        config.objective == "auto" and document.get("metadata", {}).get("model_type") == "electra"
     )
 
 
@@ -547,7 +546,10 @@ def build_generator(config, discriminator):
     preset = config.generator
     if preset is None:
         directory = _preset_document(config.preset)[1]
-        if directory is not None and (Path(directory) / "generator" / preset_lib.CONFIG_FILE).is_file():
+        if (
+            directory is not None
+            and (Path(directory) / "generator" / preset_lib.CONFIG_FILE).is_file()
+        ):
             preset = str(Path(directory) / "generator")
     if preset is None:
         return ElectraPretrainer.generator_for(discriminator, config.generator_size)
