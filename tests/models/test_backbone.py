@@ -27,6 +27,15 @@ REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released conf
     "distilbert_base": 66_362_880,
     "tinybert_4l_312d": 14_350_248,
     "tinybert_6l_768d": 66_955_008,
+    # transformers' ElectraModel built from the released configs (counted by
+    # tests/fixtures/make_electra_reference.py; checked against the fixture
+    # in tests/convert/test_hf_electra.py).
+    "electra_small": 13_483_008,
+    "electra_base": 108_891_648,
+    "electra_large": 334_092_288,
+    "electra_small_generator": 13_483_008,
+    "electra_base_generator": 33_511_168,
+    "electra_large_generator": 50_999_552,
 }
 
 
