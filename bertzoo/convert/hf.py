@@ -315,7 +315,11 @@ _SPECS["electra"] = _Spec(
     tokenizer_kind="wordpiece",
     tokenizer_class="ElectraTokenizer",
     hf_extra={
+        "add_cross_attention": False,
+        "bos_token_id": None,
         "classifier_dropout": None,
+        "eos_token_id": None,
+        "is_decoder": False,
         "pad_token_id": 0,
         "position_embedding_type": "absolute",
         "summary_activation": "gelu",

@@ -167,7 +167,12 @@ def hf_tokenizer_config(tokenizer, model_kind, model_class):
 
 
 # A Hugging Face model type's usual tokenizer kind.
-MODEL_TYPE_KINDS = {"bert": "wordpiece", "distilbert": "wordpiece", "albert": "sentencepiece"}
+MODEL_TYPE_KINDS = {
+    "bert": "wordpiece",
+    "distilbert": "wordpiece",
+    "albert": "sentencepiece",
+    "electra": "wordpiece",
+}
 
 
 def hf_preset_tokenizer(directory, reference=None):

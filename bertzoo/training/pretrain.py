@@ -595,7 +595,9 @@ def example_objective(objective):
 
 def _model_batches(dataset, objective):
     """ELECTRA's model takes the masked-LM labels inside its input dict."""
-    return dataset.map(electra_batch) if objective == "electra" else dataset
+    if objective != "electra":
+        return dataset
+    return dataset.map(tf.autograph.experimental.do_not_convert(electra_batch))
 
 
 # === The run ===
