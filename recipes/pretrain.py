@@ -1,4 +1,5 @@
-"""Pre-train a BERT-family model with masked LM (+ NSP or SOP).
+"""Pre-train a BERT-family model with masked LM (+ NSP or SOP), or ELECTRA's
+replaced-token detection (--objective electra).
 
 With no arguments it pre-trains `bert_tiny` on a built-in English corpus (the
 Python reference manual's help topics, installed with Python: no download)
@@ -11,6 +12,7 @@ Rerunning the same command resumes from the last checkpoint.
 
 Examples:
     python recipes/pretrain.py
+    python recipes/pretrain.py --objective electra --output runs/electra
     python recipes/pretrain.py --corpus ko.txt --no-lowercase --no-strip-accents \\
         --masking whole_word --preset albert_base --seq-len 128,512 --steps 9000,1000
     python recipes/pretrain.py --strategy tpu --tpu my-tpu --data gs://b/seq128,gs://b/seq512 ...
@@ -58,10 +60,15 @@ def main(argv=None):
     keys = (
         "initial_masked_lm_accuracy",
         "final_masked_lm_accuracy",
+        # ELECTRA: the discriminator's held-out replaced-token detection
+        "initial_rtd_accuracy",
+        "final_rtd_accuracy",
+        "final_rtd_precision",
+        "final_rtd_recall",
         "steps",
         "examples_per_second",
     )
-    print(json.dumps({k: metrics.get(k) for k in keys}, indent=2))
+    print(json.dumps({k: metrics[k] for k in keys if k in metrics}, indent=2))
     print(
         f"preset: {os.path.join(args.output, PRESET_DIR)}  "
         f"metrics: {os.path.join(args.output, METRICS_FILE)}  "
