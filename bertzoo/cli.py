@@ -224,6 +224,16 @@ def _add_train_vocab(sub):
         help="default: follows --lowercase",
     )
     t.add_argument(
+        "--include-hangul",
+        choices=("none", "common", "all"),
+        default="none",
+        help="always include every syllable of a Hangul set (WordPiece: bare and as a '##' "
+        "continuation; SentencePiece: as required characters), so Korean the corpus lacks is "
+        "not unknown: common = the 2,350 KS X 1001 syllables (4,700 WordPiece tokens), all = "
+        "all 11,172 (22,344); they count against --vocab-size. Use with --no-strip-accents "
+        "(WordPiece with accent stripping gets the 67 jamo instead). Default: none",
+    )
+    t.add_argument(
         "--show",
         type=int,
         default=3,
@@ -265,6 +275,7 @@ def train_vocab(args):
                 lowercase=args.lowercase,
                 strip_accents=strip,
                 output=args.output,
+                include_hangul=args.include_hangul,
             )
             tokenizer = BertTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
         else:
@@ -274,6 +285,7 @@ def train_vocab(args):
                 args.output,
                 lowercase=args.lowercase,
                 strip_accents=strip,
+                include_hangul=args.include_hangul,
             )
             tokenizer = SentencePieceTokenizer(
                 args.output, lowercase=args.lowercase, strip_accents=strip

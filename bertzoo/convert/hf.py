@@ -596,7 +596,8 @@ def _spec_for_backbone(backbone, model_type=None):
     if shared and spec.model_type != "albert":
         problems.append("num_groups != num_layers")
     if backbone.num_segments == 0 and spec.model_type != "distilbert":
-        problems.append(f"num_segments=0 ({spec.model_type} needs segments)")
+        pooler = " with a pooler" if backbone.use_pooler else ""
+        problems.append(f"num_segments=0{pooler} ({spec.model_type} needs segments)")
     if problems:
         raise CheckpointError(
             f"This backbone cannot be written as Hugging Face model_type "

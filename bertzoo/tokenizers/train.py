@@ -11,11 +11,17 @@ through NFD) make WordPiece see Korean as jamo.
 
 Input files are read as UTF-8, one sentence or paragraph per line; bytes that
 are not UTF-8 are replaced by U+FFFD (with a warning saying how many lines).
+
+`include_hangul` ("common" or "all") puts every syllable of a Hangul set in
+the vocabulary whether or not the corpus has it (`hangul_syllables`), so a
+vocabulary trained on a small domain corpus does not turn the syllables of
+other domains into [UNK] / <unk>.
 """
 
 import collections
 import io
 import logging
+import re
 from pathlib import Path
 
 import sentencepiece as spm
@@ -37,6 +43,49 @@ BERT_RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ALBERT_CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 ALBERT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 JOINER = "##"
+HANGUL_SETS = ("none", "common", "all")
+
+
+def _hangul_set(which):
+    """`include_hangul` as one of HANGUL_SETS (None is "none")."""
+    if which is None:
+        return "none"
+    if isinstance(which, str) and which in HANGUL_SETS:
+        return which
+    raise TokenizerError(
+        f"include_hangul must be one of {', '.join(HANGUL_SETS)} (or None); got {which!r}."
+    )
+
+
+def hangul_syllables(which):
+    """The precomposed Hangul syllables of a set, in code point order.
+
+    "all": the 11,172 syllables U+AC00..U+D7A3. "common": the 2,350 of
+    KS X 1001 (the EUC-KR Hangul block, rows 0xB0-0xC8 x columns
+    0xA1-0xFE, decoded with Python's euc_kr codec; trying to encode a
+    syllable is no test, since the codec writes the other 8,822 as 8-byte
+    jamo composition sequences). "none" or None: no syllables.
+    """
+    which = _hangul_set(which)
+    if which == "all":
+        return [chr(cp) for cp in range(0xAC00, 0xD7A4)]
+    if which == "common":
+        return [
+            bytes((row, col)).decode("euc_kr")
+            for row in range(0xB0, 0xC9)
+            for col in range(0xA1, 0xFF)
+        ]
+    return []
+
+
+def _hangul_characters(which, tokenizer):
+    """The characters `tokenizer` (a `BasicTokenizer`) makes of the set's
+    syllables: the syllables themselves, or their jamo when it strips
+    accents (NFD decomposes every syllable)."""
+    syllables = hangul_syllables(which)
+    if not syllables:
+        return []
+    return sorted({char for word in tokenizer.tokenize(" ".join(syllables)) for char in word})
 
 
 def _as_paths(files):
@@ -105,6 +154,7 @@ def train_wordpiece(
     control_chars=None,
     max_token_length=50,
     num_iterations=4,
+    include_hangul=None,
 ):
     """Learns a WordPiece vocabulary (BERT's `vocab.txt`) from text files.
 
@@ -121,6 +171,21 @@ def train_wordpiece(
     has at most `vocab_size` tokens (fewer when the corpus has no more
     pieces at `min_frequency`).
 
+    With `include_hangul`, every syllable of the set (`hangul_syllables`)
+    that the corpus lacks is added too, after the corpus's characters and
+    before the learnt pieces: first all of them as word starts, then all as
+    "##" continuations, so no word of the set's syllables is [UNK]. They
+    count against `vocab_size`: the learner is given `vocab_size` minus the
+    number added, so fewer pieces are learnt and the total stays at most
+    `vocab_size` ("common" adds up to 2 x 2,350 = 4,700 tokens, "all" up to
+    2 x 11,172 = 22,344; a `vocab_size` that cannot hold them and the
+    corpus's characters is an error saying the minimum). A word that mixes
+    Hangul with a character missing from the vocabulary (an emoji, a letter
+    the corpus lacks) is still [UNK] as a whole, as WordPiece does. With
+    accent stripping (the uncased default), `BertTokenizer` decomposes
+    syllables into jamo, so their jamo are added instead (the 67 modern
+    jamo, both ways, for either set: every syllable is covered).
+
     Args:
         files: a text file or a list of them (UTF-8, one text per line).
         vocab_size: the maximum vocabulary size.
@@ -136,6 +201,9 @@ def train_wordpiece(
             characters are always in).
         max_token_length: longer words are left out of the piece counts.
         num_iterations: the learner's refinement passes.
+        include_hangul: None or "none" (the default), "common" (the 2,350
+            KS X 1001 syllables) or "all" (all 11,172): always in the
+            vocabulary, as above.
 
     Returns:
         The vocabulary, a list of tokens (index = id).
@@ -146,6 +214,7 @@ def train_wordpiece(
         raise TokenizerError(
             f"reserved_tokens must be distinct non-empty tokens, padding first; got {reserved}."
         )
+    include_hangul = _hangul_set(include_hangul)
     counts = count_words(files, lowercase, strip_accents, reference, control_chars)
     if not counts:
         raise TokenizerError("The training files hold no words.")
@@ -158,9 +227,23 @@ def train_wordpiece(
             f"and the corpus's {len(alphabet)} characters (each as a word start and as a "
             f"'{JOINER}' continuation) need at least {len(required)}."
         )
+    # The Hangul pieces as BertTokenizer will look them up (jamo after NFD).
+    basic_tokenizer = basic.BasicTokenizer(lowercase, strip_accents, reference, control_chars)
+    hangul = _hangul_characters(include_hangul, basic_tokenizer)
+    have = set(required)
+    added = [c for c in hangul if c not in have]
+    added += [JOINER + c for c in hangul if JOINER + c not in have]
+    if vocab_size < len(required) + len(added):
+        what = "jamo" if basic_tokenizer.strip_accents else "syllables"
+        raise TokenizerError(
+            f"vocab_size={vocab_size} is too small for include_hangul={include_hangul!r}: "
+            f"the {len(reserved)} reserved tokens, the corpus's {len(alphabet)} characters "
+            f"and the set's {len(hangul):,} {what} (each as a word start and as a "
+            f"'{JOINER}' continuation) need at least {len(required) + len(added)}."
+        )
     learnt = learner.learn(
         list(counts.items()),
-        vocab_size,
+        vocab_size - len(added),  # the learnt pieces make room for the Hangul ones
         reserved,
         lower_thresh=max(1, int(min_frequency)),
         num_iterations=num_iterations,
@@ -170,7 +253,7 @@ def train_wordpiece(
         include_joiner_token=True,
         joiner=JOINER,
     )
-    vocabulary = list(required)
+    vocabulary = required + added
     seen = set(vocabulary)
     for token in learnt:
         if len(vocabulary) >= vocab_size:
@@ -232,6 +315,7 @@ def train_sentencepiece(
     seed=0,
     num_threads=1,
     max_sentence_length=4192,
+    include_hangul=None,
     **trainer_options,
 ):
     """Trains an ALBERT-compatible SentencePiece model (`spiece.model`).
@@ -266,12 +350,23 @@ def train_sentencepiece(
         num_threads: trainer threads.
         max_sentence_length: longer lines (in bytes, after preprocessing)
             are skipped by sentencepiece; a warning counts them.
+        include_hangul: None or "none" (the default), "common" (the 2,350
+            KS X 1001 syllables) or "all" (all 11,172): the set's syllables
+            are passed as sentencepiece's `required_chars` (added to any
+            given), so each is a piece of the model whether or not the
+            corpus has it, and no text of those syllables becomes <unk>.
+            They count against `vocab_size` (fewer pieces are learnt); a
+            `vocab_size` below the special pieces plus the corpus's and the
+            set's characters is an error saying the minimum. This holds
+            with accent stripping too: the model's nmt_nfkc normaliser
+            composes the jamo back into syllables.
         **trainer_options: any other `spm_train` flag.
 
     Returns:
         The path of the written model.
     """
     _check_vocab_size(vocab_size)
+    include_hangul = _hangul_set(include_hangul)
     path = _model_path(output)
     preprocessor = AlbertPreprocessor(lowercase, strip_accents)
     sentences = [s for s in _preprocessed_lines(files, preprocessor) if s]
@@ -303,6 +398,10 @@ def train_sentencepiece(
         minloglevel=2,
     )
     options.update(trainer_options)
+    hangul = hangul_syllables(include_hangul)
+    if hangul:
+        given = str(options.get("required_chars", ""))
+        options["required_chars"] = "".join(dict.fromkeys(given + "".join(hangul)))
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
@@ -310,6 +409,13 @@ def train_sentencepiece(
             sentence_iterator=iter(sentences), model_writer=model, **options
         )
     except RuntimeError as e:
+        needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(e))
+        if hangul and needed:
+            raise TokenizerError(
+                f"vocab_size={vocab_size} is too small for include_hangul={include_hangul!r}: "
+                f"the special pieces, the set's {len(hangul):,} syllables and the corpus's other "
+                f"characters need at least {needed.group(1)}."
+            ) from None
         raise TokenizerError(f"SentencePiece training failed: {e}") from None
     proto = model.getvalue()
     pieces = model_pieces(proto)

@@ -131,6 +131,15 @@ class PretrainConfig(RunConfig):
         group="data",
     )
     vocab_size: int = setting(8000, "size of a trained vocabulary", group="data")
+    include_hangul: str = setting(
+        "none",
+        "a trained vocabulary always holds every syllable of this Hangul set, so Korean the "
+        "corpus lacks is not unknown: common = the 2,350 KS X 1001 syllables (4,700 WordPiece "
+        "tokens), all = all 11,172 (22,344); they count against --vocab-size; default "
+        "%(default)s",
+        choices=("none", "common", "all"),
+        group="data",
+    )
     lowercase: bool = setting(None, "default: the preset's setting", group="data")
     strip_accents: bool = setting(
         None,
@@ -268,6 +277,7 @@ def validate_config(config):
     _choice("precision", config.precision, PRECISIONS)
     _choice("data_mode", config.data_mode, DATA_MODES)
     _choice("corpus_layout", config.corpus_layout, CORPUS_LAYOUTS)
+    _choice("include_hangul", config.include_hangul, ("none", "common", "all"))
     if not config.seq_len or len(config.seq_len) != len(config.steps):
         raise PretrainError(
             f"seq_len {list(config.seq_len)} and steps {list(config.steps)} need one entry per "
@@ -416,6 +426,12 @@ def prepare_tokenizer(config, output, files, chief=True):
     from bertzoo.tokenizers.train import train_sentencepiece, train_wordpiece
 
     cls, kind, settings, vocabulary = _vocabulary_plan(config)
+    if vocabulary is not None and config.include_hangul != "none":
+        logger.warning(
+            "include_hangul=%r is ignored: the vocabulary %s is given, not trained.",
+            config.include_hangul,
+            vocabulary,
+        )
     if vocabulary is None:
         vocabulary = output / cls.vocabulary_file
         if chief and not vocabulary.is_file():
@@ -432,6 +448,7 @@ def prepare_tokenizer(config, output, files, chief=True):
                     lowercase=lowercase,
                     strip_accents=True if strip is None else strip,
                     hard_vocab_limit=False,
+                    include_hangul=config.include_hangul,
                 )
             else:
                 train_wordpiece(
@@ -440,6 +457,7 @@ def prepare_tokenizer(config, output, files, chief=True):
                     lowercase=lowercase,
                     strip_accents=strip,
                     output=vocabulary,
+                    include_hangul=config.include_hangul,
                 )
         _wait_for(vocabulary)
     return cls(vocabulary, **settings)

@@ -144,12 +144,14 @@ class RunConfig:
     def changed_settings(self, output):
         """{name: (recorded, current)} for each compared setting that differs
         from the settings recorded in `output`; None when none are recorded.
-        Settings a record lacks count as None (the record of a run that
-        wrote only its compared settings is read the same)."""
+        Settings a record lacks count as their defaults: a run recorded
+        before a setting existed ran as its default does, and resumes."""
         path = Path(output) / RUN_SETTINGS_FILE
         if not path.is_file():
             return None
         recorded, current = json.loads(path.read_text(encoding="utf-8")), self.to_json()
+        defaults = type(self)().to_json()
+        recorded = {**{k: v for k, v in defaults.items() if k not in recorded}, **recorded}
         free = set(current) - set(self.compared_settings())
         return {
             k: (recorded.get(k), current.get(k))

@@ -171,7 +171,7 @@ def _edit_tensors(directory, edit):
         (
             "bert_pretraining",
             {"model_type": "roberta"},
-            "model_type 'roberta' is not supported. Supported: bert, albert, distilbert",
+            "model_type 'roberta' is not supported. Supported: bert, albert, distilbert, electra",
         ),
         ("albert_mlm", {"inner_group_num": 2}, "inner_group_num 2 is not supported"),
         (
@@ -187,7 +187,7 @@ def test_bad_configs(tmp_path, name, changes, pattern):
     directory = _copy(name, tmp_path, **changes)
     with pytest.raises(CheckpointError, match=pattern):
         BertBackbone.from_preset(directory)
-    assert SUPPORTED_MODEL_TYPES == ("bert", "albert", "distilbert")
+    assert SUPPORTED_MODEL_TYPES == ("bert", "albert", "distilbert", "electra")
 
 
 def test_shape_mismatch_names_tensor_and_both_shapes(tmp_path):

@@ -108,14 +108,18 @@ def test_settings_record_and_comparison(tmp_path):
     changed = dataclasses.replace(config, steps=5, phases=(6,)).changed_settings(tmp_path)
     assert changed == {"phases": ([5], [6]), "steps": (100, 5)}
     # A record without the settings that are not compared (as the fine-tune
-    # run wrote them) matches; a setting the record lacks is a change.
+    # run wrote them) matches. A setting the record lacks (a run recorded
+    # before the setting existed) counts as its default: no change at the
+    # default, a change otherwise.
     (tmp_path / runs.RUN_SETTINGS_FILE).write_text(
         json.dumps({k: v for k, v in recorded.items() if k in Toy.compared_settings()})
     )
     assert config.changed_settings(tmp_path) == {}
     del recorded["mode"]
     (tmp_path / runs.RUN_SETTINGS_FILE).write_text(json.dumps(recorded))
-    assert config.changed_settings(tmp_path) == {"mode": (None, "a")}
+    assert config.changed_settings(tmp_path) == {}
+    other = dataclasses.replace(config, mode="b")
+    assert other.changed_settings(tmp_path) == {"mode": ("a", "b")}
 
 
 def test_compared_settings_of_the_runs():
