@@ -43,18 +43,55 @@ def _rows(seed, n):
     return rows
 
 
+def write_task_files(directory):
+    """The task's train (200) and validation (80) TSV files."""
+    files = {}
+    for split, seed, n in (("train", 0, 200), ("validation", 1, 80)):
+        files[split] = directory / f"{split}.tsv"
+        files[split].write_text(
+            "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in _rows(seed, n)),
+            encoding="utf-8",
+        )
+    return files
+
+
+def finetune_teacher(files, init, output):
+    """A classifier teacher fine-tuned from `init` on the task (best epoch
+    in `output`/best)."""
+    return run_finetuning(
+        FinetuneConfig(
+            task="classification",
+            train=str(files["train"]),
+            validation=str(files["validation"]),
+            text_columns=("sentence",),
+            label_column="label",
+            init=str(init),
+            output=str(output),
+            learning_rate=3e-3,
+            epochs=6,
+            batch_size=16,
+            sequence_length=16,
+            dropout=0.0,
+            verbose=0,
+        )
+    )
+
+
+def write_student(directory):
+    """The student architecture file (`STUDENT`)."""
+    student = directory / "student.json"
+    student.write_text(
+        json.dumps({"backbone": {**STUDENT, "vocabulary_size": 1}}), encoding="utf-8"
+    )
+    return student
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """Task files, a corpus, a 2-layer teacher preset with its MLM head, and a
     classifier teacher fine-tuned from it on the task."""
     d = tmp_path_factory.mktemp("distill")
-    files = {}
-    for split, seed, n in (("train", 0, 200), ("validation", 1, 80)):
-        files[split] = d / f"{split}.tsv"
-        files[split].write_text(
-            "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in _rows(seed, n)),
-            encoding="utf-8",
-        )
+    files = write_task_files(d)
     corpus = d / "corpus.txt"
     docs = ["\n".join(t + " ." for t, _ in _rows(seed, 6)) for seed in range(12)]
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
@@ -74,27 +111,8 @@ def setup(tmp_path_factory):
     backbone.head_tensors = pretrainer.head_tensors()  # as the pre-training recipe saves it
     backbone.preset_info = {"tokenizer": TOKENIZER}
     backbone.save_to_preset(d / "pre")
-    run_finetuning(
-        FinetuneConfig(
-            task="classification",
-            train=str(files["train"]),
-            validation=str(files["validation"]),
-            text_columns=("sentence",),
-            label_column="label",
-            init=str(d / "pre"),
-            output=str(d / "ft"),
-            learning_rate=3e-3,
-            epochs=6,
-            batch_size=16,
-            sequence_length=16,
-            dropout=0.0,
-            verbose=0,
-        )
-    )
-    student = d / "student.json"
-    student.write_text(
-        json.dumps({"backbone": {**STUDENT, "vocabulary_size": 1}}), encoding="utf-8"
-    )
+    finetune_teacher(files, d / "pre", d / "ft")
+    student = write_student(d)
     return {
         "dir": d,
         "files": files,

@@ -5,6 +5,7 @@ dense -> GELU -> dropout -> output on the first token) and keeps it when
 saved and reloaded, and an ELECTRA classifier distils into a student."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -14,20 +15,19 @@ import bertzoo
 from bertzoo.models.electra import ElectraPretrainer
 from bertzoo.tokenizers.train import train_wordpiece
 from bertzoo.training.distill import run_distillation
-from bertzoo.training.finetune import FinetuneConfig, run_finetuning
-from tests.test_distill_recipe import STUDENT, TOKENIZER, _rows, _task_config
+from tests.test_distill_recipe import (
+    TOKENIZER,
+    _task_config,
+    finetune_teacher,
+    write_student,
+    write_task_files,
+)
 
 
 @pytest.fixture(scope="module")
 def electra_setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("electra")
-    files = {}
-    for split, seed, n in (("train", 0, 200), ("validation", 1, 80)):
-        files[split] = d / f"{split}.tsv"
-        files[split].write_text(
-            "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in _rows(seed, n)),
-            encoding="utf-8",
-        )
+    files = write_task_files(d)
     tokens = train_wordpiece([files["train"]], 300, min_frequency=1, output=d / "pre" / "vocab.txt")
     disc = bertzoo.BertBackbone(
         vocabulary_size=len(tokens),
@@ -44,27 +44,8 @@ def electra_setup(tmp_path_factory):
     disc.preset_info = {"tokenizer": TOKENIZER, "metadata": {"model_type": "electra"}}
     model = ElectraPretrainer(ElectraPretrainer.generator_for(disc, 0.25), disc)
     model.save_to_preset(d / "pre")  # as the pre-training recipe saves it
-    result = run_finetuning(
-        FinetuneConfig(
-            task="classification",
-            train=str(files["train"]),
-            validation=str(files["validation"]),
-            text_columns=("sentence",),
-            label_column="label",
-            init=str(d / "pre"),
-            output=str(d / "ft"),
-            learning_rate=3e-3,
-            epochs=6,
-            batch_size=16,
-            sequence_length=16,
-            dropout=0.0,
-            verbose=0,
-        )
-    )
-    student = d / "student.json"
-    student.write_text(
-        json.dumps({"backbone": {**STUDENT, "vocabulary_size": 1}}), encoding="utf-8"
-    )
+    result = finetune_teacher(files, d / "pre", d / "ft")
+    student = write_student(d)
     return {
         "files": files,
         "pre": d / "pre",
@@ -93,7 +74,7 @@ def test_finetune_from_an_electra_preset_uses_and_keeps_electras_head(electra_se
     k1, b1 = (ops.convert_to_numpy(v) for v in classifier.head_dense.weights)
     k2, b2 = (ops.convert_to_numpy(v) for v in classifier.head.weights)
     h = first @ k1 + b1
-    h = 0.5 * h * (1 + np.vectorize(__import__("math").erf)(h / np.sqrt(2)))
+    h = 0.5 * h * (1 + np.vectorize(math.erf)(h / np.sqrt(2)))
     np.testing.assert_allclose(ops.convert_to_numpy(classifier(x)), h @ k2 + b2, atol=1e-5)
 
 

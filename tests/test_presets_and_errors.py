@@ -38,8 +38,14 @@ def test_builtin_preset_files_are_valid_and_consistent(name):
     # Cased vocabularies keep case and accents; uncased ones strip both.
     assert tok["lowercase"] == tok["strip_accents"] == ("cased" not in name)
     act = data["backbone"]["activation"]
-    # Google BERT/ALBERT: tanh GELU; DistilBERT/TinyBERT (HF "gelu"): erf GELU.
-    assert act == ("gelu" if name.startswith(("distil", "tiny")) else "gelu_approximate")
+    # Google BERT/ALBERT: tanh GELU; DistilBERT/TinyBERT (HF "gelu") and
+    # ELECTRA (its reference code's gelu is erf-based): erf GELU.
+    erf = name.startswith(("distil", "tiny", "electra"))
+    assert act == ("gelu" if erf else "gelu_approximate")
+    # ELECTRA has no pooler and records its family (task heads, export).
+    if name.startswith("electra"):
+        assert data["backbone"]["use_pooler"] is False
+        assert data["metadata"]["model_type"] == "electra"
 
 
 @pytest.mark.backend_independent

@@ -315,19 +315,12 @@ _SPECS["electra"] = _Spec(
     tokenizer_kind="wordpiece",
     tokenizer_class="ElectraTokenizer",
     hf_extra={
-        "add_cross_attention": False,
-        "bos_token_id": None,
-        "classifier_dropout": None,
-        "eos_token_id": None,
-        "is_decoder": False,
-        "pad_token_id": 0,
+        **_SPECS["bert"].hf_extra,
         "position_embedding_type": "absolute",
         "summary_activation": "gelu",
         "summary_last_dropout": 0.1,
         "summary_type": "first",
         "summary_use_proj": True,
-        "tie_word_embeddings": True,
-        "use_cache": True,
     },
 )
 SUPPORTED_MODEL_TYPES = tuple(_SPECS)
