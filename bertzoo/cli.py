@@ -99,15 +99,17 @@ def main(argv=None):
 def _add_convert_google(sub):
     c = sub.add_parser(
         "convert-google",
-        help="convert a Google TF1 BERT/ALBERT checkpoint into a preset directory",
+        help="convert a Google TF1 BERT/ALBERT/ELECTRA checkpoint into a preset directory",
         description=(
-            "Converts an original google-research/bert or google-research/albert "
-            "checkpoint (<prefix>.index + <prefix>.data-*, bert_config.json or "
-            "albert_config.json, vocab.txt or a SentencePiece *.model) into a bertzoo "
-            "preset directory that BertBackbone.from_preset(OUTPUT) loads. BERT or "
-            "ALBERT is detected from the variable names; optimizer slots and "
-            "global_step are dropped, the pre-training heads are kept in "
-            "heads.safetensors."
+            "Converts an original google-research/bert, google-research/albert or "
+            "google-research/electra checkpoint (<prefix>.index + <prefix>.data-*, "
+            "bert_config.json or albert_config.json (ELECTRA: none needed), vocab.txt or "
+            "a SentencePiece *.model) into a bertzoo preset directory that "
+            "BertBackbone.from_preset(OUTPUT) loads. BERT, ALBERT or ELECTRA is detected "
+            "from the variable names; optimizer slots and global_step are dropped, the "
+            "pre-training heads are kept in heads.safetensors. An ELECTRA checkpoint's "
+            "generator is written as a preset of its own in OUTPUT/generator "
+            "(ElectraPretrainer.from_preset(OUTPUT) loads both)."
         ),
     )
     c.add_argument(
@@ -124,7 +126,8 @@ def _add_convert_google(sub):
         action="store_const",
         const=True,
         default=None,
-        help="the model is uncased (default: from the directory name; ALBERT: lowercase)",
+        help="the model is uncased (default: from the directory name; ALBERT: lowercase; "
+        "Google's ELECTRA models are uncased)",
     )
     case.add_argument(
         "--cased",
@@ -135,9 +138,19 @@ def _add_convert_google(sub):
     )
     c.add_argument(
         "--model-type",
-        choices=("bert", "albert"),
+        # bertzoo.convert.google.MODEL_TYPES (not imported here: it loads Keras).
+        choices=("bert", "albert", "electra"),
         default=None,
         help="default: detected from the variable names",
+    )
+    c.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="the model config JSON (default: found beside the checkpoint; ELECTRA, whose "
+        "archives ship none: sizes from the tensor shapes, max(1, hidden // 64) heads); "
+        "bert_config.json keys, a Hugging Face config.json or ELECTRA's pre-training "
+        "hparams JSON",
     )
     c.add_argument(
         "--allow-partial",
@@ -167,9 +180,9 @@ def convert_google(args):
 
     try:
         if args.download:
-            if args.model_type or args.allow_partial:
+            if args.model_type or args.allow_partial or args.config:
                 raise CheckpointError(
-                    "--model-type and --allow-partial do not apply to --download."
+                    "--model-type, --config and --allow-partial do not apply to --download."
                 )
             out = download_google_checkpoint(
                 args.download,
@@ -186,6 +199,7 @@ def convert_google(args):
                 args.output,
                 model_type=args.model_type,
                 lowercase=args.lowercase,
+                config_file=args.config,
                 allow_partial=args.allow_partial,
             )
     except CheckpointError as e:

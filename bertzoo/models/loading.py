@@ -171,23 +171,37 @@ def convert_google_checkpoint(
     allow_partial=False,
     metadata=None,
 ):
-    """Converts a Google TF1 BERT or ALBERT checkpoint into a preset directory.
+    """Converts a Google TF1 BERT, ALBERT or ELECTRA checkpoint into a preset
+    directory.
 
     Args:
         source: a directory holding the checkpoint (`<prefix>.index` +
-            `<prefix>.data-*`), `bert_config.json` or `albert_config.json` and
-            `vocab.txt` or a SentencePiece `*.model` (directly or in its only
-            subdirectory, as archives extract); or a checkpoint prefix; or
-            None when `checkpoint`, `config_file` and `vocab_file` are all
-            given.
-        output_dir: the preset directory to write (created if needed).
-        model_type: "bert" or "albert"; detected from the tensor names
-            (ALBERT's `group_*/inner_group_*` scopes) when None.
+            `<prefix>.data-*`), `bert_config.json` or `albert_config.json`
+            (ELECTRA: optional, see `config_file`) and `vocab.txt` or a
+            SentencePiece `*.model` (directly or in its only subdirectory,
+            as archives extract); or a checkpoint prefix; or None when
+            `checkpoint` and `vocab_file` are given (and `config_file`
+            unless the config is beside the checkpoint).
+        output_dir: the preset directory to write (created if needed). An
+            ELECTRA checkpoint's discriminator is written there and its
+            generator, when it has one, as a preset of its own in
+            `output_dir/generator` (`ElectraPretrainer.from_preset(output_dir)`
+            loads the pair).
+        model_type: "bert", "albert" or "electra"; detected from the tensor
+            names (ALBERT's `group_*/inner_group_*` scopes, ELECTRA's
+            `electra/` and `generator/`) when None.
         lowercase: whether the tokenizer lowercases. When None: True for
-            ALBERT; for BERT read from the directory name ("uncased" or
-            "cased"), else an error asks for it.
+            ALBERT; else the config's `do_lower_case` (ELECTRA's pre-training
+            hparams), else the directory name ("uncased" or "cased"), else
+            an error asks for it (Google's ELECTRA models are uncased).
         checkpoint, config_file, vocab_file: explicit paths, overriding what
-            is found in `source`.
+            is found in `source`. ELECTRA's archives ship no model config:
+            the sizes come from the tensor shapes and the heads from the
+            reference rule max(1, hidden // 64) unless a config file (found
+            beside the checkpoint, or `config_file`: `bert_config.json`
+            keys, a Hugging Face `config.json` or the pre-training hparams
+            JSON) says otherwise; a `*generator*config*.json` beside the
+            checkpoint describes the generator.
         allow_partial: load what matches instead of failing on missing or
             unused tensors (the rest stays randomly initialised).
         metadata: extra preset metadata (e.g. `checkpoint_url`, `license`).
@@ -198,6 +212,8 @@ def convert_google_checkpoint(
     Example:
     >>> convert_google_checkpoint("uncased_L-12_H-768_A-12", "bert_base_google")
     >>> backbone = BertBackbone.from_preset("bert_base_google")
+    >>> convert_google_checkpoint("electra_small", "electra_small_google", lowercase=True)
+    >>> pretrainer = ElectraPretrainer.from_preset("electra_small_google")
     """
     ckpt = read_google_checkpoint(
         source,
@@ -208,12 +224,18 @@ def convert_google_checkpoint(
         vocab_file=vocab_file,
         metadata=metadata,
     )
-    try:
-        backbone = BertBackbone(**ckpt.backbone_config)
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{ckpt.config_path}: invalid model config: {e}") from e
-    heads = load_google_weights(backbone, ckpt, allow_partial=allow_partial)
-    return save_google_preset(backbone, ckpt, heads, output_dir)
+
+    def load(part):
+        try:
+            backbone = BertBackbone(**part.backbone_config)
+        except (TypeError, ValueError) as e:
+            source = part.config_path or part.prefix
+            raise CheckpointError(f"{source}: invalid model config: {e}") from e
+        return backbone, load_google_weights(backbone, part, allow_partial=allow_partial)
+
+    backbone, heads = load(ckpt)
+    generator = load(ckpt.generator) if ckpt.generator is not None else None
+    return save_google_preset(backbone, ckpt, heads, output_dir, generator=generator)
 
 
 def download_google_checkpoint(
