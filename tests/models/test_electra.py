@@ -179,3 +179,15 @@ def test_mismatched_generator_or_a_pooler_is_refused():
         ElectraPretrainer(discriminator(), discriminator(use_pooler=True))
     with pytest.raises(ValueError, match="rtd_weight"):
         ElectraPretrainer(discriminator(), disc, rtd_weight=0)
+
+
+def test_mixed_bfloat16_trains_with_float32_outputs():
+    disc = discriminator(dtype="mixed_bfloat16")
+    model = ElectraPretrainer(ElectraPretrainer.generator_for(disc, 0.5), disc, seed=0)
+    x = electra_inputs(seed=4)
+    out = model(x)
+    assert {keras.backend.standardize_dtype(v.dtype) for v in out.values()} == {"float32"}
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    history = model.fit(x, batch_size=3, epochs=5, verbose=0).history
+    assert np.isfinite(history["loss"]).all()
+    assert history["loss"][-1] < history["loss"][0]
