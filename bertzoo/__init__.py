@@ -29,6 +29,7 @@ _EXPORTS = {
     "TextEmbedder": "bertzoo.models.embedder",
     "TokenizerError": "bertzoo.tokenizers",
     "export_serving": "bertzoo.serving",
+    "fill_mask": "bertzoo.models.fill_mask",
     "list_presets": "bertzoo.presets",
 }
 _SUBMODULES = (

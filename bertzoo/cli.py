@@ -1,4 +1,5 @@
-"""Command line: `python -m bertzoo presets | demo | train-vocab | convert-google | export | verify`."""
+"""Command line: `python -m bertzoo presets | demo | train-vocab | convert-google | export |
+verify | fill-mask`."""
 
 import argparse
 import json
@@ -80,6 +81,21 @@ def main(argv=None):
         help="check a directory bertzoo wrote (preset, checkpoint, export) against its manifest",
     )
     v.add_argument("directory", metavar="DIR")
+    f = sub.add_parser(
+        "fill-mask",
+        help="the most probable tokens at each [MASK] of a text (a preset with an MLM head)",
+        description=(
+            "Prints, for each mask token in each TEXT, the TOP_K most probable tokens of the "
+            "preset's masked-LM head with their probabilities. PRESET: the pre-training "
+            "recipe's preset/, a Hugging Face *ForMaskedLM or *ForPreTraining directory, a "
+            "converted Google checkpoint, or an ELECTRA generator (or ELECTRA preset with "
+            "its generator/)."
+        ),
+    )
+    f.add_argument("preset", metavar="PRESET")
+    f.add_argument("texts", metavar="TEXT", nargs="+")
+    f.add_argument("--top-k", type=int, default=5, help="tokens per mask (default %(default)s)")
+    f.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     if args.command == "presets":
         print(presets_table())
@@ -91,6 +107,8 @@ def main(argv=None):
         return export(args)
     elif args.command == "verify":
         return verify(args.directory)
+    elif args.command == "fill-mask":
+        return fill_mask_command(args)
     else:
         demo(args.preset, args.batch, args.seq)
     return 0
@@ -322,6 +340,32 @@ def train_vocab(args):
         if line.strip():
             print(f"  {line.strip()}\n    -> {' '.join(tokenizer.detokenize(tokenizer(line)))}")
             shown += 1
+    return 0
+
+
+def fill_mask_command(args):
+    """`fill-mask`: returns the exit status (2: bad input, one line)."""
+    import json
+
+    from bertzoo.errors import BertzooError
+    from bertzoo.models.fill_mask import fill_mask
+
+    if args.top_k < 1:
+        print(f"error: --top-k must be >= 1, got {args.top_k}.", file=sys.stderr)
+        return 2
+    try:
+        results = fill_mask(args.preset, args.texts, top_k=args.top_k)
+    except (BertzooError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(dict(zip(args.texts, results)), ensure_ascii=False, indent=1))
+        return 0
+    for text, masks in zip(args.texts, results):
+        print(text)
+        for number, candidates in enumerate(masks, 1):
+            shown = "  ".join(f"{c['token']} {c['score']:.4f}" for c in candidates)
+            print(f"  mask {number}: {shown}")
     return 0
 
 

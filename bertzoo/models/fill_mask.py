@@ -1,0 +1,189 @@
+"""Fill-mask: what a masked-LM head predicts at each `[MASK]` of a text.
+
+    bertzoo.fill_mask("runs/pretrain/preset", "the [MASK] sat on the mat.")
+    python -m bertzoo fill-mask PRESET "서울은 대한민국의 [MASK]이다." --top-k 5
+
+The text is split at the tokenizer's mask token and each piece is tokenized
+on its own, so a `[MASK]` is one token whatever the tokenizer's handling of
+bracketed text (a piece after a mask starts a new word, as in the Hugging
+Face tokenizers, which split added tokens out first). Probabilities are the
+softmax of the head's logits over the whole vocabulary at that position.
+"""
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from keras import ops
+
+from bertzoo import presets as preset_lib
+from bertzoo.convert.heads import PRETRAINING_HEADS
+from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.electra import ElectraPretrainer
+from bertzoo.models.pretrainer import BertPretrainer
+from bertzoo.tokenizers import from_preset as tokenizer_from_preset
+
+logger = logging.getLogger(__name__)
+
+GENERATOR_DIR = "generator"  # an ELECTRA preset's generator (ElectraPretrainer.save_to_preset)
+
+
+class NoMaskedLMHead(preset_lib.PresetError):
+    """The model has no trained masked-LM head to fill masks with."""
+
+
+# The masked-LM head tensors of every family (BERT, ALBERT, DistilBERT,
+# ELECTRA generators).
+_MLM_NAMES = frozenset(name for spec in PRETRAINING_HEADS.values() for name in spec["mlm"])
+
+
+def _mlm_head_loaded(pretrainer):
+    return bool(_MLM_NAMES.intersection(pretrainer.head_weights_loaded))
+
+
+def masked_lm_model(preset):
+    """`(model, tokenizer)` for a preset with a masked-LM head: a
+    `BertPretrainer` whose head came from the checkpoint, or, for an ELECTRA
+    preset whose discriminator has none, its `generator/`."""
+    kind, location = preset_lib.classify(preset)
+    if kind == "builtin":
+        raise NoMaskedLMHead(
+            f"{preset!r} is a built-in architecture without weights: fill-mask needs a trained "
+            "masked-LM head (a pre-training recipe output, a converted checkpoint or a Hugging "
+            "Face *ForMaskedLM / *ForPreTraining directory)."
+        )
+    backbone = BertBackbone.from_preset(preset)
+    pretrainer = BertPretrainer(backbone, objective="none")
+    if not _mlm_head_loaded(pretrainer):
+        generator = Path(location) / GENERATOR_DIR
+        if (generator / preset_lib.CONFIG_FILE).is_file():
+            logger.info(
+                "%s has no masked-LM head; using its ELECTRA generator %s.", preset, generator
+            )
+            return masked_lm_model(generator)
+        raise NoMaskedLMHead(
+            f"{preset} has no masked-LM head (its checkpoint holds "
+            f"{', '.join(sorted(backbone.head_tensors)) or 'no heads'}): fill-mask needs one. "
+            "Use a pre-training recipe output, a Hugging Face *ForMaskedLM / *ForPreTraining "
+            "directory, a converted Google checkpoint or an ELECTRA generator."
+        )
+    return pretrainer, tokenizer_from_preset(preset)
+
+
+def _encode(tokenizer, text, max_length):
+    """Token ids `[CLS] ... [SEP]` with the mask token's id at each mask, and
+    the mask positions."""
+    pieces = text.split(tokenizer.mask_token)
+    if len(pieces) < 2:
+        raise ValueError(
+            f"{text!r} has no {tokenizer.mask_token}: fill-mask predicts the token at each "
+            f"{tokenizer.mask_token} of a text."
+        )
+    rows = tokenizer.tokenize_ids(_as_tensor(pieces)).to_list()
+    ids, positions = [tokenizer.cls_token_id], []
+    for i, row in enumerate(rows):
+        if i:
+            positions.append(len(ids))
+            ids.append(tokenizer.mask_token_id)
+        ids.extend(int(t) for t in row)
+    ids.append(tokenizer.sep_token_id)
+    if len(ids) > max_length:
+        raise ValueError(
+            f"{text[:60]!r}... is {len(ids)} tokens with [CLS] and [SEP]; the model reads at most "
+            f"{max_length}. Shorten it around the mask."
+        )
+    return ids, positions
+
+
+def _as_tensor(strings):
+    import tensorflow as tf  # tokenizers run TensorFlow ops under every backend
+
+    return tf.constant(strings, tf.string)
+
+
+def _logits(model, batch):
+    if isinstance(model, ElectraPretrainer):  # the generator, on the shared embeddings
+        sequence = model._generator_sequence(batch, training=False)
+        return model.mlm_head(sequence, batch["mask_positions"])
+    return model(batch, training=False)["mlm"]
+
+
+def fill_mask(model, texts, top_k=5, tokenizer=None, batch_size=32):
+    """The `top_k` most probable tokens at every mask token of `texts`.
+
+    Args:
+        model: a preset with a masked-LM head (the pre-training recipe's
+            `preset/`, a Hugging Face `*ForMaskedLM`/`*ForPreTraining`
+            directory, a converted Google checkpoint, an ELECTRA generator
+            or an ELECTRA preset with its `generator/`), or a
+            `BertPretrainer` / `ElectraPretrainer` (then pass `tokenizer`).
+        texts: a string or a list of strings, each with one or more mask
+            tokens (`[MASK]` for BERT vocabularies).
+        top_k: how many tokens per mask.
+        tokenizer: the model's tokenizer (default: the preset's).
+        batch_size: texts per forward pass.
+
+    Returns, per text (a string gives one list, not a list of one), one list
+    per mask in text order of `top_k` dicts `{"token_id", "token",
+    "score"}`, most probable first; `score` is the probability.
+
+    Example:
+    >>> fill_mask("runs/pretrain/preset", "the [MASK] sat on the mat.", top_k=3)
+    [[{'token_id': 2134, 'token': 'cat', 'score': 0.41}, ...]]
+    """
+    if isinstance(model, (str, Path)):
+        model, preset_tokenizer = masked_lm_model(model)
+        tokenizer = tokenizer or preset_tokenizer
+    elif not isinstance(model, (BertPretrainer, ElectraPretrainer)):
+        raise TypeError(
+            "model must be a preset (name or directory), a BertPretrainer or an "
+            f"ElectraPretrainer, got {type(model).__name__}."
+        )
+    if tokenizer is None:
+        raise ValueError("Pass tokenizer= with a model object (a preset brings its own).")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
+    single = isinstance(texts, str)
+    texts = [texts] if single else list(texts)
+    backbone = model.discriminator if isinstance(model, ElectraPretrainer) else model.backbone
+    top_k = min(top_k, backbone.vocabulary_size)
+    encoded = [_encode(tokenizer, text, backbone.max_sequence_length) for text in texts]
+    results = []
+    for start in range(0, len(encoded), batch_size):
+        chunk = encoded[start : start + batch_size]
+        length = max(len(ids) for ids, _ in chunk)
+        slots = max(len(positions) for _, positions in chunk)
+        token_ids = np.zeros((len(chunk), length), "int32")
+        mask_positions = np.zeros((len(chunk), slots), "int32")
+        for row, (ids, positions) in enumerate(chunk):
+            token_ids[row, : len(ids)] = ids
+            mask_positions[row, : len(positions)] = positions
+        batch = {
+            "token_ids": token_ids,
+            "segment_ids": np.zeros_like(token_ids),
+            "padding_mask": (np.arange(length)[None, :] < [[len(ids)] for ids, _ in chunk]).astype(
+                "int32"
+            ),
+            "mask_positions": mask_positions,
+        }
+        logits = np.asarray(ops.convert_to_numpy(_logits(model, batch)), "float64")
+        logits -= logits.max(-1, keepdims=True)
+        probabilities = np.exp(logits)
+        probabilities /= probabilities.sum(-1, keepdims=True)
+        for row, (_, positions) in enumerate(chunk):
+            per_mask = []
+            for slot in range(len(positions)):
+                p = probabilities[row, slot]
+                best = np.argsort(-p, kind="stable")[:top_k]
+                per_mask.append(
+                    [
+                        {
+                            "token_id": int(i),
+                            "token": tokenizer.id_to_token(int(i)),
+                            "score": float(p[i]),
+                        }
+                        for i in best
+                    ]
+                )
+            results.append(per_mask)
+    return results[0] if single else results
