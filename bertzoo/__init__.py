@@ -33,6 +33,7 @@ _EXPORTS = {
     "list_presets": "bertzoo.presets",
 }
 _SUBMODULES = (
+    "attention_maps",
     "convert",
     "data",
     "distill",

@@ -1,10 +1,11 @@
 """Command line: `python -m bertzoo presets | demo | train-vocab | convert-google | export |
-verify | fill-mask`."""
+verify | fill-mask | attention`."""
 
 import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 
 def presets_table():
@@ -96,6 +97,23 @@ def main(argv=None):
     f.add_argument("texts", metavar="TEXT", nargs="+")
     f.add_argument("--top-k", type=int, default=5, help="tokens per mask (default %(default)s)")
     f.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    a = sub.add_parser(
+        "attention",
+        help="draw a preset's attention maps for a text as a PNG (needs matplotlib)",
+        description=(
+            "Draws the attention of every layer x head (or of --layer, or of --layer and "
+            "--head, large) on TEXT (and --pair), tokens on both axes, with a summary "
+            "panel of each layer's average attention to [CLS], [SEP] and the token itself. "
+            "Layers and heads count from 1. Needs matplotlib: pip install 'bertzoo[plot]'."
+        ),
+    )
+    a.add_argument("preset", metavar="PRESET")
+    a.add_argument("text", metavar="TEXT")
+    a.add_argument("--pair", default=None, help="a second segment")
+    a.add_argument("--out", required=True, help="the PNG file to write")
+    a.add_argument("--layer", type=int, default=None)
+    a.add_argument("--head", type=int, default=None)
+    a.add_argument("--scores", action="store_true", help="pre-softmax scores, not probabilities")
     args = parser.parse_args(argv)
     if args.command == "presets":
         print(presets_table())
@@ -109,6 +127,8 @@ def main(argv=None):
         return verify(args.directory)
     elif args.command == "fill-mask":
         return fill_mask_command(args)
+    elif args.command == "attention":
+        return attention_command(args)
     else:
         demo(args.preset, args.batch, args.seq)
     return 0
@@ -366,6 +386,28 @@ def fill_mask_command(args):
         for number, candidates in enumerate(masks, 1):
             shown = "  ".join(f"{c['token']} {c['score']:.4f}" for c in candidates)
             print(f"  mask {number}: {shown}")
+    return 0
+
+
+def attention_command(args):
+    """`attention`: returns the exit status (2: bad input, one line)."""
+    from bertzoo.attention_maps import attention_maps, plot_attention
+    from bertzoo.errors import BertzooError
+
+    out = Path(args.out)
+    if out.exists():
+        print(
+            f"error: {out} exists; bertzoo does not replace files. Pick another --out.",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        maps = attention_maps(args.preset, args.text, pair=args.pair)
+        plot_attention(maps, out, layer=args.layer, head=args.head, scores=args.scores)
+    except (BertzooError, ValueError, ImportError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{out}: {maps.num_layers} layers x {maps.num_heads} heads, {len(maps.tokens)} tokens")
     return 0
 
 

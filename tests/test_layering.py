@@ -28,6 +28,7 @@ FLOORS = {
     "bertzoo.tasks": 4,
     "bertzoo.distill": 5,
     "bertzoo.serving": 5,
+    "bertzoo.attention_maps": 5,
     "bertzoo.training": 6,
     "bertzoo.cli": 6,
     "bertzoo.__main__": 7,
