@@ -31,10 +31,6 @@ from bertzoo.layers.heads import MaskedLMHead
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
 
-# The keys an ELECTRA batch adds to the masked-LM inputs: the original ids
-# at the masked positions and their weights (1 real, 0 padding slot).
-LABEL_KEYS = ("mask_ids", "mask_weights")
-
 
 def electra_batch(x, y=None, sample_weight=None):
     """A masked-LM batch as the data pipelines make it for `BertPretrainer`,

@@ -524,8 +524,10 @@ def build_backbone(config, vocabulary_size, preset=None):
     overrides = {"dtype": config.precision}
     if config.dropout is not None:
         overrides["dropout"] = config.dropout
-    check_positions(config, _preset_document(config.preset)[0])
-    electra = _is_electra(config, _preset_document(config.preset)[0])
+    # The run's preset decides the checks (it is `preset` unless this builds the generator).
+    run_document = document if preset == config.preset else _preset_document(config.preset)[0]
+    check_positions(config, run_document)
+    electra = _is_electra(config, run_document)
     if directory is not None and not (
         kind == "bertzoo" and not (Path(directory) / preset_lib.WEIGHTS_FILE).exists()
     ):
