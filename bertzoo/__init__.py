@@ -31,6 +31,7 @@ _EXPORTS = {
     "export_serving": "bertzoo.serving",
     "fill_mask": "bertzoo.models.fill_mask",
     "list_presets": "bertzoo.presets",
+    "plan": "bertzoo.planner",
 }
 _SUBMODULES = (
     "attention_maps",
@@ -42,6 +43,7 @@ _SUBMODULES = (
     "layers",
     "metrics",
     "models",
+    "planner",
     "presets",
     "serving",
     "tasks",

@@ -25,6 +25,7 @@ FLOORS = {
     "bertzoo.models": 2,
     "bertzoo.preprocessing": 2,
     "bertzoo.data": 3,
+    "bertzoo.planner": 3,
     "bertzoo.tasks": 4,
     "bertzoo.distill": 5,
     "bertzoo.serving": 5,

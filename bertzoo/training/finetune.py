@@ -38,6 +38,7 @@ from bertzoo.training.distribute import STRATEGIES, make_distribution
 from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
 from bertzoo.training.optimizers import make_optimizer
 from bertzoo.training.runs import (
+    AUTO,
     CHECKPOINTS_DIR,
     DATA_DIR,
     LOG_DIR,
@@ -46,8 +47,11 @@ from bertzoo.training.runs import (
     PRECISIONS,
     RUN_SETTINGS_FILE,
     RunConfig,
+    batch_size_setting,
     batching_setting,
     comma_strings,
+    device_memory_setting,
+    resolve_batch_size,
     setting,
     verbose_setting,
 )
@@ -124,9 +128,10 @@ class FinetuneConfig(RunConfig):
         group="training",
     )
     epochs: int | None = setting(None, "default 3 (built-in tagging/QA sets 4)", group="training")
-    batch_size: int | None = setting(
-        None, "global batch size (default 32; built-in tagging/QA sets 16)", group="training"
+    batch_size: int | str | None = batch_size_setting(
+        None, "global batch size (default 32; built-in tagging/QA sets 16)"
     )
+    device_memory: str | None = device_memory_setting()
     warmup_proportion: float = setting(
         0.1, "share of steps with linear warmup (then linear decay to 0)", group="training"
     )
@@ -221,7 +226,7 @@ def validate_config(config):
     _check(problem is None, problem)
     for name in (
         "learning_rate",
-        "batch_size",
+        *(() if config.batch_size == AUTO else ("batch_size",)),
         "epochs",
         "sequence_length",
         "doc_stride",
@@ -419,6 +424,14 @@ def run_finetuning(config):
     output = Path(config.output)
     init = config.init or default_init()
     distribution = make_distribution(config.strategy, tpu=config.tpu)
+    config = resolve_batch_size(
+        config,
+        init,
+        config.sequence_length,
+        "finetune",
+        FinetuneError,
+        replicas=distribution.num_replicas,
+    )
     distribution.check_batch_size(config.batch_size)
     rundir = RunDirectory(output, chief=distribution.is_chief)
     try:

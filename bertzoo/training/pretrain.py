@@ -70,6 +70,7 @@ from bertzoo.training.distribute import STRATEGIES, make_distribution
 from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
 from bertzoo.training.optimizers import OPTIMIZERS, make_optimizer
 from bertzoo.training.runs import (
+    AUTO,
     CHECKPOINTS_DIR,
     CORPUS_FILE,
     DATA_DIR,
@@ -79,8 +80,11 @@ from bertzoo.training.runs import (
     PRECISIONS,
     RUN_SETTINGS_FILE,
     RunConfig,
+    batch_size_setting,
     comma_ints,
     comma_strings,
+    device_memory_setting,
+    resolve_batch_size,
     setting,
     split_documents,
     verbose_setting,
@@ -190,7 +194,8 @@ class PretrainConfig(RunConfig):
         parse=comma_ints,
         group="training",
     )
-    batch_size: int = setting(32, "global batch size", group="training")
+    batch_size: int | str = batch_size_setting(32, "global batch size")
+    device_memory: str | None = device_memory_setting()
     learning_rate: float = setting(2e-3, "peak learning rate", group="training")
     optimizer: str = setting("adamw", "optimizer", choices=OPTIMIZERS, group="training")
     warmup_steps: int = setting(None, "default: 10%% of all steps", group="training")
@@ -299,7 +304,7 @@ def validate_config(config):
             f"data {list(config.data)} needs one TFRecord directory per phase (seq_len {list(config.seq_len)})."
         )
     for name in (
-        "batch_size",
+        *(() if config.batch_size == AUTO else ("batch_size",)),
         "vocab_size",
         "checkpoint_every",
         "keep_checkpoints",
@@ -687,6 +692,35 @@ def _phase_data(config, phase, train_examples, tokenizer, masker, output, chief,
     )
 
 
+def _auto_batch_size(config, distribution):
+    """`--batch-size auto`: planned at the longest phase, for the run's
+    architecture with the vocabulary size it will have (a trained one's
+    --vocab-size, or the checkpoint's)."""
+    if config.batch_size != AUTO:
+        return config
+    document, directory, _ = _preset_document(config.preset)
+    if _is_electra(config, document):
+        raise PretrainError(
+            "--batch-size auto plans BERT-style masked-LM steps; objective electra also runs "
+            "a generator, which the planner does not model. Pass --batch-size N."
+        )
+    architecture = dict(document["backbone"])
+    if config.dropout is not None:
+        architecture["dropout"] = config.dropout
+    if directory is None and not config.vocab:
+        architecture["vocabulary_size"] = config.vocab_size
+    return resolve_batch_size(
+        config,
+        architecture,
+        max(config.seq_len),
+        "pretrain",
+        PretrainError,
+        replicas=distribution.num_replicas,
+        optimizer=config.optimizer,
+        accumulation=config.gradient_accumulation_steps,
+    )
+
+
 def run_pretraining(config):
     """Runs (or resumes) pre-training as `config` says; returns the metrics
     written to `metrics.json`."""
@@ -694,6 +728,7 @@ def run_pretraining(config):
     check_positions(config)  # before any data work
     _check_inputs(config)
     distribution = make_distribution(config.strategy, tpu=config.tpu)
+    config = _auto_batch_size(config, distribution)
     distribution.check_batch_size(config.batch_size)
     with RunDirectory(config.output, chief=distribution.is_chief) as run:  # one run at a time
         return _run(config, distribution, run)

@@ -206,6 +206,84 @@ def comma_ints(text):
         ) from None
 
 
+AUTO = "auto"
+
+
+def batch_size_flag(text):
+    """argparse type: a positive integer or "auto"."""
+    if str(text).strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or 'auto', got {text!r}"
+        ) from None
+
+
+def batch_size_setting(default, help):
+    """The recipes' `batch_size` setting: an integer, or "auto" (see
+    `resolve_batch_size`)."""
+    return setting(
+        default,
+        f"{help}; auto: the largest batch that fits the device memory, from bertzoo.plan",
+        parse=batch_size_flag,
+        group="training",
+    )
+
+
+def device_memory_setting():
+    return setting(
+        None,
+        "memory per device that --batch-size auto plans for, e.g. 16GiB (default: the "
+        "accelerator's, or this machine's available memory on CPU)",
+        group="training",
+        compared=False,
+    )
+
+
+def resolve_batch_size(
+    config, preset, seq_len, mode, error, replicas=1, optimizer="adamw", accumulation=1
+):
+    """`config` with `batch_size="auto"` replaced by the largest global
+    batch that `bertzoo.plan` fits in `config.device_memory` (or the
+    device's) on each of `replicas` devices, and logged; `error`: the run's
+    error class. Other configs come back as they are."""
+    if config.batch_size != AUTO:
+        return config
+    from bertzoo.planner import device_memory, format_bytes, parse_memory, plan
+
+    try:
+        if config.device_memory is not None:
+            memory, where = parse_memory(config.device_memory), "--device-memory"
+        else:
+            memory, where = device_memory()
+        result = plan(
+            preset,
+            seq_len=seq_len,
+            memory=memory,
+            precision=config.precision,
+            optimizer=optimizer,
+            mode=mode,
+            gradient_accumulation=accumulation,
+        )
+    except (RuntimeError, ValueError) as e:
+        raise error(f"--batch-size auto: {e}") from None
+    if result.max_batch == 0:
+        raise error(
+            f"--batch-size auto: one sequence of {seq_len} tokens needs "
+            f"{format_bytes(result.peak_bytes(1))}, more than the {format_bytes(memory)} of {where}."
+        )
+    batch = result.max_batch * replicas
+    message = (
+        f"--batch-size auto: {batch} ({result.max_batch} per device; {mode} at {seq_len} tokens, "
+        f"{config.precision}, peak {format_bytes(result.peak_bytes(result.max_micro_batch))} of "
+        f"{format_bytes(memory)}, {where})"
+    )
+    logger.info(message)
+    return dataclasses.replace(config, batch_size=batch)
+
+
 def flag_name(field):
     """The command-line flag of a settings field."""
     return field.metadata.get("flag") or "--" + field.name.replace("_", "-")

@@ -1,0 +1,270 @@
+"""The memory planner (`bertzoo.plan`) against the peak XLA assigns to the
+compiled step (`bertzoo.planner.measure_peak`: JAX `memory_analysis()` of the
+jitted training or predict step, lowered on shapes only, on this machine's
+CPU).
+
+The planner's tensor counts were fitted on the "calibration" rows (bert_tiny,
+bert_mini and a few 2-layer configurations that vary one width at a time);
+the "validation" rows are other presets, lengths, batches, modes and
+gradient accumulation, never used in the fit. Mixed-precision rows are
+listed apart: XLA on CPU keeps bfloat16 activations as float32, so the CPU
+measures float32 sizes there, while the planner gives the 16-bit sizes of a
+GPU or TPU.
+
+Also prints the planner's BERT-base fine-tuning table for a 12 GiB GPU
+(float32, Adam) beside the original BERT repository's README.
+
+    KERAS_BACKEND=jax python benchmarks/plan_calibration.py
+Writes benchmarks/results/plan_calibration.json.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ["KERAS_BACKEND"] = "jax"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, cpu_info, versions  # noqa: E402
+
+
+def custom(layers, hidden, heads, intermediate, **extra):
+    return {
+        "vocabulary_size": 30522,
+        "num_layers": layers,
+        "num_heads": heads,
+        "hidden_dim": hidden,
+        "intermediate_dim": intermediate,
+        **extra,
+    }
+
+
+# (set, label, preset, seq_len, batches, mode, precision, gradient accumulation)
+GRID = [
+    *[
+        ("calibration", "bert_tiny", "bert_tiny", s, (4, 8), "finetune", "float32", 1)
+        for s in (64, 128, 256, 512)
+    ],
+    *[
+        ("calibration", "bert_mini", "bert_mini", s, (4, 8), "finetune", "float32", 1)
+        for s in (64, 128, 256, 512)
+    ],
+    (
+        "calibration",
+        "L2 H128 A2 F256",
+        custom(2, 128, 2, 256),
+        128,
+        (4, 8),
+        "finetune",
+        "float32",
+        1,
+    ),
+    (
+        "calibration",
+        "L2 H128 A2 F1024",
+        custom(2, 128, 2, 1024),
+        128,
+        (4, 8),
+        "finetune",
+        "float32",
+        1,
+    ),
+    (
+        "calibration",
+        "L2 H128 A4 F512",
+        custom(2, 128, 4, 512),
+        128,
+        (4, 8),
+        "finetune",
+        "float32",
+        1,
+    ),
+    (
+        "calibration",
+        "L2 H128 A2 F512 no dropout",
+        custom(2, 128, 2, 512, dropout=0.0),
+        128,
+        (4, 8),
+        "finetune",
+        "float32",
+        1,
+    ),
+    (
+        "calibration",
+        "L2 H128 A2 F512 no attention dropout",
+        custom(2, 128, 2, 512, attention_dropout=0.0),
+        128,
+        (4, 8),
+        "finetune",
+        "float32",
+        1,
+    ),
+    ("calibration", "bert_tiny", "bert_tiny", 128, (4, 8), "pretrain", "float32", 1),
+    ("calibration", "bert_tiny", "bert_tiny", 512, (4, 8), "inference", "float32", 1),
+    *[
+        ("validation", "bert_small", "bert_small", s, (8, 32), "finetune", "float32", 1)
+        for s in (64, 128, 256, 512)
+    ],
+    *[
+        ("validation", "bert_medium", "bert_medium", s, (16,), "finetune", "float32", 1)
+        for s in (128, 384)
+    ],
+    *[
+        ("validation", "bert_base", "bert_base", s, (6, 16), "finetune", "float32", 1)
+        for s in (64, 128, 256, 320, 384, 512)
+    ],
+    ("validation", "bert_base", "bert_base", 128, (32,), "pretrain", "float32", 1),
+    ("validation", "bert_base", "bert_base", 512, (8,), "pretrain", "float32", 1),
+    ("validation", "bert_base", "bert_base", 128, (64,), "inference", "float32", 1),
+    ("validation", "bert_base", "bert_base", 512, (16,), "inference", "float32", 1),
+    (
+        "validation",
+        "bert_small + accumulation 4",
+        "bert_small",
+        128,
+        (32,),
+        "finetune",
+        "float32",
+        4,
+    ),
+    ("validation", "albert_base", "albert_base", 256, (16,), "finetune", "float32", 1),
+    ("validation", "electra_small", "electra_small", 512, (16,), "finetune", "float32", 1),
+    ("validation", "distilbert_base", "distilbert_base", 256, (16,), "finetune", "float32", 1),
+    ("validation", "tinybert_4l_312d", "tinybert_4l_312d", 128, (64,), "finetune", "float32", 1),
+    (
+        "validation",
+        "bert_tiny, no attention dropout",
+        custom(2, 128, 2, 512, attention_dropout=0.0),
+        512,
+        (8,),
+        "finetune",
+        "float32",
+        1,
+    ),
+    ("validation", "bert_large", "bert_large", 128, (8,), "finetune", "float32", 1),
+    (
+        "mixed precision on CPU",
+        "bert_small",
+        "bert_small",
+        256,
+        (16,),
+        "finetune",
+        "mixed_bfloat16",
+        1,
+    ),
+]
+
+# The original BERT repository's README (google-research/bert, "Out-of-memory
+# issues"): BERT-base, float32, Adam, on a 12 GB GPU.
+CLASSIC = {64: 64, 128: 32, 256: 16, 320: 14, 384: 12, 512: 6}
+
+
+def run_grid(grid):
+    from bertzoo.planner import measure_peak, plan
+
+    rows = []
+    for group, label, preset, seq, batches, mode, precision, accumulate in grid:
+        for batch in batches:
+            start = time.perf_counter()
+            measured = measure_peak(
+                preset, seq, batch // accumulate, mode, precision, accumulate, num_classes=3
+            )
+            p = plan(
+                preset,
+                seq_len=seq,
+                mode=mode,
+                precision=precision,
+                gradient_accumulation=accumulate,
+                num_classes=3,
+            )
+            predicted = p.peak_bytes(batch // accumulate)
+            rows.append(
+                {
+                    "set": group,
+                    "model": label,
+                    "mode": mode,
+                    "precision": precision,
+                    "seq_len": seq,
+                    "batch": batch,
+                    "accumulation": accumulate,
+                    "measured_mib": round(measured / 2**20, 1),
+                    "predicted_mib": round(predicted / 2**20, 1),
+                    "error": round(predicted / measured - 1, 4),
+                    "compile_seconds": round(time.perf_counter() - start, 1),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def classic_table():
+    from bertzoo.planner import plan
+
+    return [
+        {
+            "seq_len": s,
+            "original_readme": b,
+            "planner": plan("bert_base", seq_len=s, memory="12GiB", optimizer="adam").max_batch,
+            "planner_no_attention_dropout": plan(
+                {**_base_config(), "attention_dropout": 0.0}, seq_len=s, memory="12GiB"
+            ).max_batch,
+        }
+        for s, b in CLASSIC.items()
+    ]
+
+
+def _base_config():
+    from bertzoo.planner import _architecture
+
+    return _architecture("bert_base")
+
+
+def markdown(rows):
+    lines = [
+        "| set | model | mode | seq | batch | measured MiB | planned MiB | error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        batch = (
+            f"{r['batch']} ({r['accumulation']} x {r['batch'] // r['accumulation']})"
+            if r["accumulation"] > 1
+            else r["batch"]
+        )
+        lines.append(
+            f"| {r['set']} | {r['model']} | {r['mode']} | {r['seq_len']} | {batch} | "
+            f"{r['measured_mib']:,} | {r['predicted_mib']:,} | {r['error']:+.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="calibration rows only")
+    args = parser.parse_args()
+    grid = [g for g in GRID if g[0] == "calibration"] if args.quick else GRID
+    rows = run_grid(grid)
+    checked = [r for r in rows if r["set"] != "mixed precision on CPU"]
+    worst = max(abs(r["error"]) for r in checked)
+    result = {
+        "what": "bertzoo.plan predicted peak vs XLA memory_analysis of the compiled JAX step",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": cpu_info(),
+        "versions": versions("keras", "jax", "jaxlib"),
+        "rows": rows,
+        "worst_abs_error_float32": worst,
+        "classic_12gib_table": classic_table(),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "plan_calibration.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(markdown(rows))
+    print("worst |error| (float32 rows):", f"{worst:.1%}")
+    print(json.dumps(result["classic_12gib_table"], indent=1))
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""The memory and batch-size planner: exact parameter counts, the memory
+parts, the largest batch, FLOPs against the reference's anchors, the
+measured XLA peak (JAX pass), the README's 12 GiB table, the command line,
+and --batch-size auto in the recipes."""
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import keras
+import pytest
+from conftest import tiny_backbone
+
+import bertzoo
+from bertzoo.cli import main
+from bertzoo.planner import Architecture, _architecture, parse_memory, plan
+from bertzoo.training.finetune import FinetuneConfig, FinetuneError
+from bertzoo.training.pretrain import PretrainConfig, PretrainError, _auto_batch_size
+from bertzoo.training.runs import batch_size_flag, resolve_batch_size
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+GiB = 2**30
+
+
+@pytest.mark.parametrize("name", sorted(bertzoo.list_presets()))
+def test_parameter_count_is_every_presets_exact_count(name):
+    # The metadata counts are checked against count_params() and against
+    # transformers in tests/models/test_backbone.py.
+    assert Architecture.of(name).backbone_params() == bertzoo.list_presets()[name]["params"]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"embedding_dim": 8, "num_groups": 1}, {"num_segments": 0, "use_pooler": False}],
+)
+def test_parameter_count_of_built_models(overrides):
+    backbone = tiny_backbone(**overrides)
+    assert plan(backbone, seq_len=16, num_classes=3).parameters == (
+        bertzoo.BertClassifier(backbone, num_classes=3).count_params()
+    )
+    objective = "nsp" if backbone.use_pooler else "none"
+    pretrainer = bertzoo.BertPretrainer(backbone, objective=objective)
+    assert plan(backbone, seq_len=16, mode="pretrain").parameters == pretrainer.count_params()
+
+
+def test_memory_parts_and_the_largest_batch():
+    p = plan("bert_base", seq_len=512, memory="12GiB")
+    n = p.parameters
+    assert (p.weights_bytes, p.gradient_bytes, p.optimizer_bytes) == (4 * n, 4 * n, 8 * n)
+    assert p.max_batch >= 1
+    assert p.peak_bytes(p.max_batch) <= 12 * GiB < p.peak_bytes(p.max_batch + 1)
+    # A larger device fits more; activations grow with length, faster than
+    # linearly (the S x S attention tensors).
+    assert plan("bert_base", seq_len=512, memory="80GiB").max_batch > 6 * p.max_batch
+    a128 = plan("bert_base", seq_len=128).activation_bytes_per_sequence
+    assert p.activation_bytes_per_sequence > 4 * a128
+
+    accumulated = plan("bert_base", seq_len=512, memory="12GiB", gradient_accumulation=4)
+    assert accumulated.optimizer_bytes == 12 * n  # + the float32 accumulator
+    assert accumulated.max_batch == 4 * accumulated.max_micro_batch
+    assert accumulated.max_micro_batch <= p.max_micro_batch
+
+    mixed = plan("bert_base", seq_len=512, memory="12GiB", precision="mixed_bfloat16")
+    assert mixed.weights_bytes == 6 * n  # float32 variables + their 16-bit copies
+    assert mixed.activation_bytes_per_sequence < 0.75 * p.activation_bytes_per_sequence
+    flash = plan("bert_base", seq_len=512, memory="12GiB", attention="flash")
+    assert flash.max_batch > p.max_batch
+
+    inference = plan("bert_base", seq_len=512, memory="12GiB", mode="inference")
+    assert (inference.gradient_bytes, inference.optimizer_bytes) == (0, 0)
+    assert inference.max_batch > 10 * p.max_batch
+
+    too_small = plan("bert_base", seq_len=512, memory="1GiB")
+    assert too_small.max_batch == 0 and "0: one sequence needs" in too_small.table()
+
+
+def test_flops_match_the_reference_anchors():
+    # REFERENCE.md: BERT-base inference 22.35 GFLOP per 128-token sequence;
+    # training with a masked-only MLM head 545 MFLOP per token (s128).
+    inference = plan("bert_base", seq_len=128, mode="inference")
+    assert inference.flops_per_sequence == pytest.approx(22.35e9, rel=0.005)
+    pretrain = plan("bert_base", seq_len=128, mode="pretrain", tflops=100, utilisation=0.5)
+    assert pretrain.flops_per_sequence / 128 == pytest.approx(545e6, rel=0.005)
+    assert pretrain.seconds_per_step(64) == pytest.approx(
+        64 * pretrain.flops_per_sequence / (100e12 * 0.5)
+    )
+    assert plan("bert_base", seq_len=128).seconds_per_step() is None
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="XLA memory analysis: JAX pass")
+@pytest.mark.parametrize(
+    "preset, seq_len, batch, mode",
+    [
+        ("bert_tiny", 128, 8, "finetune"),
+        ("bert_mini", 512, 8, "finetune"),
+        ("bert_tiny", 128, 8, "pretrain"),
+        ("bert_tiny", 512, 8, "inference"),
+    ],
+)
+def test_plan_is_within_8_percent_of_the_compiled_steps_peak(preset, seq_len, batch, mode):
+    from bertzoo.planner import measure_peak
+
+    measured = measure_peak(preset, seq_len, batch, mode, num_classes=3)
+    predicted = plan(preset, seq_len=seq_len, mode=mode, num_classes=3).peak_bytes(batch)
+    # Measured (jax 0.10, CPU): +3.6%, -0.4%, +2.8%, +2.6%; the whole grid
+    # (benchmarks/plan_calibration.py) is within 7.3%; the issue's goal is 15%.
+    assert abs(predicted / measured - 1) < 0.08, (predicted, measured)
+
+
+def _readme_plan_table():
+    text = README.read_text(encoding="utf-8")
+    section = text.split("<!-- plan-table -->")[1]
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \|", section, flags=re.M)
+    return {int(s): (int(original), int(planned)) for s, original, planned in rows}
+
+
+def test_readme_12gib_table_is_what_the_planner_says():
+    table = _readme_plan_table()
+    assert sorted(table) == [64, 128, 256, 320, 384, 512]
+    # The original BERT README's table (REFERENCE.md).
+    assert {s: o for s, (o, _) in table.items()} == {
+        64: 64,
+        128: 32,
+        256: 16,
+        320: 14,
+        384: 12,
+        512: 6,
+    }
+    for seq_len, (original, planned) in table.items():
+        assert plan("bert_base", seq_len=seq_len, memory="12GiB", optimizer="adam").max_batch == (
+            planned
+        )
+        # The XLA step keeps less than the 2018 TensorFlow graph did (README).
+        assert original <= planned <= 2.2 * original
+
+
+def test_parse_memory():
+    assert parse_memory("12GiB") == 12 * GiB
+    assert parse_memory("16 GB") == 16 * 10**9
+    assert parse_memory("0.5gib") == GiB // 2
+    assert parse_memory(1000) == 1000
+    for bad in ("12XB", "", "-1GB", "0GiB", "GiB"):
+        with pytest.raises(ValueError, match="Valid: a positive number"):
+            parse_memory(bad)
+
+
+def test_bad_arguments_say_what_is_valid():
+    with pytest.raises(ValueError, match="max_sequence_length 512"):
+        plan("bert_base", seq_len=1024)
+    with pytest.raises(ValueError, match="Valid: finetune, pretrain, inference"):
+        plan("bert_base", mode="train")
+    with pytest.raises(ValueError, match="Valid: adamw, lamb, adam"):
+        plan("bert_base", optimizer="sgd")
+    with pytest.raises(ValueError, match="gradient_accumulation"):
+        plan("bert_base", gradient_accumulation=0)
+    with pytest.raises(bertzoo.PresetError, match="Built-in presets"):
+        plan("bert_nope")
+
+
+def test_command_line(capsys):
+    assert main(["plan", "bert_base", "--seq-len", "512", "--tflops", "312"]) == 0
+    table = capsys.readouterr().out
+    expected = plan("bert_base", seq_len=512, tflops=312)
+    assert re.search(rf"^largest batch\s+{expected.max_batch}$", table, flags=re.M)
+    assert "parameters              109,483,778" in table and "40% utilisation" in table
+    argv = ["plan", "albert_base", "--seq-len", "128", "--mode", "pretrain", "--json"]
+    assert main(argv + ["--optimizer", "lamb", "--gradient-accumulation", "2"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["max_batch"] == 2 * printed["max_micro_batch"] > 0
+    assert printed["parameters"] == plan("albert_base", seq_len=128, mode="pretrain").parameters
+    for bad, message in (
+        (["--memory", "12XB"], "is not a size"),
+        (["--seq-len", "600"], "max_sequence_length 512"),
+        (["--gradient-accumulation", "0"], "gradient_accumulation"),
+    ):
+        assert main(["plan", "bert_base", *bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+def test_batch_size_flag():
+    assert batch_size_flag("auto") == batch_size_flag(" AUTO ") == "auto"
+    assert batch_size_flag("48") == 48
+    with pytest.raises(argparse.ArgumentTypeError, match="positive integer or 'auto'"):
+        batch_size_flag("lots")
+
+
+def test_finetune_auto_batch_size_is_the_plans(minilm_dir, tmp_path):
+    config = FinetuneConfig(
+        batch_size="auto", device_memory="2GiB", sequence_length=96, output=str(tmp_path / "r")
+    )
+    resolved = resolve_batch_size(config, str(minilm_dir), 96, "finetune", FinetuneError)
+    expected = plan(str(minilm_dir), seq_len=96, memory="2GiB").max_batch
+    assert resolved.batch_size == expected > 8
+    two = resolve_batch_size(config, str(minilm_dir), 96, "finetune", FinetuneError, replicas=2)
+    assert two.batch_size == 2 * expected
+    fixed = FinetuneConfig(batch_size=16)
+    assert resolve_batch_size(fixed, str(minilm_dir), 96, "finetune", FinetuneError) is fixed
+    with pytest.raises(FinetuneError, match="one sequence of 96 tokens needs"):
+        small = FinetuneConfig(batch_size="auto", device_memory="50MiB")
+        resolve_batch_size(small, str(minilm_dir), 96, "finetune", FinetuneError)
+    # The device's memory when none is given (on CPU: the available memory).
+    auto = resolve_batch_size(
+        FinetuneConfig(batch_size="auto"), str(minilm_dir), 96, "finetune", FinetuneError
+    )
+    assert auto.batch_size > expected
+
+
+def test_pretrain_auto_batch_size(tmp_path):
+    from bertzoo.training.distribute import make_distribution
+
+    distribution = make_distribution("default")
+    config = PretrainConfig(
+        batch_size="auto", device_memory="4GiB", seq_len=(128, 256), output=str(tmp_path)
+    )
+    resolved = _auto_batch_size(config, distribution)
+    assert config.preset == "bert_tiny"
+    architecture = {**_architecture("bert_tiny"), "vocabulary_size": config.vocab_size}
+    expected = plan(architecture, seq_len=256, memory="4GiB", mode="pretrain")
+    assert resolved.batch_size == expected.max_batch
+    with pytest.raises(PretrainError, match="objective electra"):
+        _auto_batch_size(PretrainConfig(batch_size="auto", objective="electra"), distribution)
+
+
+def test_recipe_refuses_an_auto_batch_that_cannot_fit(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, str(root / "recipes" / "finetune.py"), "--batch-size", "auto"]
+        + ["--device-memory", "10MiB", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --batch-size auto: one sequence of 64 tokens needs"), last
+    assert not out.exists()
