@@ -39,6 +39,7 @@ from bertzoo.io.manifest import verify_directory
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
+GENERATOR_DIR = "generator"  # an ELECTRA preset's generator, a preset of its own
 # Task-head tensors (MLM, NSP/SOP, classifier) kept with a backbone, in
 # Hugging Face names and layouts, for the task models.
 HEADS_FILE = "heads.safetensors"

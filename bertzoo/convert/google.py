@@ -139,10 +139,6 @@ _HEAD_SCOPES = {
 # ELECTRA's generator: its encoder scope and its head's.
 _GENERATOR_SCOPE = "generator"
 _GENERATOR_HEAD_SCOPES = ("generator_predictions/",)
-# Where `convert_google_checkpoint` writes an ELECTRA generator's preset,
-# inside the discriminator's (as `ElectraPretrainer.save_to_preset` does).
-GENERATOR_DIR = "generator"
-
 # The model config beside the checkpoint, first match wins. ELECTRA's
 # archives ship none (it is optional there); a config naming the generator
 # describes the generator, never the discriminator.
@@ -987,7 +983,7 @@ def save_google_preset(backbone, checkpoint, heads, output_dir, generator=None):
         if generator is not None:
             # A publication inside the discriminator's: the generator
             # directory gets its own manifest, and appears with the rest.
-            with publish_directory(staging / GENERATOR_DIR, "preset") as inner:
+            with publish_directory(staging / preset_lib.GENERATOR_DIR, "preset") as inner:
                 _write_preset(inner, generator[0], checkpoint.generator, generator[1])
     logger.info("Converted %s (%s) to %s.", checkpoint.prefix, checkpoint.model_type, output_dir)
     return output_dir

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors
 from bertzoo.convert.heads import (
     DISCRIMINATOR_HEAD,
@@ -27,9 +28,8 @@ from bertzoo.convert.heads import (
     pretraining_head_tensors,
 )
 from bertzoo.layers.common import get_activation, group_of_layer, kernel_initializer
-from bertzoo.layers.heads import MaskedLMHead
 from bertzoo.models.backbone import BertBackbone
-from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
+from bertzoo.models.pretrainer import finish_loss, masked_lm_loss, tied_mlm_head
 
 
 def electra_batch(x, y=None, sample_weight=None):
@@ -104,16 +104,7 @@ class ElectraPretrainer(keras.Model):
         _freeze_own_embeddings(generator)
 
         # === Layers ===
-        self.mlm_head = MaskedLMHead(
-            vocabulary_size=discriminator.vocabulary_size,
-            embedding_dim=discriminator.embedding_dim,
-            token_embedding=discriminator.token_embedding,
-            activation=generator.activation,
-            layer_norm_epsilon=generator.layer_norm_epsilon,
-            initializer_range=generator.initializer_range,
-            dtype=policy,
-            name="generator_mlm_head",
-        )
+        self.mlm_head = tied_mlm_head(generator, discriminator, "generator_mlm_head")
         self.rtd_dense = keras.layers.Dense(
             discriminator.hidden_dim,
             activation=get_activation(discriminator.activation),
@@ -157,11 +148,11 @@ class ElectraPretrainer(keras.Model):
         `kwargs`: the constructor's (rtd_weight, temperature, seed)."""
         from pathlib import Path
 
-        from bertzoo import presets as preset_lib
-
         if generator is None:
             builtin = isinstance(preset, str) and preset in preset_lib.builtin_presets()
-            generator = f"{preset}_generator" if builtin else Path(preset) / "generator"
+            generator = (
+                f"{preset}_generator" if builtin else Path(preset) / preset_lib.GENERATOR_DIR
+            )
         discriminator = BertBackbone.from_preset(preset, load_weights=load_weights)
         generator = BertBackbone.from_preset(generator, load_weights=load_weights)
         return cls(generator, discriminator, **kwargs)
@@ -248,6 +239,13 @@ class ElectraPretrainer(keras.Model):
             "rtd_labels": ops.cast(ops.not_equal(corrupted, original_ids), "float32"),
             "rtd_weights": ops.cast(inputs["padding_mask"], "float32"),
         }
+
+    def generator_logits(self, inputs, training=None):
+        """The generator's masked-LM logits `(B, P, V)` float32 at
+        `inputs["mask_positions"]` (with the backbone inputs), on the shared
+        embeddings, as the training step computes them before sampling."""
+        sequence = self._generator_sequence(inputs, training)
+        return self.mlm_head(sequence, inputs["mask_positions"])
 
     def discriminator_logits(self, inputs, training=None):
         """The discriminator's replaced-token logits `(B, S)` float32 for the
@@ -377,7 +375,9 @@ class ElectraPretrainer(keras.Model):
 
         self.sync_generator_embeddings()
         preset_dir = Path(preset_dir)
-        generator_dir = preset_dir / "generator" if generator_dir is None else Path(generator_dir)
+        generator_dir = (
+            preset_dir / preset_lib.GENERATOR_DIR if generator_dir is None else Path(generator_dir)
+        )
         info = dict(self.discriminator.preset_info if preset_info is None else preset_info)
         info["metadata"] = {**info.get("metadata", {}), "model_type": "electra"}
         for backbone, directory, heads in (

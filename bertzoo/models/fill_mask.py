@@ -25,8 +25,6 @@ from bertzoo.tokenizers import from_preset as tokenizer_from_preset
 
 logger = logging.getLogger(__name__)
 
-GENERATOR_DIR = "generator"  # an ELECTRA preset's generator (ElectraPretrainer.save_to_preset)
-
 
 class NoMaskedLMHead(preset_lib.PresetError):
     """The model has no trained masked-LM head to fill masks with."""
@@ -55,7 +53,7 @@ def masked_lm_model(preset):
     backbone = BertBackbone.from_preset(preset)
     pretrainer = BertPretrainer(backbone, objective="none")
     if not _mlm_head_loaded(pretrainer):
-        generator = Path(location) / GENERATOR_DIR
+        generator = Path(location) / preset_lib.GENERATOR_DIR
         if (generator / preset_lib.CONFIG_FILE).is_file():
             logger.info(
                 "%s has no masked-LM head; using its ELECTRA generator %s.", preset, generator
@@ -103,8 +101,7 @@ def _as_tensor(strings):
 
 def _logits(model, batch):
     if isinstance(model, ElectraPretrainer):  # the generator, on the shared embeddings
-        sequence = model._generator_sequence(batch, training=False)
-        return model.mlm_head(sequence, batch["mask_positions"])
+        return model.generator_logits(batch, training=False)
     return model(batch, training=False)["mlm"]
 
 

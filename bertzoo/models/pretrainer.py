@@ -58,6 +58,22 @@ def sentence_loss(labels, logits):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
+def tied_mlm_head(encoder, tables, name):
+    """A `MaskedLMHead` over `encoder`'s output (its activation, epsilon,
+    initialiser, dtype policy) tied to `tables`' token embedding table:
+    the backbone's own, or for ELECTRA's generator the discriminator's."""
+    return MaskedLMHead(
+        vocabulary_size=tables.vocabulary_size,
+        embedding_dim=tables.embedding_dim,
+        token_embedding=tables.token_embedding,
+        activation=encoder.activation,
+        layer_norm_epsilon=encoder.layer_norm_epsilon,
+        initializer_range=encoder.initializer_range,
+        dtype=tables.dtype_policy,
+        name=name,
+    )
+
+
 class BertPretrainer(keras.Model):
     """Masked LM (+ NSP or SOP) pre-training model over a `BertBackbone`.
 
@@ -105,19 +121,9 @@ class BertPretrainer(keras.Model):
                 "has use_pooler=False (e.g. DistilBERT). Use objective='none' for "
                 "MLM-only training."
             )
-        policy = backbone.dtype_policy
 
         # === Layers ===
-        mlm_head = MaskedLMHead(
-            vocabulary_size=backbone.vocabulary_size,
-            embedding_dim=backbone.embedding_dim,
-            token_embedding=backbone.token_embedding,
-            activation=backbone.activation,
-            layer_norm_epsilon=backbone.layer_norm_epsilon,
-            initializer_range=backbone.initializer_range,
-            dtype=policy,
-            name="mlm_head",
-        )
+        mlm_head = tied_mlm_head(backbone, backbone, "mlm_head")
         sentence_head = None
         if objective != "none":
             # float32: (B, 2) is tiny, and the logits feed a float32 loss.

@@ -573,9 +573,9 @@ def build_generator(config, discriminator):
         directory = _preset_document(config.preset)[1]
         if (
             directory is not None
-            and (Path(directory) / "generator" / preset_lib.CONFIG_FILE).is_file()
+            and (Path(directory) / preset_lib.GENERATOR_DIR / preset_lib.CONFIG_FILE).is_file()
         ):
-            preset = str(Path(directory) / "generator")
+            preset = str(Path(directory) / preset_lib.GENERATOR_DIR)
     if preset is None:
         return ElectraPretrainer.generator_for(discriminator, config.generator_size)
     generator = build_backbone(config, discriminator.vocabulary_size, preset=preset)
