@@ -240,6 +240,53 @@ def markdown(rows):
     return "\n".join(lines)
 
 
+def figure(rows, out):
+    """Planned vs measured peak, log-log, with the 15% band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=110)
+    styles = {
+        "calibration": ("o", "tab:blue"),
+        "validation": ("s", "tab:green"),
+        "mixed precision on CPU": ("x", "tab:red"),
+    }
+    for group, (marker, color) in styles.items():
+        chosen = [r for r in rows if r["set"] == group]
+        ax.scatter(
+            [r["measured_mib"] / 1024 for r in chosen],
+            [r["predicted_mib"] / 1024 for r in chosen],
+            marker=marker,
+            color=color,
+            label=f"{group} ({len(chosen)})",
+        )
+    low = min(r["measured_mib"] for r in rows) / 1024 / 1.5
+    high = max(r["measured_mib"] for r in rows) / 1024 * 1.5
+    line = [low, high]
+    ax.plot(line, line, color="black", linewidth=0.8)
+    ax.fill_between(
+        line,
+        [x * 0.85 for x in line],
+        [x * 1.15 for x in line],
+        alpha=0.12,
+        color="gray",
+        label="within 15%",
+    )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="measured peak, GiB (XLA memory_analysis)",
+        ylabel="planned peak, GiB (bertzoo.plan)",
+    )
+    ax.set_title("bertzoo.plan vs the compiled JAX step (CPU)")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="calibration rows only")
@@ -261,6 +308,10 @@ def main():
     out = RESULTS / "plan_calibration.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(markdown(rows))
+    if not args.quick:
+        picture = Path(__file__).resolve().parent / "figures" / "plan_calibration.png"
+        figure(rows, picture)
+        print("wrote", picture)
     print("worst |error| (float32 rows):", f"{worst:.1%}")
     print(json.dumps(result["classic_12gib_table"], indent=1))
     print("wrote", out)

@@ -104,7 +104,8 @@ def test_plan_is_within_8_percent_of_the_compiled_steps_peak(preset, seq_len, ba
     measured = measure_peak(preset, seq_len, batch, mode, num_classes=3)
     predicted = plan(preset, seq_len=seq_len, mode=mode, num_classes=3).peak_bytes(batch)
     # Measured (jax 0.10, CPU): +3.6%, -0.4%, +2.8%, +2.6%; the whole grid
-    # (benchmarks/plan_calibration.py) is within 7.3%; the goal is 15%.
+    # (benchmarks/plan_calibration.py) is within 7.3%, but for fused attention
+    # at 512 (11.2%); the goal is 15%.
     assert abs(predicted / measured - 1) < 0.08, (predicted, measured)
 
 
