@@ -10,7 +10,6 @@ from pathlib import Path
 
 import keras
 import pytest
-from conftest import tiny_backbone
 
 import bertzoo
 from bertzoo.cli import main
@@ -18,6 +17,7 @@ from bertzoo.planner import Architecture, _architecture, parse_memory, plan
 from bertzoo.training.finetune import FinetuneConfig, FinetuneError
 from bertzoo.training.pretrain import PretrainConfig, PretrainError, _auto_batch_size
 from bertzoo.training.runs import batch_size_flag, resolve_batch_size
+from tests.conftest import tiny_backbone
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 GiB = 2**30
