@@ -3,6 +3,7 @@ directory."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,8 +20,23 @@ pytestmark = pytest.mark.backend_independent
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _source_copy(target):
+    """What the build reads (pyproject.toml, README.md, bertzoo/, presets/),
+    copied to `target`: building there leaves nothing (build/, *.egg-info)
+    in the checkout."""
+    target.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, target / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("bertzoo", "presets"):
+        shutil.copytree(ROOT / name, target / name, ignore=ignore)
+    return target
+
+
 @pytest.mark.slow
 def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
+    source = _source_copy(tmp_path / "source")
+    before = sorted(p.name for p in ROOT.iterdir())
     subprocess.run(
         [
             sys.executable,
@@ -32,10 +48,11 @@ def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
             "-q",
             "-w",
             str(tmp_path / "dist"),
-            str(ROOT),
+            str(source),
         ],
         check=True,
     )
+    assert sorted(p.name for p in ROOT.iterdir()) == before  # nothing new in the checkout
     (wheel,) = (tmp_path / "dist").glob("bertzoo-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in preset_lib.builtin_presets():

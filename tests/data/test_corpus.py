@@ -5,11 +5,12 @@ import pytest
 
 from bertzoo import data
 from bertzoo.tokenizers import BertTokenizer, train_wordpiece
+from tests.conftest import FIXTURES
 
 # Data, tokenizer and metric code: the same under every Keras backend.
 pytestmark = pytest.mark.backend_independent
 
-KOREAN = "tests/fixtures/korean_corpus.txt"
+KOREAN = str(FIXTURES / "korean_corpus.txt")
 
 
 def test_sentences_and_documents_layouts(tmp_path):

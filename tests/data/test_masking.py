@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from bertzoo import data
 from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
+from tests.conftest import FIXTURES
 
 # Data, tokenizer and metric code: the same under every Keras backend.
 pytestmark = pytest.mark.backend_independent
@@ -229,7 +230,7 @@ def test_determinism(numbered_tokenizer):
 
 
 def test_sentencepiece_word_starts():
-    tokenizer = SentencePieceTokenizer("tests/fixtures/sentencepiece/spiece.model")
+    tokenizer = SentencePieceTokenizer(str(FIXTURES / "sentencepiece" / "spiece.model"))
     starts = data.word_start_table(tokenizer)
     vocab = tokenizer.vocabulary
     for piece, start in zip(vocab, starts):

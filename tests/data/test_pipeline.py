@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from bertzoo import data
+from tests.conftest import FIXTURES
 from tests.data.helpers import numbered_documents
 
 # Data, tokenizer and metric code: the same under every Keras backend.
@@ -142,7 +143,7 @@ def test_phase_two_from_the_same_corpus(numbered_tokenizer, tmp_path):
 def test_korean_end_to_end(tmp_path):
     from bertzoo.tokenizers import BertTokenizer, train_wordpiece
 
-    corpus = "tests/fixtures/korean_corpus.txt"
+    corpus = str(FIXTURES / "korean_corpus.txt")
     train_wordpiece(
         [corpus], 1200, lowercase=False, strip_accents=False, output=tmp_path / "vocab.txt"
     )
