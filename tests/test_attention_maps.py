@@ -75,6 +75,7 @@ def _image(path):
     return pixels.shape, float(pixels[..., :3].std())
 
 
+@pytest.mark.backend_independent  # drawing numpy arrays; the numbers are checked above
 def test_grid_and_single_head_pictures(maps, tmp_path):
     grid = plot_attention(maps, tmp_path / "grid.png", dpi=50)
     shape, spread = _image(grid["path"])
@@ -103,6 +104,7 @@ def test_grid_and_single_head_pictures(maps, tmp_path):
     assert not (tmp_path / "bad.png").exists()
 
 
+@pytest.mark.backend_independent  # the command around attention_maps and plot_attention
 def test_command_line(minilm_dir, tmp_path, capsys, monkeypatch):
     out = tmp_path / "attn.png"
     assert main(["attention", str(minilm_dir), TEXT, "--out", str(out), "--layer", "2"]) == 0
