@@ -9,20 +9,24 @@ The model is computed from the architecture alone (nothing is built):
   accumulator with `gradient_accumulation > 1` (4 bytes).
 - **Gradients.** Global-norm clipping needs every gradient before the first
   update, but by then the activations are freed, so the step's peak holds
-  either the activations plus the dense token-embedding gradient (built while
-  the activations are alive) or all the gradients: whichever is larger.
+  either the activations or all the gradients, whichever is larger. In
+  fine-tuning the dense token-embedding gradient is also alive with the
+  activations (measured; in pre-training the tied table's gradient starts in
+  the masked-LM head and adds nothing).
 - **Activations, per sequence and layer**, as the compiled (XLA) training
-  step keeps them for the backward pass, in tensors of shape:
+  step keeps them for the backward pass, in tensors of shape (the counts are
+  fitted; the names say what they most likely are):
   S x H: 12 (inputs of the four projections and of the two LayerNorms,
   residual sums, LayerNorm statistics and outputs), plus 2 for each of the
   two dropouts (mask and output); S x F: 4 (intermediate, its activation,
-  the activation's derivative input, and the second projection's input copy
-  that XLA keeps once a batch holds a few thousand tokens); heads x S x S: 2 (scores and
-  probabilities) on the fused path, 4 with attention-probability dropout
-  (which takes the explicit path: + mask and dropped probabilities), 0 with
-  a flash kernel. Embeddings: 6 S x H (E wide before a projection) + 2 for
-  their dropout. Pre-training adds 3 P x V (masked-LM logits, their softmax
-  and its gradient, at P masked positions).
+  the activation's derivative input, and a copy of the second projection's
+  input that XLA keeps once a batch holds a few thousand tokens); heads x S
+  x S: 2 (scores and probabilities) on the fused path, 4 with
+  attention-probability dropout (which takes the explicit path: + mask and
+  dropped probabilities), 0 with a flash kernel. Embeddings: 6 S x H (E
+  wide before a projection) + 2 for their dropout. Pre-training adds 3 P x V
+  (masked-LM logits, their softmax and its gradient, at P masked
+  positions).
 - **Inference** keeps no activations for a backward pass: the peak is the
   weights plus one layer's working set, 3 heads x S x S (scores,
   exponentials, probabilities) plus one S x F.
@@ -117,8 +121,14 @@ def _architecture(preset):
     return dict(document["backbone"])
 
 
+_REQUIRED = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim")
+
+
 @dataclasses.dataclass(frozen=True)
 class Architecture:
+    """The sizes the planner reads from a backbone config (`BertBackbone`'s
+    constructor arguments; the optional ones at their defaults)."""
+
     vocabulary_size: int
     num_layers: int
     num_heads: int
@@ -135,6 +145,13 @@ class Architecture:
     @classmethod
     def of(cls, preset):
         c = _architecture(preset)
+        missing = [k for k in _REQUIRED if k not in c]
+        if missing:
+            raise ValueError(
+                f"The backbone config lacks {', '.join(missing)}; a config needs "
+                f"{', '.join(_REQUIRED)} (and may give embedding_dim, num_groups, "
+                "num_segments, use_pooler, dropout, attention_dropout, max_sequence_length)."
+            )
         dropout = c.get("dropout", 0.1)
         attention_dropout = c.get("attention_dropout")
         return cls(

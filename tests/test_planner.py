@@ -157,6 +157,8 @@ def test_bad_arguments_say_what_is_valid():
         plan("bert_base", gradient_accumulation=0)
     with pytest.raises(bertzoo.PresetError, match="Built-in presets"):
         plan("bert_nope")
+    with pytest.raises(ValueError, match="lacks num_heads, intermediate_dim"):
+        plan({"vocabulary_size": 100, "num_layers": 2, "hidden_dim": 8})
 
 
 def test_command_line(capsys):
