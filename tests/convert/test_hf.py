@@ -26,7 +26,9 @@ def _np(x):
 def test_minilm_matches_transformers(minilm_dir):
     """all-MiniLM-L6-v2 in bertzoo vs HF transformers on torch (fixtures made by
     tests/fixtures/make_hf_reference.py). Bars: hidden states max abs error
-    <= 1e-4 at real tokens; sentence embeddings cosine >= 0.9999."""
+    <= 1e-4 at real tokens (measured 3.4e-6; the same weights with tanh GELU
+    or LayerNorm epsilon 1e-5 give 5.2e-3 / 3.4e-3); sentence embeddings cosine >= 1 - 1e-6 (measured >=
+    0.99999994; those broken twins give 0.999996-0.999997)."""
     backbone = BertBackbone.from_preset(minilm_dir)
     assert backbone.count_params() == 22_713_216
     assert backbone.activation == "gelu"  # HF "gelu" is the erf form
@@ -55,7 +57,7 @@ def test_minilm_matches_transformers(minilm_dir):
         pooled = (hidden * m).sum(1) / m.sum(1)
         emb = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
         cosine = (emb * ref[f"{group}_embeddings"]).sum(1)
-        assert cosine.min() >= 0.9999, f"{group}: min cosine {cosine.min():.6f}"
+        assert cosine.min() >= 1 - 1e-6, f"{group}: min cosine {cosine.min():.8f}"
 
 
 def test_hf_round_trip(tmp_path):
