@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from bertzoo import BertBackbone
+from bertzoo import BertBackbone, BertPretrainer
 from bertzoo.convert import CheckpointError, read_safetensors, save_hf, write_safetensors
 from bertzoo.convert.hf import (
     SUPPORTED_MODEL_TYPES,
@@ -513,3 +513,54 @@ def test_save_hf_refuses_foreign_heads(tmp_path):
     backbone.head_tensors = {"cls.seq_relationship.weight": np.zeros((2, 32), "float32")}
     with pytest.raises(CheckpointError, match="not distilbert task heads"):
         save_hf(backbone, tmp_path)
+
+
+# name -> (objective, masked-LM logits key): the variants with pre-training heads.
+PRETRAINING = {
+    name: (
+        "sop"
+        if f"{name}/sop_logits" in REF
+        else "nsp"
+        if f"{name}/seq_relationship_logits" in REF
+        else "none",
+        "prediction_logits" if f"{name}/prediction_logits" in REF else "logits",
+    )
+    for name in VARIANTS
+    if f"{name}/prediction_logits" in REF or f"{name}/logits" in REF
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRETRAINING))
+def test_pretraining_heads_match_transformers(name):
+    """BertPretrainer on a converted *ForPreTraining / *ForMaskedLM checkpoint
+    gives transformers' masked-LM logits at every real position and its
+    NSP / SOP logits: BERT (erf GELU, MLM + NSP), ALBERT (tanh GELU, MLM +
+    SOP; ReLU, MLM), DistilBERT (ReLU, MLM) and a pickled BERT MLM."""
+    objective, mlm_key = PRETRAINING[name]
+    backbone = _load(name)
+    model = BertPretrainer(backbone, objective=objective)
+    inputs = _inputs(name)
+    batch, seq = inputs["token_ids"].shape
+    inputs["mask_positions"] = np.tile(np.arange(seq, dtype="int32"), (batch, 1))
+    inputs.setdefault("segment_ids", np.zeros_like(inputs["token_ids"]))  # ignored: DistilBERT
+    # Every head tensor loaded, but the decoder's aliases of the tied token
+    # table and of the output bias (stored by torch.save in the .bin file).
+    missing = set(backbone.head_tensors) - set(model.head_weights_loaded)
+    assert model.head_weights_loaded and all(
+        k.endswith(("decoder.weight", "decoder.bias")) for k in missing
+    ), missing
+    out = model(inputs, training=False)
+    mask = inputs["padding_mask"].astype(bool)
+    expected = REF[f"{name}/{mlm_key}"]
+    assert expected.shape == (batch, seq, backbone.vocabulary_size)
+    err = np.abs(_np(out["mlm"]) - expected)[mask].max()
+    # Measured 1.2e-6 to 2.7e-6 (TF and JAX); the wrong GELU (tanh for erf
+    # or erf for tanh) gives 1.4e-3 / 6.1e-4.
+    assert err <= 2e-5, f"{name}: masked-LM logits max abs error {err:.2e}"
+    if objective != "none":
+        sentence = REF[f"{name}/{'sop' if objective == 'sop' else 'seq_relationship'}_logits"]
+        err = np.abs(_np(out["sentence"]) - sentence).max()
+        # Measured: NSP 4.5e-7 / 4.9e-7, SOP 2.4e-7 / 1.8e-7 (TF / JAX).
+        assert err <= 1e-5, f"{name}: {objective} logits max abs error {err:.2e}"
+    else:
+        assert "sentence" not in out
