@@ -13,7 +13,6 @@ means is the global mean. Training moves the weights by up to 2.5e-3, so the
 1e-5 tolerances are far below what any real difference would show.
 """
 
-import contextlib
 import json
 import os
 import socket
@@ -141,23 +140,35 @@ def assert_same_training(a, b, weight_atol=WEIGHT_ATOL, loss_atol=LOSS_ATOL):
 # === TensorFlow: MirroredStrategy and MultiWorkerMirroredStrategy ===
 
 
-@contextlib.contextmanager
-def _reserved_ports(n):
-    """`n` free loopback ports, held for the block. Each stays bound by a
-    socket with SO_REUSEPORT (never listening), so the workers' gRPC servers
-    (which set SO_REUSEPORT) can bind it while no other process can take it
-    between choosing and binding."""
-    sockets = []
+def _free_ports(n):
+    """`n` loopback ports free a moment ago (another process may take one
+    before a worker binds it: `_run_cluster` then retries)."""
+    sockets = [socket.socket() for _ in range(n)]
     try:
-        for _ in range(n):
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        for s in sockets:
             s.bind(("localhost", 0))
-            sockets.append(s)
-        yield [s.getsockname()[1] for s in sockets]
+        return [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:
             s.close()
+
+
+def _cluster_jobs(tmp, attempt):
+    cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}
+    jobs = {}
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        args = ["--out", str(tmp / f"worker{index}.npz"), "--run", "run=multi_worker"]
+        log = tmp / f"worker{index}-{attempt}.log"
+        jobs[f"worker{index}"] = (args, _env("tensorflow", TF_CONFIG=tf_config), log)
+    return jobs
+
+
+PORT_TAKEN = ("Could not start gRPC server", "Address already in use")
+
+
+def _port_taken(failures):
+    return any(f and any(p in f for p in PORT_TAKEN) for f in failures.values())
 
 
 @pytest.fixture(scope="module")
@@ -176,18 +187,14 @@ def tf_runs(tmp_path_factory):
         "--run", "single_clip=default,clip=1.0,jit=0", "--run", "mirrored_clip=mirrored,clip=1.0",
     ]  # fmt: skip
     jobs = {"mirrored": (mirrored, _env("tensorflow"), tmp / "mirrored.log")}
-    with _reserved_ports(2) as ports:
-        cluster = {"worker": [f"localhost:{port}" for port in ports]}
-        for index in range(2):
-            task = {"type": "worker", "index": index}
-            tf_config = json.dumps({"cluster": cluster, "task": task})
-            args = ["--out", str(tmp / f"worker{index}.npz"), "--run", "run=multi_worker"]
-            jobs[f"worker{index}"] = (
-                args,
-                _env("tensorflow", TF_CONFIG=tf_config),
-                tmp / f"worker{index}.log",
-            )
-        results = {"failures": _run_workers(jobs)}
+    failures = _run_workers({**jobs, **_cluster_jobs(tmp, 0)})
+    # A port chosen free can be taken by another process before a worker's
+    # gRPC server binds it (the workers then fail to start): new ports.
+    for attempt in range(1, 3):
+        if not _port_taken(failures):
+            break
+        failures.update(_run_workers(_cluster_jobs(tmp, attempt)))
+    results = {"failures": failures}
     if not results["failures"]["mirrored"]:
         results.update(
             _load(tmp / "mirrored.npz", "single", "mirrored", "single_clip", "mirrored_clip")

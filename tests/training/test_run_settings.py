@@ -134,7 +134,10 @@ def test_compared_settings_of_the_runs():
         "resume",
         # The execution path, not the numbers: a resumed run may switch it.
         "jit_compile",
+        # What --batch-size auto plans for; the batch it picks is compared.
+        "device_memory",
     }
+    assert "device_memory" not in PretrainConfig.compared_settings()
     assert "batching" in FinetuneConfig.compared_settings()
     assert (
         "mixed_float16" not in DistillConfig.__dataclass_fields__["precision"].metadata["choices"]
