@@ -180,7 +180,8 @@ def test_keras_classes_are_registered_whichever_is_imported_first(order):
     out = _run_python(
         f"{order}\n"
         "names = ['BertBackbone', 'BertClassifier', 'BertSpanQA', 'ServingModel',\n"
-        "         'BertTransformerBlock', 'WarmupLinearDecay']\n"
+        "         'BertTransformerBlock', 'WarmupLinearDecay', 'BertPretrainer',\n"
+        "         'ElectraPretrainer']\n"
         "print([keras.saving.get_registered_object('bertzoo>' + n) is not None for n in names])\n"
     )
-    assert out.strip().splitlines()[-1] == str([True] * 6)
+    assert out.strip().splitlines()[-1] == str([True] * 8)

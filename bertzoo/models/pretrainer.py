@@ -57,7 +57,6 @@ def sentence_loss(labels, logits):
     return ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
 
 
-@keras.saving.register_keras_serializable(package="bertzoo")
 def tied_mlm_head(encoder, tables, name):
     """A `MaskedLMHead` over `encoder`'s output (its activation, epsilon,
     initialiser, dtype policy) tied to `tables`' token embedding table:
@@ -74,6 +73,7 @@ def tied_mlm_head(encoder, tables, name):
     )
 
 
+@keras.saving.register_keras_serializable(package="bertzoo")
 class BertPretrainer(keras.Model):
     """Masked LM (+ NSP or SOP) pre-training model over a `BertBackbone`.
 
