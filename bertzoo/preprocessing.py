@@ -19,6 +19,25 @@ from bertzoo.tokenizers.base import (
 PAIR_TRUNCATIONS = ("google", "hf-fast")
 
 
+def packed_lengths(tokenizer, rows, batch_size=1024):
+    """The length of each row of texts (1-tuples, or 2-tuples for pairs)
+    packed without truncation: `[CLS] a [SEP]` is 2 + len(a) tokens, `[CLS]
+    a [SEP] b [SEP]` 3 + len(a) + len(b). A run compares these with its
+    sequence length to say how many examples it cuts (numpy int64)."""
+    import numpy as np
+
+    out = []
+    for i in range(0, len(rows), batch_size):
+        batch = rows[i : i + batch_size]
+        width = len(batch[0])
+        total = np.full(len(batch), 1 + width, "int64")
+        for j in range(width):
+            ids = tokenizer.tokenize_ids(tf.constant([r[j] for r in batch]))
+            total += ids.row_lengths().numpy()
+        out.append(total)
+    return np.concatenate(out) if out else np.zeros(0, "int64")
+
+
 def truncate_longest_first(len_a, len_b, budget, rule="google"):
     """Segment lengths after longest-first pair truncation to `budget`
     tokens, for int tensors of any shape, by one of two rules that differ

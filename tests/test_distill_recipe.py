@@ -400,3 +400,93 @@ def test_student_start_follows_the_flag_and_falls_back_where_embeddings_do_not_f
     )
     assert "wider than the teacher's 10" in caplog.text
     np.testing.assert_array_equal(np.asarray(wide.token_embedding.embeddings), before)
+
+
+def _epoch_config(setup, output, **changes):
+    """Task distillation on the recipe's defaults for schedule and length:
+    whole epochs with early stopping, the sequence length from the data."""
+    settings = dict(
+        steps=None,
+        sequence_length=None,
+        epochs=3,
+        prediction_epochs=3,
+        patience=1,
+        augment=3,
+    )
+    settings.update(changes)
+    return _task_config(setup, output, **settings)
+
+
+@pytest.mark.slow
+def test_task_distillation_defaults_come_from_the_data_and_the_teachers_own_run(tmp_path, setup):
+    report = run_distillation(_epoch_config(setup, tmp_path / "run"))
+    # The sequence length keeps 99% of the training texts whole (they are 6
+    # words: [CLS] + 6-8 pieces + [SEP]), and every split's cut share is
+    # recorded.
+    assert report["sequence_length"] % 8 == 0 and report["sequence_length"] <= 16
+    assert report["truncated"]["train"] <= 0.01 and set(report["truncated"]) == {
+        "train",
+        "validation",
+        "distillation",
+    }
+    # The teacher's score is the one its fine-tuning run recorded for the
+    # same validation file, at its own sequence length (16), and
+    # quality_retained divides by it.
+    metrics = json.loads((setup["teacher"].parent / "metrics.json").read_text())
+    assert report["teacher"]["recorded"]["same_validation_file"] is True
+    assert report["teacher"]["sequence_length"] == 16
+    assert report["teacher_metric"] == pytest.approx(metrics["validation"]["accuracy"], abs=1e-9)
+    assert report["quality_retained"] == round(
+        report["student_metric"] / metrics["validation"]["accuracy"], 4
+    )
+    # Epochs with early stopping on the held-out slice of the training data
+    # (20 of 200 texts), never on --validation.
+    assert report["early_stopping"]["held_out_training_texts"] == 20
+    for stage in ("intermediate", "prediction"):
+        history = report["history"][stage]
+        assert 1 <= len(history) <= 3 and report["stages"][stage]["epochs"] == len(history)
+        key = "held_out_loss" if stage == "intermediate" else "held_out_accuracy"
+        assert all(key in entry for entry in history), history
+    # The teacher's fine-tuning started from a preset with a masked-LM head:
+    # augmentation uses it.
+    assert report["augmentation"]["method"] == "mlm", report["augmentation"]
+    assert report["augmentation"]["source"] == str(setup["pre"])
+    student = bertzoo.BertClassifier.from_preset(tmp_path / "run" / "student")
+    assert student.head_loaded
+
+
+@pytest.mark.slow
+def test_an_interrupted_task_distillation_resumes_where_it_stopped(tmp_path, setup, monkeypatch):
+    """Stopped after the first prediction-stage epoch and run again, the run
+    continues from its checkpoint and publishes the student an uninterrupted
+    run publishes."""
+    from bertzoo.training import distill
+
+    common = dict(epochs=2, prediction_epochs=3, patience=5, augment=2)
+    full = run_distillation(_epoch_config(setup, tmp_path / "full", **common))
+    accuracy, calls = distill.accuracy, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # prediction epoch 2 trained, not yet checkpointed
+            raise KeyboardInterrupt
+        return accuracy(*args, **kwargs)
+
+    config = _epoch_config(setup, tmp_path / "cut", **common)
+    monkeypatch.setattr(distill, "accuracy", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_distillation(config)
+    monkeypatch.setattr(distill, "accuracy", accuracy)
+    resumed = run_distillation(config)
+    for stage in ("intermediate", "prediction"):
+        for a, b in zip(full["history"][stage], resumed["history"][stage], strict=True):
+            assert a == pytest.approx(b, rel=1e-5, abs=1e-6), (stage, a, b)
+    weights = [
+        bertzoo.BertClassifier.from_preset(tmp_path / d / "student").get_weights()
+        for d in ("full", "cut")
+    ]
+    diff = max(float(np.max(np.abs(u - v))) for u, v in zip(*weights))
+    print(f"resumed vs uninterrupted student weights: max |diff| {diff:.3g}")
+    assert diff <= 1e-5
+    with pytest.raises(bertzoo.distill.DistillationError, match="other settings"):
+        run_distillation(_epoch_config(setup, tmp_path / "cut", **{**common, "patience": 4}))

@@ -12,6 +12,8 @@ and the serving export need to know about the kind:
 - `model_class`: the Keras task model (`bertzoo.models.tasks`);
 - `settings_error`: the kind's checks of the run settings;
 - `load`: reader + feature builder, file -> `TaskData`;
+- `packed_lengths`: each example's untruncated length (the default
+  sequence length and the truncation report come from it);
 - `evaluate`: postprocessing + metric function, predictions -> scores;
 - `build_model`, `serving_settings`, `serving_inputs` and `serve`: the
   model from a preset, and the serving signature (string inputs in, answers
@@ -67,6 +69,9 @@ class TaskKind:
     main_metric = ""
     file_formats = ()
     builtin_files = ()
+    # False for kinds that never cut text (QA slides windows over it): their
+    # runs neither pick a sequence length from the data nor report truncation.
+    cuts_text = True
     # True when the model predicts named labels (classes, tags): serving then
     # outputs label names (the model's, else "0", "1", ...).
     labelled = False
@@ -76,6 +81,13 @@ class TaskKind:
         `(TaskData, label_set)`: the training split defines the label set
         (None for kinds without one) and later splits are given it."""
         raise NotImplementedError
+
+    def packed_lengths(self, data, tokenizer):
+        """Each example's length packed without truncation (numpy ints), from
+        which a run picks its default sequence length and reports how many
+        examples it cuts; None for kinds that never cut text (QA slides
+        windows over a long context)."""
+        return None
 
     def settings_error(self, settings):
         """What is wrong with the run settings for this kind, as a message

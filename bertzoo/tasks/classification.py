@@ -39,6 +39,9 @@ class Classification(TaskKind):
         targets = np.array([label_set.index(e.label, str(path), e.line) for e in examples], "int32")
         return TaskData(features, targets, examples, {"label_set": label_set}), label_set
 
+    def packed_lengths(self, data, tokenizer):
+        return sentences.example_lengths(data, tokenizer)
+
     def evaluate(self, settings, predictions, data):
         logits = np.asarray(predictions)  # (n, num_classes)
         predicted = np.argmax(logits, axis=-1)

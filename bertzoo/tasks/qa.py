@@ -19,6 +19,7 @@ class QuestionAnswering(TaskKind):
     name = "qa"
     description = "qa (SQuAD 1.1/2.0 JSON)"
     model_class = BertSpanQA
+    cuts_text = False
     main_metric = "f1"
     file_formats = ("squad",)
     builtin_files = ("train.json", "validation.json")

@@ -31,6 +31,9 @@ class Regression(TaskKind):
         targets = np.array([float(e.label) for e in examples], "float32")
         return TaskData(features, targets, examples, {"label_set": label_set}), label_set
 
+    def packed_lengths(self, data, tokenizer):
+        return sentences.example_lengths(data, tokenizer)
+
     def evaluate(self, settings, predictions, data):
         return metrics.regression_metrics(data.targets, np.asarray(predictions).reshape(-1))
 

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertzoo.data.readers import TaskDataError, read_glue, read_table
-from bertzoo.preprocessing import BertPreprocessor
+from bertzoo.preprocessing import BertPreprocessor, packed_lengths
 
 
 def read_labelled(settings, path, task):
@@ -64,6 +64,11 @@ def example_features(examples, tokenizer, sequence_length, segment_ids):
     """Model inputs of `TextExample`s: `[CLS] a [SEP] (b [SEP])`, padded."""
     preprocessor = BertPreprocessor(tokenizer, sequence_length, segment_ids=segment_ids)
     return text_features(preprocessor, [e.texts for e in examples])
+
+
+def example_lengths(data, tokenizer):
+    """Each example's packed length without truncation."""
+    return packed_lengths(tokenizer, [e.texts for e in data.examples])
 
 
 def serving_inputs(pairs):

@@ -10,6 +10,7 @@ from bertzoo import metrics
 from bertzoo.data.readers import LabelSet, read_conll
 from bertzoo.data.tagging import encode_words, tagging_features, word_predictions
 from bertzoo.models.tasks import BertTokenClassifier
+from bertzoo.preprocessing import packed_lengths
 from bertzoo.tasks.base import TaskData, TaskKind, register
 
 
@@ -47,6 +48,10 @@ class Tagging(TaskKind):
             features.pop("segment_ids")
         extra = {"word_starts": starts, "label_set": label_set, "truncated": truncated}
         return TaskData(features, labels, sentences, extra), label_set
+
+    def packed_lengths(self, data, tokenizer):
+        """[CLS] + every word's pieces + [SEP]."""
+        return packed_lengths(tokenizer, [(" ".join(s.words),) for s in data.examples])
 
     def evaluate(self, settings, predictions, data):
         """Entity precision, recall and F1 of the per-word tags."""

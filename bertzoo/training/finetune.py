@@ -40,6 +40,7 @@ from bertzoo.training.optimizers import make_optimizer
 from bertzoo.training.runs import (
     AUTO,
     CHECKPOINTS_DIR,
+    COVERAGE,
     DATA_DIR,
     LOG_DIR,
     LOGS,
@@ -50,9 +51,12 @@ from bertzoo.training.runs import (
     batch_size_setting,
     batching_setting,
     comma_strings,
+    covering_length,
     device_memory_setting,
+    log_truncation,
     resolve_batch_size,
     setting,
+    truncation,
     verbose_setting,
 )
 
@@ -64,8 +68,11 @@ BEST_DIR = "best"
 # output/data/, are get(task).builtin_files.
 
 # What None settings become; the built-in datasets are small, so their tagging
-# and QA runs take more, smaller steps (builtin_tasks.BUILTIN_SETTINGS).
-DEFAULTS = {"learning_rate": 5e-5, "epochs": 3, "batch_size": 32, "sequence_length": 128}
+# and QA runs take more, smaller steps (builtin_tasks.BUILTIN_SETTINGS). A
+# sequence length left None comes from the data (`_sequence_length`).
+DEFAULTS = {"learning_rate": 5e-5, "epochs": 3, "batch_size": 32}
+# The window length of kinds that never cut text (QA), when not given.
+WINDOW_LENGTH = 128
 
 
 class FinetuneError(BertzooError, ValueError):
@@ -140,7 +147,9 @@ class FinetuneConfig(RunConfig):
     )
     sequence_length: int | None = setting(
         None,
-        "packed length (QA: window length); default 128, or 64 for the built-in datasets",
+        "packed length (QA: window length); default: the shortest multiple of 8 that keeps "
+        "99% of the training examples whole, up to the model's positions (QA: 128; the "
+        "built-in datasets: 64)",
         group="training",
     )
     doc_stride: int = setting(128, "QA: tokens between window starts", group="training")
@@ -318,6 +327,38 @@ def load_split(config, path, tokenizer, sequence_length, segment_ids, label_set=
     return kind.load(config, path, tokenizer, sequence_length, segment_ids, label_set)
 
 
+def _sequence_length(config, path, tokenizer, segment_ids, positions):
+    """Reads the training split at the run's sequence length: the one
+    given, or else the shortest multiple of 8 that keeps `COVERAGE` (99%) of
+    the training examples whole, at most the model's `positions`; kinds that
+    never cut text (QA) take `WINDOW_LENGTH`. Returns (config with the
+    length set, training data, label set, {"train": packed lengths} or None,
+    how the length was chosen)."""
+    kind = task_kinds.get(config.task)
+    given = config.sequence_length
+    if given is None and not kind.cuts_text:
+        config = dataclasses.replace(config, sequence_length=WINDOW_LENGTH)
+        train, label_set = load_split(config, path, tokenizer, WINDOW_LENGTH, segment_ids)
+        return config, train, label_set, None, "the window default"
+    train, label_set = load_split(config, path, tokenizer, given or positions, segment_ids)
+    if not kind.cuts_text:
+        return config, train, label_set, None, "given"
+    lengths = kind.packed_lengths(train, tokenizer)
+    if given is not None:
+        return config, train, label_set, {"train": lengths}, "given"
+    chosen = covering_length(lengths, positions)
+    if chosen != positions:
+        train, label_set = load_split(config, path, tokenizer, chosen, segment_ids)
+    how = f"from the data: keeps {COVERAGE:.0%} of the training examples whole, at most {positions}"
+    return (
+        dataclasses.replace(config, sequence_length=chosen),
+        train,
+        label_set,
+        {"train": lengths},
+        how,
+    )
+
+
 def _dataset(config, data, epoch):
     """One epoch's batches (`bertzoo.batching.training_dataset`: padded to
     their longest sequence's bucket, as `config.batching` says), drawn with
@@ -424,15 +465,8 @@ def run_finetuning(config):
     output = Path(config.output)
     init = config.init or default_init()
     distribution = make_distribution(config.strategy, tpu=config.tpu)
-    config = resolve_batch_size(
-        config,
-        init,
-        config.sequence_length,
-        "finetune",
-        FinetuneError,
-        replicas=distribution.num_replicas,
-    )
-    distribution.check_batch_size(config.batch_size)
+    if config.batch_size != AUTO:
+        distribution.check_batch_size(config.batch_size)
     rundir = RunDirectory(output, chief=distribution.is_chief)
     try:
         return _run(config, init, distribution, rundir)
@@ -447,7 +481,7 @@ def _run(config, init, distribution, rundir):
     # --- data (read and checked before anything is written) ---
     document, _, _ = resolve_preset(init)
     positions = document["backbone"].get("max_sequence_length", 512)
-    if config.sequence_length > positions:
+    if config.sequence_length is not None and config.sequence_length > positions:
         raise FinetuneError(
             f"sequence_length={config.sequence_length} is longer than the {positions} positions "
             f"of {init}."
@@ -465,12 +499,27 @@ def _run(config, init, distribution, rundir):
         config = dataclasses.replace(config, **settings)
         builtin = builtin_tasks.BUILTIN_TASKS[config.task]
         logger.info("Built-in dataset: %s (%s, %s)", builtin, train_path, validation_path)
-    train, label_set = load_split(
-        config, train_path, tokenizer, config.sequence_length, segment_ids
+    config, train, label_set, lengths, chosen_by = _sequence_length(
+        config, train_path, tokenizer, segment_ids, positions
     )
     validation, _ = load_split(
         config, validation_path, tokenizer, config.sequence_length, segment_ids, label_set
     )
+    kind = task_kinds.get(config.task)
+    truncated = None
+    if lengths is not None:
+        lengths["validation"] = kind.packed_lengths(validation, tokenizer)
+        truncated = truncation(lengths, config.sequence_length)
+        log_truncation(truncated, config.sequence_length, chosen_by)
+    config = resolve_batch_size(
+        config,
+        init,
+        config.sequence_length,
+        "finetune",
+        FinetuneError,
+        replicas=distribution.num_replicas,
+    )
+    distribution.check_batch_size(config.batch_size)
     _open_output(config, output, rundir)
 
     # --- model ---
@@ -555,6 +604,10 @@ def _run(config, init, distribution, rundir):
         "dataset": builtin or {"train": str(train_path), "validation": str(validation_path)},
         "train_examples": len(train.examples),
         "validation_examples": len(validation.examples),
+        "sequence_length": config.sequence_length,
+        # The share of each split's examples cut at sequence_length (None:
+        # the kind never cuts, e.g. QA windows).
+        "truncated": truncated,
         "main_metric": main,
         "best_epoch": best_epoch,
         "validation": best,

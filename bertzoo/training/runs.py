@@ -188,6 +188,51 @@ def split_documents(documents, eval_fraction, seed):
     return train, [d for i, d in enumerate(documents) if i in held]
 
 
+# === Sequence length from the data ===
+
+# The share of examples a default sequence length keeps whole.
+COVERAGE = 0.99
+
+
+def covering_length(lengths, cap, coverage=COVERAGE, multiple=8):
+    """The default sequence length for examples of packed `lengths`
+    (`bertzoo.preprocessing.packed_lengths`): the shortest multiple of
+    `multiple` that keeps at least `coverage` of them whole, capped at `cap`
+    (the model's positions, or the length a teacher was trained at).
+    Length-aware batching (`bertzoo.batching`) pads each batch only to its
+    own longest text, so a longer maximum costs short texts nothing."""
+    import numpy as np
+
+    lengths = np.asarray(lengths)
+    if not len(lengths):
+        return int(cap)
+    needed = int(np.sort(lengths)[max(0, int(np.ceil(coverage * len(lengths))) - 1)])
+    return int(min(cap, max(multiple, -(-needed // multiple) * multiple)))
+
+
+def truncation(lengths_by_split, sequence_length):
+    """{split: share of its examples longer than `sequence_length` (cut)}."""
+    import numpy as np
+
+    return {
+        name: round(float(np.mean(np.asarray(lengths) > sequence_length)), 4)
+        if len(lengths)
+        else 0.0
+        for name, lengths in lengths_by_split.items()
+    }
+
+
+def log_truncation(shares, sequence_length, chosen_by):
+    """Says how many examples the run cuts at `sequence_length`: a warning
+    when any split loses more than 1 - COVERAGE of its examples."""
+    line = ", ".join(f"{name} {share:.1%}" for name, share in shares.items())
+    message = f"Sequence length {sequence_length} ({chosen_by}); examples truncated: {line}."
+    if any(share > 1 - COVERAGE + 1e-9 for share in shares.values()):
+        logger.warning("%s Pass a longer --sequence-length to keep them whole.", message)
+    else:
+        logger.info(message)
+
+
 # === Command-line flags ===
 
 
