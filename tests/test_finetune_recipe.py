@@ -496,3 +496,39 @@ def test_export_under_another_backend_runs_in_a_tensorflow_subprocess(tmp_path, 
     assert [x.decode() for x in got["label"].numpy()] == [
         ["x", "y", "z"][i] for i in expected.argmax(-1)
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["classification", "tagging", "qa"])
+def test_default_sequence_length_keeps_the_training_examples_whole(
+    tmp_path, tiny_preset, task_files, case
+):
+    """Left unset, the sequence length is the shortest multiple of 8 that
+    keeps 99% of the training examples whole (QA: the window default, at
+    most the model's positions), and metrics.json records each split's
+    share of cut examples."""
+    from bertzoo.preprocessing import packed_lengths
+    from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
+
+    config = _config(tiny_preset, task_files, tmp_path / "run", case, sequence_length=None)
+    result = run_finetuning(dataclasses.replace(config, epochs=1))
+    recorded = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert recorded["sequence_length"] == result["sequence_length"]
+    positions = bertzoo.BertBackbone.from_preset(tiny_preset).max_sequence_length
+    if case == "qa":
+        assert result["sequence_length"] == min(128, positions) and result["truncated"] is None
+        return
+    length = result["sequence_length"]
+    assert length % 8 == 0 or length == positions
+    assert set(result["truncated"]) == {"train", "validation"}
+    assert result["truncated"]["train"] <= 0.01
+    if case == "classification":  # minimal: 8 fewer tokens would cut more than 1%
+        tokenizer = tokenizer_from_preset(tiny_preset)
+        rows = [
+            (line.split("\t")[0],)
+            for line in Path(task_files["sst2_train"]).read_text(encoding="utf-8").splitlines()[1:]
+        ]
+        lengths = packed_lengths(tokenizer, rows)
+        assert np.mean(lengths > length) <= 0.01
+        assert length == 8 or np.mean(lengths > length - 8) > 0.01
+        assert result["truncated"]["train"] == pytest.approx(np.mean(lengths > length), abs=1e-4)

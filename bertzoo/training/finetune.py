@@ -337,26 +337,23 @@ def _sequence_length(config, path, tokenizer, segment_ids, positions):
     kind = task_kinds.get(config.task)
     given = config.sequence_length
     if given is None and not kind.cuts_text:
-        config = dataclasses.replace(config, sequence_length=WINDOW_LENGTH)
-        train, label_set = load_split(config, path, tokenizer, WINDOW_LENGTH, segment_ids)
+        window = min(WINDOW_LENGTH, positions)
+        config = dataclasses.replace(config, sequence_length=window)
+        train, label_set = load_split(config, path, tokenizer, window, segment_ids)
         return config, train, label_set, None, "the window default"
     train, label_set = load_split(config, path, tokenizer, given or positions, segment_ids)
-    if not kind.cuts_text:
-        return config, train, label_set, None, "given"
-    lengths = kind.packed_lengths(train, tokenizer)
+    lengths = kind.packed_lengths(train, tokenizer) if kind.cuts_text else None
     if given is not None:
-        return config, train, label_set, {"train": lengths}, "given"
-    chosen = covering_length(lengths, positions)
+        return config, train, label_set, None if lengths is None else {"train": lengths}, "given"
+    if lengths is None:  # a kind that gives no lengths: the fixed default
+        chosen, how = min(WINDOW_LENGTH, positions), "the default"
+    else:
+        chosen = covering_length(lengths, positions)
+        how = f"from the data: keeps {COVERAGE:.0%} of the training examples whole, at most {positions}"
     if chosen != positions:
         train, label_set = load_split(config, path, tokenizer, chosen, segment_ids)
-    how = f"from the data: keeps {COVERAGE:.0%} of the training examples whole, at most {positions}"
-    return (
-        dataclasses.replace(config, sequence_length=chosen),
-        train,
-        label_set,
-        {"train": lengths},
-        how,
-    )
+    config = dataclasses.replace(config, sequence_length=chosen)
+    return config, train, label_set, None if lengths is None else {"train": lengths}, how
 
 
 def _dataset(config, data, epoch):
