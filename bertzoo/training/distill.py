@@ -1090,14 +1090,7 @@ def _resume_state(config, output, manager, rundir, models):
     if not config.resume:
         rundir.remove(CHECKPOINTS_DIR)
     elif manager.latest() is not None:
-        changed = config.changed_settings(output)
-        if changed is None:
-            changed = config.compared_settings()
-        if changed:
-            raise DistillationError(
-                f"{output} holds checkpoints of a run with other settings ({', '.join(changed)}); "
-                "use another --output, or --no-resume to start over there."
-            )
+        config.check_resumable(output, DistillationError)
         latest = json.loads((manager.latest() / "state.json").read_text(encoding="utf-8"))
         if latest.get("stage") == "prediction":
             models["intermediate"].release()  # the prediction stage trains the whole student

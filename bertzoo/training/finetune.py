@@ -419,14 +419,7 @@ def _resume(config, output, model, manager, rundir):
     if not config.resume:
         rundir.remove(CHECKPOINTS_DIR)  # only checkpoints bertzoo wrote
     elif manager.latest() is not None:
-        changed = config.changed_settings(output)
-        if changed is None:  # no record: nothing is known to match
-            changed = config.compared_settings()
-        if changed:
-            raise FinetuneError(
-                f"{output} holds checkpoints of a run with other settings ({', '.join(changed)}); "
-                "use another --output, or --no-resume to start over there."
-            )
+        config.check_resumable(output, FinetuneError)
         state = manager.restore(model)
         logger.info(
             "Resumed from %s: %s of %d epochs done.",

@@ -141,6 +141,19 @@ class RunConfig:
             Path(output) / RUN_SETTINGS_FILE, json.dumps(self.to_json(), indent=2) + "\n"
         )
 
+    def check_resumable(self, output, error):
+        """Raises `error` unless the checkpoints in `output` come from a run
+        with the same compared settings (none recorded: nothing is known to
+        match)."""
+        changed = self.changed_settings(output)
+        if changed is None:
+            changed = self.compared_settings()
+        if changed:
+            raise error(
+                f"{output} holds checkpoints of a run with other settings ({', '.join(changed)}); "
+                "use another --output, or --no-resume to start over there."
+            )
+
     def changed_settings(self, output):
         """{name: (recorded, current)} for each compared setting that differs
         from the settings recorded in `output`; None when none are recorded.
