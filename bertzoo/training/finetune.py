@@ -17,6 +17,7 @@ import dataclasses
 import json
 import logging
 import math
+import tempfile
 import time
 from pathlib import Path
 
@@ -480,21 +481,21 @@ def _run(config, init, distribution, rundir):
     tokenizer = tokenizer_from_preset(init, vocabulary=config.vocabulary)
     train_path, validation_path = config.train, config.validation
     builtin = None
-    if train_path is None:
-        _open_output(config, output, rundir)  # before the built-in files are written
-        data_dir = output / DATA_DIR
-        train_path, validation_path, settings = builtin_tasks.write_builtin_task(
-            config.task, data_dir, config.seed
+    with tempfile.TemporaryDirectory(prefix="bertzoo-builtin-") as staging:
+        if train_path is None:
+            # Read from a private folder; the output gets its copy only once
+            # every check has passed (below).
+            train_path, validation_path, settings = builtin_tasks.write_builtin_task(
+                config.task, staging, config.seed
+            )
+            config = dataclasses.replace(config, **settings)
+            builtin = builtin_tasks.BUILTIN_TASKS[config.task]
+        config, train, label_set, lengths, chosen_by = _sequence_length(
+            config, train_path, tokenizer, segment_ids, positions
         )
-        config = dataclasses.replace(config, **settings)
-        builtin = builtin_tasks.BUILTIN_TASKS[config.task]
-        logger.info("Built-in dataset: %s (%s, %s)", builtin, train_path, validation_path)
-    config, train, label_set, lengths, chosen_by = _sequence_length(
-        config, train_path, tokenizer, segment_ids, positions
-    )
-    validation, _ = load_split(
-        config, validation_path, tokenizer, config.sequence_length, segment_ids, label_set
-    )
+        validation, _ = load_split(
+            config, validation_path, tokenizer, config.sequence_length, segment_ids, label_set
+        )
     kind = task_kinds.get(config.task)
     truncated = None
     if lengths is not None:
@@ -511,6 +512,11 @@ def _run(config, init, distribution, rundir):
     )
     distribution.check_batch_size(config.batch_size)
     _open_output(config, output, rundir)
+    if builtin is not None:
+        train_path, validation_path, _ = builtin_tasks.write_builtin_task(
+            config.task, output / DATA_DIR, config.seed
+        )
+        logger.info("Built-in dataset: %s (%s, %s)", builtin, train_path, validation_path)
 
     # --- model ---
     kind = task_kinds.get(config.task)

@@ -198,7 +198,7 @@ class PretrainConfig(RunConfig):
     device_memory: str | None = device_memory_setting()
     learning_rate: float = setting(2e-3, "peak learning rate", group="training")
     optimizer: str = setting("adamw", "optimizer", choices=OPTIMIZERS, group="training")
-    warmup_steps: int = setting(None, "default: 10%% of all steps", group="training")
+    warmup_steps: int = setting(None, "default: 10% of all steps", group="training")
     weight_decay: float = setting(
         0.01, "weight decay (not on LayerNorm and bias variables)", group="training"
     )

@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import random
+import re
 import sys
 import typing
 from pathlib import Path
@@ -370,7 +371,9 @@ def add_config_flags(parser, cls, groups=()):
         group = meta["group"]
         if group not in groups:
             groups[group] = parser.add_argument_group(group) if group else parser
-        options = {"dest": field.name, "default": field.default, "help": meta["help"]}
+        # A plain % in the text is a percent sign; %(default)s stays argparse's.
+        text = re.sub(r"%(?!\()", "%%", meta["help"])
+        options = {"dest": field.name, "default": field.default, "help": text}
         if meta["piped_default"] is not None:
             options["default"] = None  # config_from_args picks by stdout
         kind = _value_type(cls, field)
