@@ -46,16 +46,7 @@ def _sources():
     import pydoc_data.topics
 
     reference = {s for v in pydoc_data.topics.topics.values() for s in _sentences(v)}
-    library = set()
-    for name in _MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        for attribute in dir(module):
-            doc = getattr(getattr(module, attribute, None), "__doc__", None)
-            if isinstance(doc, str):
-                library.update(_sentences(doc))
+    library = _docstring_sentences(_MODULES)
     return sorted(reference), sorted(library - reference)
 
 
@@ -77,6 +68,60 @@ def labelled_texts(n, seed=0):
     rng.shuffle(rows)
     if n > len(rows):
         raise ValueError(f"asked for {n} texts; this Python ships {len(rows)}")
+    return [(_messy(t, rng), label) for t, label in rows[:n]]
+
+
+# Three sources for a 3-class task: the language reference, and the
+# docstrings of two groups of standard modules (text and data handling;
+# the operating system, files, networking and concurrency). A sentence that
+# occurs in more than one source is dropped.
+_TEXT_AND_DATA = (
+    "re json csv string textwrap difflib codecs decimal fractions statistics datetime "
+    "calendar locale gettext base64 hashlib pickle copy pprint collections itertools "
+    "functools heapq bisect enum dataclasses typing inspect random"
+).split()
+_SYSTEM = (
+    "os pathlib subprocess shutil socket threading asyncio email http.client urllib.request "
+    "sqlite3 tempfile glob zipfile tarfile io time logging argparse unittest doctest contextlib"
+).split()
+TOPICS = ("language reference", "text and data modules", "system and network modules")
+
+
+def _docstring_sentences(modules):
+    found = set()
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for attribute in dir(module):
+            doc = getattr(getattr(module, attribute, None), "__doc__", None)
+            if isinstance(doc, str):
+                found.update(_sentences(doc))
+    return found
+
+
+def topic_texts(n, seed=0):
+    """`n` (text, label) pairs of a 3-class task, balanced: 0 the language
+    reference, 1 docstrings of text and data modules, 2 docstrings of
+    system and network modules (`TOPICS`). The labels are where Python's
+    own documentation puts each sentence; one text in ten gets some
+    real-world mess. Raises if Python ships too few sentences."""
+    import pydoc_data.topics
+
+    reference = {s for v in pydoc_data.topics.topics.values() for s in _sentences(v)}
+    data, system = _docstring_sentences(_TEXT_AND_DATA), _docstring_sentences(_SYSTEM)
+    sources = [reference - data - system, data - reference - system, system - reference - data]
+    rng = random.Random(seed)
+    per_class = -(-n // 3)
+    rows = []
+    for label, source in enumerate(sources):
+        source = sorted(source)
+        if len(source) < per_class:
+            raise ValueError(f"asked for {per_class} texts of class {label}; found {len(source)}")
+        rng.shuffle(source)
+        rows += [(t, label) for t in source[:per_class]]
+    rng.shuffle(rows)
     return [(_messy(t, rng), label) for t, label in rows[:n]]
 
 

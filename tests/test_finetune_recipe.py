@@ -17,8 +17,16 @@ import pytest
 
 import bertzoo
 from bertzoo.data import builtin_tasks
+from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.tokenizers.train import train_wordpiece
-from bertzoo.training.finetune import FinetuneConfig, FinetuneError, run_finetuning
+from bertzoo.training.finetune import (
+    FinetuneConfig,
+    FinetuneError,
+    evaluate,
+    load_split,
+    resolve_defaults,
+    run_finetuning,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TF_ONLY = pytest.mark.skipif(
@@ -191,9 +199,21 @@ def test_every_task_learns_its_synthetic_task(tmp_path, tiny_preset, task_files,
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert written["validation"] == result["validation"] and written["main_metric"] == metric
     assert list((tmp_path / "run" / "logs").iterdir()), "no TensorBoard events"
-    # The best epoch reloads as a task model with the same validation score.
-    model = bertzoo.models.task_model_from_preset(tmp_path / "run" / "best")
+    # The best epoch reloads as a task model with the same validation score:
+    # its files, read and evaluated afresh, give what metrics.json states.
+    best = tmp_path / "run" / "best"
+    model = bertzoo.models.task_model_from_preset(best)
     assert model.head_loaded
+    config = resolve_defaults(_config(tiny_preset, task_files, tmp_path / "run", case))
+    tokenizer = tokenizer_from_preset(best)
+    _, labels = load_split(config, config.train, tokenizer, config.sequence_length, True)
+    data, _ = load_split(config, config.validation, tokenizer, config.sequence_length, True, labels)
+    reloaded = evaluate(config, model, data, config.batch_size)
+    scale = 100.0 if metric == "f1" and case == "qa" else 1.0
+    assert reloaded[metric] == pytest.approx(written["validation"][metric], abs=1e-5 * scale), (
+        reloaded,
+        written["validation"],
+    )
 
 
 @TF_ONLY

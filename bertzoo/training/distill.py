@@ -46,7 +46,12 @@ from bertzoo.distill.distillers import (
     as_pretrainer,
     prediction_distiller,
 )
-from bertzoo.distill.evaluate import accuracy, hidden_cosine, measure_speedup
+from bertzoo.distill.evaluate import (
+    accuracy,
+    hidden_cosine,
+    measure_speedup,
+    measure_speedup_on_features,
+)
 from bertzoo.distill.init import init_student_from_teacher
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map, suggested_layer_map
 from bertzoo.errors import BertzooError
@@ -1019,6 +1024,16 @@ def _run_task(
     student_acc = accuracy(student, features, data["validation"].targets, 64)
     teacher_here = accuracy(teacher, features, data["validation"].targets, 64)
     own = _teacher_quality(config, teacher, tokenizer, data, record)
+    # Speed on the held-out texts themselves, at their own lengths.
+    on_texts = measure_speedup_on_features(teacher, student, features, config.benchmark_batch_size)
+    logger.info(
+        "speed-up on the %d validation texts (mean %.1f tokens): %.2fx (%.0f vs %.0f texts/s)",
+        on_texts["texts"],
+        on_texts["mean_tokens"],
+        on_texts["speedup"],
+        on_texts["student_texts_per_second"],
+        on_texts["teacher_texts_per_second"],
+    )
     logger.info(
         "validation accuracy: teacher %.4f (at its own sequence length %d; %.4f at %d), "
         "student %.4f",
@@ -1035,6 +1050,8 @@ def _run_task(
         "student_metric": student_acc,
         "teacher": own,
         "teacher_at_distillation_length": teacher_here,
+        "speedup_on_validation": on_texts["speedup"],
+        "inference_on_validation": on_texts,
         "sequence_length": data["sequence_length"],
         "sequence_length_chosen": data["chosen_by"],
         "truncated": data["truncated"],
