@@ -45,12 +45,20 @@ def test_every_setting_has_a_flag_with_its_default_and_help(cls):
     assert sorted(actions) == sorted(f.name for f in fields)
     for field in fields:
         action = actions[field.name]
-        assert action.help == field.metadata["help"] and action.help
+        # argparse formats help with %: a plain % in the text is escaped.
+        assert action.help.replace("%%", "%") == field.metadata["help"] and action.help
         assert runs.flag_name(field) in action.option_strings
         if field.metadata["piped_default"] is None:
             assert action.default == field.default, field.name
         if field.metadata["choices"] is not None:
             assert tuple(action.choices) == tuple(field.metadata["choices"])
+    # The help renders (an unescaped % would raise here), percent signs intact.
+    rendered = _parser(cls).format_help()
+    assert "%%" not in rendered
+    for field in fields:
+        for word in field.metadata["help"].split():
+            if "%" in word and "%(" not in word:
+                assert word in rendered, (field.name, word)
     # Flags left out parse to the defaults (verbose: by stdout, tested below).
     config = runs.config_from_args(cls, _parser(cls).parse_args([]))
     assert dataclasses.replace(config, verbose=cls().verbose) == cls()
