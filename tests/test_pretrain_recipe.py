@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -22,11 +21,9 @@ from tests.conftest import FIXTURES, edited_by_hand, subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Subprocess runs and TF-data-only paths run under one backend (CI runs the
-# suite under both); the in-process small run covers the JAX training path.
-tensorflow_only = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="backend-independent; run under TensorFlow"
-)
+# Every test here runs under both backends (CI runs the suite twice); the
+# recipe subprocesses inherit this run's KERAS_BACKEND (`subprocess_env`),
+# so kill -9 resume, static data and the Korean tutorial train under JAX too.
 RECIPE = ROOT / "recipes" / "pretrain.py"
 
 # A run small enough for CI: bert_tiny on the built-in corpus, two phases.
@@ -148,7 +145,6 @@ def _recipe_command(out, steps):
 
 
 @pytest.mark.slow
-@tensorflow_only
 def test_recipe_resumes_after_kill_9(tmp_path):
     killed, straight = tmp_path / "killed", tmp_path / "straight"
     steps = 150
@@ -246,7 +242,6 @@ def test_distilbert_preset_trains_mlm_only_and_vocab_must_match(tmp_path):
 
 
 @pytest.mark.slow
-@tensorflow_only
 def test_static_data_written_once_and_read(tmp_path):
     out = tmp_path / "run"
     config = PretrainConfig(
@@ -274,7 +269,6 @@ def _korean_tutorial():
 
 
 @pytest.mark.slow
-@tensorflow_only
 def test_korean_tutorial_commands_run_verbatim(tmp_path):
     """Runs the README's Korean tutorial as written, on the Korean sample
     corpus, from a directory holding `ko.txt` and the recipes."""
