@@ -96,6 +96,9 @@ def student(args, paths, workdir, name):
     )
     if name != "default":
         settings["student"] = name
+        # The default student gets the recipe's suggested map when depths do
+        # not divide; a named student needs one given (`--layer-map`).
+        settings["layer_map"] = tuple(i - 1 for i in args.layer_map)
     # Only what --augment / --epochs / --prediction-epochs set; None keeps
     # the recipe's default.
     for key in ("augment", "epochs", "prediction_epochs"):
@@ -142,6 +145,13 @@ def main():
     )
     parser.add_argument("--workdir", default="runs/bench_distill_real")
     parser.add_argument(
+        "--layer-map",
+        type=lambda text: tuple(int(i) for i in text.split(",")),
+        default=(2, 3, 5, 6),
+        help="1-based teacher layer per layer of a named student (default: 2,3,5,6, the "
+        "recipe's map for its default 4-layer student of a 6-layer teacher)",
+    )
+    parser.add_argument(
         "--augment", type=int, help="augmented copies per text (default: the recipe's, 20)"
     )
     parser.add_argument("--epochs", type=int, help="default: the recipe's (10)")
@@ -180,13 +190,20 @@ def main():
     }
     results["teacher"] = teacher(args, paths, workdir, minilm)
     print("teacher:", json.dumps(results["teacher"]), flush=True)
+    # Students measured by an earlier run of the same task and settings stay.
     results["students"] = {}
+    target = RESULTS / "distill_real.json"
+    if target.exists():
+        earlier = json.loads(target.read_text())
+        same = ("task", "changed_from_recipe_defaults")
+        if all(earlier.get(k) == results[k] for k in same):
+            results["students"] = earlier.get("students", {})
     for name in args.students.split(","):
         results["students"][name] = student(args, paths, workdir, name)
         print(name, json.dumps(results["students"][name]), flush=True)
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "distill_real.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {RESULTS / 'distill_real.json'}")
+        target.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {target}")
 
 
 if __name__ == "__main__":
