@@ -80,6 +80,9 @@ def test_small_default_run_learns_and_writes_a_preset(tmp_path):
     assert metrics["steps"] == 170 and metrics["resumed_from_step"] == 0
     assert metrics["objective"] == "nsp" and metrics["examples_per_second"] > 0
     assert json.loads((out / "metrics.json").read_text()) == metrics
+    # The held-out examples' share cut at the length limit is recorded: the
+    # built-in corpus's paragraphs are long, so at 64 tokens some are cut.
+    assert metrics["eval_examples"] > 0 and 0 < metrics["truncated"]["eval"] < 1, metrics
 
     # The preset directory loads (weights + vocabulary) and is the trained model.
     backbone = bertzoo.BertBackbone.from_preset(out / "preset")

@@ -51,19 +51,25 @@ class PretrainingExamples:
     seq_len: int
     objective: str
     vocabulary_size: int
+    # Examples that lost tokens to the length limit (the reference's
+    # truncate_seq_pair: a sentence or pair longer than seq_len).
+    truncated: int = 0
 
     def __len__(self):
         return len(self.token_ids)
 
 
 def _truncate(a, b, max_num_tokens, rng):
-    """The reference truncate_seq_pair on index ranges: a, b are [start, end]."""
+    """The reference truncate_seq_pair on index ranges: a, b are [start, end].
+    Returns the number of tokens it dropped."""
+    before = (a[1] - a[0]) + (b[1] - b[0])
     while (a[1] - a[0]) + (b[1] - b[0]) > max_num_tokens:
         trunc = a if (a[1] - a[0]) > (b[1] - b[0]) else b
         if rng.random() < 0.5:
             trunc[0] += 1
         else:
             trunc[1] -= 1
+    return before - (a[1] - a[0]) - (b[1] - b[0])
 
 
 def _random_b(documents, document_index, target_b_length, rng):
@@ -83,7 +89,8 @@ def _random_b(documents, document_index, target_b_length, rng):
 
 
 def _document_examples(documents, document_index, seq_len, objective, short_seq_prob, rng):
-    """Yields (tokens_a, tokens_b or None, label) for one document."""
+    """Yields (tokens_a, tokens_b or None, label, tokens dropped) for one
+    document."""
     document = documents[document_index]
     single = objective == "none"
     max_num_tokens = seq_len - (2 if single else 3)
@@ -98,8 +105,8 @@ def _document_examples(documents, document_index, seq_len, objective, short_seq_
             if single:
                 tokens = np.concatenate(chunk)
                 a = [0, len(tokens)]
-                _truncate(a, [0, 0], max_num_tokens, rng)
-                yield tokens[a[0] : a[1]], None, 0
+                dropped = _truncate(a, [0, 0], max_num_tokens, rng)
+                yield tokens[a[0] : a[1]], None, 0, dropped
             else:
                 a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
                 tokens_a = np.concatenate(chunk[:a_end])
@@ -114,8 +121,8 @@ def _document_examples(documents, document_index, seq_len, objective, short_seq_
                     label = 0
                     tokens_b = np.concatenate(chunk[a_end:])
                 a, b = [0, len(tokens_a)], [0, len(tokens_b)]
-                _truncate(a, b, max_num_tokens, rng)
-                yield tokens_a[a[0] : a[1]], tokens_b[b[0] : b[1]], label
+                dropped = _truncate(a, b, max_num_tokens, rng)
+                yield tokens_a[a[0] : a[1]], tokens_b[b[0] : b[1]], label, dropped
             chunk, length = [], 0
         i += 1
 
@@ -177,12 +184,13 @@ def create_examples(
     documents = [documents[i] for i in order]
     cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
 
-    rows, segs, labels, doc_ids = [], [], [], []
+    rows, segs, labels, doc_ids, truncated = [], [], [], [], 0
     for _ in range(dupe_factor):
         for d in range(len(documents)):
-            for a, b, label in _document_examples(
+            for a, b, label, dropped in _document_examples(
                 documents, d, seq_len, objective, short_seq_prob, rng
             ):
+                truncated += dropped > 0
                 if b is None:
                     ids = np.concatenate([[cls_id], a, [sep_id]])
                     seg = np.zeros(len(ids), np.int32)
@@ -215,4 +223,5 @@ def create_examples(
         seq_len=seq_len,
         objective=objective,
         vocabulary_size=tokenizer.vocabulary_size,
+        truncated=truncated,
     )

@@ -805,6 +805,14 @@ def _run(config, distribution, run):
         objective=example_objective(objective),
         seed=config.seed + 7,
     )
+    eval_truncated = round(eval_examples.truncated / max(1, len(eval_examples)), 4)
+    logger.info(
+        "Held-out examples at length %d: %d, %.1f%% cut at the length limit (the reference's "
+        "truncate_seq_pair).",
+        config.seq_len[-1],
+        len(eval_examples),
+        100 * eval_truncated,
+    )
     eval_batch = min(config.batch_size, len(eval_examples))
     eval_set = (
         make_pretraining_dataset(
@@ -938,6 +946,8 @@ def _run(config, distribution, run):
         "train_documents": len(train_docs),
         "eval_documents": len(eval_docs),
         "eval_held_out": held_out,
+        "eval_examples": len(eval_examples),
+        "truncated": {"eval": eval_truncated},
         "num_replicas": distribution.num_replicas,
         "backend": keras.backend.backend(),
     }

@@ -135,3 +135,25 @@ def test_bad_arguments(numbered_tokenizer):
         data.create_examples(docs, numbered_tokenizer, seq_len=4)
     with pytest.raises(data.CorpusError, match="empty"):
         data.create_examples([[], []], numbered_tokenizer)
+
+
+def test_truncated_counts_the_examples_cut_at_the_length_limit(numbered_tokenizer):
+    # One sentence per document, objective "none": one example per document,
+    # cut exactly when its sentence is longer than seq_len - 2.
+    lengths = [10, 40, 22, 23, 5, 60, 21]
+    docs, next_id = [], 5
+    for n in lengths:
+        docs.append([np.arange(next_id, next_id + n, dtype=np.int32)])
+        next_id += n
+    ex = data.create_examples(
+        docs, numbered_tokenizer, seq_len=24, objective="none", short_seq_prob=0.0, seed=3
+    )
+    assert len(ex) == len(lengths)
+    assert ex.truncated == sum(n > 22 for n in lengths) == 3
+    kept = ex.padding_mask.sum(1) - 2
+    assert sorted(kept) == sorted(min(n, 22) for n in lengths)
+    # Short sentences only: nothing is cut, in pairs either.
+    docs, _ = numbered_documents(20, 6, lengths=(2, 4))
+    for objective in ("nsp", "sop", "none"):
+        ex = data.create_examples(docs, numbered_tokenizer, seq_len=64, objective=objective)
+        assert ex.truncated == 0, objective
