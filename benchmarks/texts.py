@@ -42,10 +42,15 @@ def _sentences(text):
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if 25 < len(s.strip()) < 400]
 
 
-def _sources():
+def _reference_sentences():
+    """The sentences of the language reference (`pydoc_data.topics`)."""
     import pydoc_data.topics
 
-    reference = {s for v in pydoc_data.topics.topics.values() for s in _sentences(v)}
+    return {s for v in pydoc_data.topics.topics.values() for s in _sentences(v)}
+
+
+def _sources():
+    reference = _reference_sentences()
     library = _docstring_sentences(_MODULES)
     return sorted(reference), sorted(library - reference)
 
@@ -107,9 +112,7 @@ def topic_texts(n, seed=0):
     system and network modules (`TOPICS`). The labels are where Python's
     own documentation puts each sentence; one text in ten gets some
     real-world mess. Raises if Python ships too few sentences."""
-    import pydoc_data.topics
-
-    reference = {s for v in pydoc_data.topics.topics.values() for s in _sentences(v)}
+    reference = _reference_sentences()
     data, system = _docstring_sentences(_TEXT_AND_DATA), _docstring_sentences(_SYSTEM)
     sources = [reference - data - system, data - reference - system, system - reference - data]
     rng = random.Random(seed)
