@@ -10,6 +10,13 @@ import numpy as np
 from bertzoo.distill import losses as loss_lib
 
 
+def _significant(seconds, digits=6):
+    """`seconds` to `digits` significant digits: the report keeps the times
+    the speed-up was computed from, not a rounding that, for a tiny model's
+    sub-millisecond calls, would change their ratio."""
+    return float(f"{seconds:.{digits}g}")
+
+
 def benchmark_inputs(backbone, batch_size, sequence_length, seed=0):
     """One batch of random backbone inputs (token ids past the special
     tokens, no padding) for timing models built on `backbone`."""
@@ -39,8 +46,8 @@ def measure_speedup(teacher, student, batch_size=32, sequence_length=128, repeat
             times[name].append(time.perf_counter() - start)
     t, s = float(np.median(times["teacher"])), float(np.median(times["student"]))
     return {
-        "teacher_seconds": round(t, 5),
-        "student_seconds": round(s, 5),
+        "teacher_seconds": _significant(t),
+        "student_seconds": _significant(s),
         "speedup": round(t / s, 3),
         "batch_size": batch_size,
         "sequence_length": sequence_length,
@@ -79,8 +86,8 @@ def measure_speedup_on_features(teacher, student, features, batch_size=32, repea
     lengths = sequence_lengths(features)
     rows = len(lengths)
     return {
-        "teacher_seconds": round(t, 4),
-        "student_seconds": round(s, 4),
+        "teacher_seconds": _significant(t),
+        "student_seconds": _significant(s),
         "teacher_texts_per_second": round(rows / t, 1),
         "student_texts_per_second": round(rows / s, 1),
         "speedup": round(t / s, 3),
