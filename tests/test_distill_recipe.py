@@ -18,10 +18,9 @@ from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.tokenizers.train import train_wordpiece
 from bertzoo.training.distill import DistillConfig, run_distillation
 from bertzoo.training.finetune import FinetuneConfig, run_finetuning
+from tests.synthetic import majority_sentiment, scores_afresh
 
 ROOT = Path(__file__).resolve().parent.parent
-POSITIVE, NEGATIVE = ("good", "great", "fine", "nice"), ("bad", "awful", "poor", "sad")
-FILLER = ("the", "a", "day", "film", "was", "very", "and", "it", "my", "cat", "seemed", "today")
 TOKENIZER = {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
 STUDENT = {
     "num_layers": 1,
@@ -33,23 +32,14 @@ STUDENT = {
 }
 
 
-def _rows(seed, n):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        words = list(rng.choice(FILLER, 5)) + [rng.choice(POSITIVE if i % 2 else NEGATIVE)]
-        rng.shuffle(words)
-        rows.append((" ".join(words), str(i % 2)))
-    return rows
-
-
 def write_task_files(directory):
     """The task's train (200) and validation (80) TSV files."""
     files = {}
     for split, seed, n in (("train", 0, 200), ("validation", 1, 80)):
         files[split] = directory / f"{split}.tsv"
         files[split].write_text(
-            "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in _rows(seed, n)),
+            "sentence\tlabel\n"
+            + "".join(f"{t}\t{label}\n" for t, label in majority_sentiment(seed, n, split)),
             encoding="utf-8",
         )
     return files
@@ -68,7 +58,7 @@ def finetune_teacher(files, init, output):
             init=str(init),
             output=str(output),
             learning_rate=3e-3,
-            epochs=6,
+            epochs=10,
             batch_size=16,
             sequence_length=16,
             dropout=0.0,
@@ -93,7 +83,9 @@ def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("distill")
     files = write_task_files(d)
     corpus = d / "corpus.txt"
-    docs = ["\n".join(t + " ." for t, _ in _rows(seed, 6)) for seed in range(12)]
+    docs = [
+        "\n".join(t + " ." for t, _ in majority_sentiment(seed, 6, "train")) for seed in range(12)
+    ]
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     tokens = train_wordpiece(
         [corpus, files["train"]], 300, min_frequency=1, output=d / "pre" / "vocab.txt"
@@ -169,8 +161,13 @@ def test_tinybert_task_distillation_keeps_the_teachers_accuracy(tmp_path, setup)
     assert saved["quality_retained"] == report["quality_retained"]
     for key in ("teacher_params", "student_params", "speedup", "quality_retained"):
         assert key in saved and saved[key] is not None, key
-    assert saved["teacher_metric"] >= 0.95, saved  # the teacher is far above chance
-    assert saved["quality_retained"] >= 0.9, saved  # stated threshold for this tiny student
+    # Measured in two runs (TensorFlow, 2026-11-25): teacher 0.9375, 0.9625
+    # (chance 0.5); student 0.9625, 0.95; kept 1.027, 0.987. (One validation
+    # text is 0.0125; the bars leave about four texts for seed noise.) The
+    # student trains on the teacher's soft labels over 3x the texts
+    # (augmentation) instead of the noisy hard labels.
+    assert saved["teacher_metric"] >= 0.85, saved
+    assert saved["quality_retained"] >= 0.92, saved
     assert saved["student_params"] < saved["teacher_params"]
     # The speed-ups are the ratios of the times measured: at a fixed shape,
     # and over the 80 validation texts at their own lengths.
@@ -190,27 +187,34 @@ def test_tinybert_task_distillation_keeps_the_teachers_accuracy(tmp_path, setup)
     ]
     # Only the student is saved; it loads with from_preset and gives the
     # accuracy the report states.
-    student = bertzoo.BertClassifier.from_preset(tmp_path / "run" / "student")
+    published = tmp_path / "run" / "student"
+    student = bertzoo.BertClassifier.from_preset(published)
     assert student.head_loaded and student.backbone.num_layers == 1
-    assert bertzoo.BertBackbone.from_preset(tmp_path / "run" / "student").hidden_dim == 16
-    # ... and fine-tunes with the fine-tune recipe.
-    result = run_finetuning(
-        FinetuneConfig(
-            task="classification",
-            train=str(setup["files"]["train"]),
-            validation=str(setup["files"]["validation"]),
-            text_columns=("sentence",),
-            label_column="label",
-            init=str(tmp_path / "run" / "student"),
-            output=str(tmp_path / "ft"),
-            learning_rate=1e-3,
-            epochs=1,
-            batch_size=16,
-            sequence_length=16,
-            verbose=0,
-        )
+    assert bertzoo.BertBackbone.from_preset(published).hidden_dim == 16
+    finetune = FinetuneConfig(
+        task="classification",
+        train=str(setup["files"]["train"]),
+        validation=str(setup["files"]["validation"]),
+        text_columns=("sentence",),
+        label_column="label",
+        init=str(published),
+        output=str(tmp_path / "ft"),
+        learning_rate=1e-3,
+        epochs=1,
+        batch_size=16,
+        sequence_length=16,
+        verbose=0,
     )
-    assert result["validation"]["accuracy"] >= 0.9, result["validation"]
+    assert scores_afresh(finetune, published, student)["accuracy"] == saved["student_metric"]
+    # A broken control: the same student untrained (fresh weights) stays
+    # near chance, far below the bar.
+    untrained = bertzoo.BertClassifier.from_config(student.get_config())
+    chance = scores_afresh(finetune, published, untrained)["accuracy"]
+    assert chance / saved["teacher_metric"] < 0.8, chance
+    # ... and fine-tunes with the fine-tune recipe.
+    result = run_finetuning(finetune)
+    # Measured: 0.9125 after one epoch at a small learning rate.
+    assert result["validation"]["accuracy"] >= 0.85, result["validation"]
 
 
 @pytest.mark.slow

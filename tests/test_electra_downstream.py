@@ -58,8 +58,10 @@ def electra_setup(tmp_path_factory):
 def test_finetune_from_an_electra_preset_uses_and_keeps_electras_head(electra_setup):
     result = electra_setup["finetune"]
     print("fine-tuned from ELECTRA:", result["validation"], "best epoch", result["best_epoch"])
-    # Measured: validation accuracy 1.0 under TF and JAX (8 sentiment words among fillers).
-    assert result["validation"]["accuracy"] >= 0.95, result
+    # Measured in two runs (TensorFlow, 2026-11-25): validation accuracy 0.9,
+    # 0.8875 (chance 0.5) on the majority-of-three sentiment task with noisy
+    # training labels.
+    assert result["validation"]["accuracy"] >= 0.85, result
     teacher = electra_setup["teacher"]
     task = json.loads((teacher / "config.json").read_text())["task"]
     assert task["head"] == "electra"
@@ -82,10 +84,11 @@ def test_finetune_from_an_electra_preset_uses_and_keeps_electras_head(electra_se
 def test_an_electra_teacher_distils_into_a_student(tmp_path, electra_setup):
     report = run_distillation(_task_config(electra_setup, tmp_path / "run"))
     print({k: report[k] for k in ("teacher_metric", "student_metric", "quality_retained")})
-    # Measured: teacher 1.0, student 1.0 on this task; the student is a
-    # BERT-style classifier (it has a pooler) initialised from the teacher's
-    # 24-wide embeddings.
-    assert report["teacher_metric"] >= 0.95, report
-    assert report["quality_retained"] >= 0.9, report
+    # Measured in two runs (TensorFlow, 2026-11-25): teacher 0.9, 0.8875;
+    # student 0.9375, 0.9125; kept 1.042, 1.028. The student is a BERT-style
+    # classifier (it has a pooler) initialised from the teacher's 24-wide
+    # embeddings.
+    assert report["teacher_metric"] >= 0.85, report
+    assert report["quality_retained"] >= 0.92, report
     student = bertzoo.BertClassifier.from_preset(tmp_path / "run" / "student")
     assert student.head_loaded and student.head_style == "pooled"

@@ -17,13 +17,8 @@ from bertzoo.models.tasks import BertClassifier, task_model_from_preset
 from bertzoo.tasks import sentences
 from bertzoo.tasks.base import TaskData, TaskKind
 from bertzoo.training.finetune import FinetuneConfig, FinetuneError, run_finetuning
-from tests.test_finetune_recipe import (
-    FILLER,
-    POSITIVE,
-    _classification_rows,
-    task_files,
-    tiny_preset,
-)
+from tests.synthetic import FILLER, POSITIVE, majority_sentiment
+from tests.test_finetune_recipe import task_files, tiny_preset
 
 __all__ = ["task_files", "tiny_preset"]  # fixtures used here
 
@@ -67,7 +62,7 @@ def _rows(seed, n):
     """The right choice is a positive word, the others filler words."""
     rng = np.random.default_rng(seed)
     rows = []
-    for text, _ in _classification_rows(seed, n):
+    for text, _ in majority_sentiment(seed, n, "train"):
         choices = [str(rng.choice(POSITIVE)), *rng.choice(FILLER, 2, replace=False).tolist()]
         order = rng.permutation(3)
         rows.append(
