@@ -4,6 +4,8 @@ measured XLA peak (JAX pass), the README's 12 GiB table, the command line,
 and --batch-size auto in the recipes."""
 
 import argparse
+import contextlib
+import io
 import json
 import re
 from pathlib import Path
@@ -243,3 +245,23 @@ def test_recipe_refuses_an_auto_batch_that_cannot_fit(tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: --batch-size auto: one sequence of 64 tokens needs"), last
     assert not out.exists()
+
+
+def test_readme_printout_and_figures_are_the_planners():
+    """The README's example printout is what the command prints, and the
+    12 GiB card holds the 512-token batches the README states for flash
+    attention and bfloat16."""
+    text = README.read_text(encoding="utf-8")
+    command = "python -m bertzoo plan bert_base --seq-len 512 --memory 12GiB --tflops 312"
+    assert command in text
+    printout = re.search(r"```\n(preset\s+bert_base\n.*?)```", text, flags=re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(command.split()[3:]) == 0
+    assert out.getvalue().strip() == printout.strip()
+    flash = plan("bert_base", seq_len=512, memory="12GiB", optimizer="adam", attention="flash")
+    bf16 = plan(
+        "bert_base", seq_len=512, memory="12GiB", optimizer="adam", precision="mixed_bfloat16"
+    )
+    stated = re.search(r"flash` the same card holds (\d+) sequences.*?bfloat16` (\d+)", text, re.S)
+    assert (flash.max_batch, bf16.max_batch) == tuple(int(n) for n in stated.groups())

@@ -145,8 +145,12 @@ def test_out_of_domain_korean_is_unknown_without_the_option(plain_vocab):
     words = hangul_words(OUT_OF_DOMAIN)
     assert len(plain_vocab) < SIZE  # the small corpus has no more pieces
     assert not set(COMMON) <= set(plain_vocab)
-    # Measured (README "Korean vocabularies"): 48 of the 57 Hangul words.
+    # The README's table ("Korean vocabularies"): 507 tokens; 48 of the 57
+    # Hangul words and 54 of all 71 words are [UNK].
     assert len(words) == 57 and unk_rate(plain_vocab, words) == pytest.approx(48 / 57)
+    assert len(plain_vocab) == 507
+    every_word = [w for text in OUT_OF_DOMAIN for w in BASIC.tokenize(text)]
+    assert len(every_word) == 71 and unk_rate(plain_vocab, every_word) == pytest.approx(54 / 71)
 
 
 def test_common_syllables_cover_out_of_domain_korean(legal, plain_vocab, common_vocab):
@@ -169,6 +173,10 @@ def test_common_syllables_cover_out_of_domain_korean(legal, plain_vocab, common_
     again = train.train_wordpiece(legal, SIZE, include_hangul="common", **CASED)
     assert again == vocab  # deterministic
     assert unk_rate(vocab, hangul_words(OUT_OF_DOMAIN)) == 0.0
+    # The README's table: 4,799 tokens; 6 of the 71 words stay [UNK] (emoji,
+    # English, punctuation, compatibility jamo).
+    every_word = [w for text in OUT_OF_DOMAIN for w in BASIC.tokenize(text)]
+    assert len(vocab) == 4799 and unk_rate(vocab, every_word) == pytest.approx(6 / 71)
     # The trade-off of "common": a syllable outside the set is still [UNK].
     assert unk_rate(vocab, hangul_words([RARE])) == 1.0
 
@@ -266,7 +274,7 @@ def test_sentencepiece_required_chars(legal, tmp_path):
     plain = train.train_sentencepiece(legal, 300, tmp_path / "plain", **CASED)
     tokenizer = SentencePieceTokenizer(plain, **CASED)
     rows = as_lists(tokenizer(hangul_words(OUT_OF_DOMAIN)))
-    assert sum(tokenizer.unk_token_id in row for row in rows) > len(rows) // 2
+    assert sum(tokenizer.unk_token_id in row for row in rows) == 48  # of 57, as the README says
     with pytest.raises(
         TokenizerError, match=r"too small for include_hangul='common'.*at least \d+"
     ):
