@@ -283,6 +283,8 @@ class TinyBertDistiller(_Distiller):
             )
             for i in range(count)
         ]
+        for projection in self.projections:  # built here: fit() need not trace call()
+            projection.build((None, None, s.hidden_dim))
         self.shared_projection = shared_projection
         self._setup_trackers()
 
