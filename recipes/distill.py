@@ -25,45 +25,26 @@ Examples:
         --student tinybert_4l_312d
 """
 
-import argparse
 import json
-import logging
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 def build_parser():
     from bertzoo.training.distill import DistillConfig
-    from bertzoo.training.runs import add_config_flags
+    from bertzoo.training.runs import recipe_parser
 
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    return add_config_flags(p, DistillConfig, groups=("models", "data", "training", "output"))
+    return recipe_parser(__doc__, DistillConfig, ("models", "data", "training", "output"))
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
-    logging.getLogger("bertzoo").setLevel(
-        logging.INFO
-    )  # the run's progress; other libraries: warnings
-    from bertzoo.errors import BertzooError
     from bertzoo.training.distill import REPORT_FILE, DistillConfig, run_distillation
-    from bertzoo.training.runs import config_from_args
+    from bertzoo.training.runs import run_recipe
 
-    config = config_from_args(DistillConfig, args)
-    # Bad settings, inputs or output, another run on --output, a NaN loss:
-    # one line saying what is wrong, no traceback.
-    try:
-        report = run_distillation(config)
-    except BertzooError as e:
-        print(f"error: {e}", file=sys.stderr)
+    args, report = run_recipe(build_parser(), DistillConfig, run_distillation, argv)
+    if report is None:
         return 2
     print(
         json.dumps(

@@ -20,45 +20,26 @@ Examples:
         --sequence-length 384 --doc-stride 128 --export runs/finetune/export
 """
 
-import argparse
 import json
-import logging
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 def build_parser():
     from bertzoo.training.finetune import FinetuneConfig
-    from bertzoo.training.runs import add_config_flags
+    from bertzoo.training.runs import recipe_parser
 
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    return add_config_flags(p, FinetuneConfig, groups=("data", "model", "training", "output"))
+    return recipe_parser(__doc__, FinetuneConfig, ("data", "model", "training", "output"))
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
-    logging.getLogger("bertzoo").setLevel(
-        logging.INFO
-    )  # the run's progress; other libraries: warnings
-    from bertzoo.errors import BertzooError
     from bertzoo.training.finetune import FinetuneConfig, run_finetuning
-    from bertzoo.training.runs import LOG_DIR, METRICS_FILE, config_from_args
+    from bertzoo.training.runs import LOG_DIR, METRICS_FILE, run_recipe
 
-    config = config_from_args(FinetuneConfig, args)
-    # Bad settings, inputs or output, another run on --output, a NaN loss:
-    # one line saying what is wrong, no traceback.
-    try:
-        metrics = run_finetuning(config)
-    except BertzooError as e:
-        print(f"error: {e}", file=sys.stderr)
+    args, metrics = run_recipe(build_parser(), FinetuneConfig, run_finetuning, argv)
+    if metrics is None:
         return 2
     print(
         json.dumps(

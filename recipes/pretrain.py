@@ -18,44 +18,31 @@ Examples:
     python recipes/pretrain.py --strategy tpu --tpu my-tpu --data gs://b/seq128,gs://b/seq512 ...
 """
 
-import argparse
 import json
-import logging
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 def build_parser():
     from bertzoo.training.pretrain import PretrainConfig
-    from bertzoo.training.runs import add_config_flags
+    from bertzoo.training.runs import recipe_parser
 
-    p = argparse.ArgumentParser(
+    return recipe_parser(
+        __doc__,
+        PretrainConfig,
+        ("model", "data", "training", "output"),
         prog="python recipes/pretrain.py",
-        description=__doc__.split("\n\n")[0],
-        epilog="Full description: see the module docstring and README ('Pre-training').",
     )
-    return add_config_flags(p, PretrainConfig, groups=("model", "data", "training", "output"))
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
-    logging.getLogger("bertzoo").setLevel(
-        logging.INFO
-    )  # the run's progress; other libraries: warnings
-    from bertzoo.errors import BertzooError
     from bertzoo.training.pretrain import PRESET_DIR, PretrainConfig, run_pretraining
-    from bertzoo.training.runs import LOG_DIR, METRICS_FILE, config_from_args
+    from bertzoo.training.runs import LOG_DIR, METRICS_FILE, run_recipe
 
-    # Bad settings, inputs or output, another run on --output, a NaN loss:
-    # one line saying what is wrong, no traceback.
-    try:
-        metrics = run_pretraining(config_from_args(PretrainConfig, args))
-    except BertzooError as e:
-        print(f"error: {e}", file=sys.stderr)
+    args, metrics = run_recipe(build_parser(), PretrainConfig, run_pretraining, argv)
+    if metrics is None:
         return 2
     keys = (
         "initial_masked_lm_accuracy",

@@ -404,3 +404,38 @@ def config_from_args(cls, args):
             value = field.default if sys.stdout.isatty() else piped
         values[field.name] = value
     return cls(**values)
+
+
+RECIPE_LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+def recipe_parser(doc, cls, groups, prog=None):
+    """A recipe's argument parser: its docstring's first paragraph as the
+    description, the rest (examples) as the epilog, and a flag per setting
+    of the run configuration `cls` (`add_config_flags`, `groups` in order)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=doc.split("\n\n")[0],
+        epilog=doc.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return add_config_flags(parser, cls, groups=groups)
+
+
+def run_recipe(parser, cls, run, argv=None):
+    """What every recipe's `main` does before it prints its results: parses
+    `argv` into a `cls` configuration, logs bertzoo's progress (other
+    libraries: warnings only) and calls `run(config)`. Returns `(args,
+    result)`; `result` is None when the run stopped with a `BertzooError`
+    (bad settings, inputs or output, another run on --output, a NaN loss),
+    which it prints as one line on stderr, without a traceback."""
+    from bertzoo.errors import BertzooError
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format=RECIPE_LOG_FORMAT)
+    logging.getLogger("bertzoo").setLevel(logging.INFO)
+    try:
+        return args, run(config_from_args(cls, args))
+    except BertzooError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return args, None
