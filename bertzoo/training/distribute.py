@@ -160,12 +160,13 @@ class Distribution:
         always compile with XLA, so `jit_compile` is not needed there. JAX
         always compiles (and shards) the step.
 
-        `requested=None` picks by measurement (BENCHMARKS.md): XLA on GPUs,
-        not on CPUs, where TensorFlow's oneDNN kernels ran the MiniLM train
-        step faster than XLA (0.48 vs 0.52 s per 32 x 32 batch in float32,
-        0.42 vs 0.51 s in bfloat16: XLA:CPU does not use the bf16
-        instructions), and where one trace serves every batch length of
-        length-aware batching instead of one XLA compilation per bucket.
+        `requested=None` picks by measurement (BENCHMARKS.md,
+        `benchmarks/train_step.py`): XLA on GPUs, not on CPUs, where one
+        trace serves every batch length of length-aware batching instead of
+        one XLA compilation per bucket (2.4 s more for the MiniLM step's
+        first call), for steps XLA runs 4% faster in float32 (0.242 vs 0.251 s
+        per 32 x 32 batch) and 16% slower in bfloat16 (0.255 vs 0.221 s:
+        XLA:CPU does not use the bf16 instructions).
         """
         if requested is None:
             if self.backend != "tensorflow":
