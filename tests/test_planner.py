@@ -134,8 +134,10 @@ def test_readme_12gib_table_is_what_the_planner_says():
         assert plan("bert_base", seq_len=seq_len, memory="12GiB", optimizer="adam").max_batch == (
             planned
         )
-        # The XLA step keeps less than the 2018 TensorFlow graph did (README).
-        assert original <= planned <= 2.2 * original
+        # The XLA step keeps less than the 2018 TensorFlow graph did. README:
+        # "from 256 tokens on 1.2-1.5x the original's; at 64 and 128 about 2x".
+        low, high = (1.8, 2.1) if seq_len <= 128 else (1.15, 1.5)
+        assert low <= planned / original <= high, (seq_len, planned / original)
 
 
 def test_parse_memory():

@@ -29,6 +29,18 @@ def test_uniform_layer_map_follows_tinybert():
 
 
 @pytest.mark.backend_independent
+def test_suggested_layer_map_ends_near_equal_blocks():
+    from bertzoo.distill.layer_map import suggested_layer_map
+
+    # The default student's map (README "Distillation"): MiniLM's 6 layers
+    # onto 4, student layers 1-4 <- teacher layers 2, 3, 5, 6 (1-based).
+    assert suggested_layer_map(6, 4) == (1, 2, 4, 5)
+    for teacher, student in ((12, 4), (6, 3), (4, 4), (12, 6)):
+        assert suggested_layer_map(teacher, student) == uniform_layer_map(teacher, student)
+    assert suggested_layer_map(12, 5) == (2, 4, 7, 9, 11)
+
+
+@pytest.mark.backend_independent
 def test_explicit_layer_maps_are_checked():
     assert resolve_layer_map([1, 2, 4, 5], 6, 4) == (1, 2, 4, 5)
     with pytest.raises(DistillationError, match="has 3 entries"):

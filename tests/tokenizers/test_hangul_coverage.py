@@ -142,6 +142,11 @@ def test_hangul_syllable_sets():
 
 
 def test_out_of_domain_korean_is_unknown_without_the_option(plain_vocab):
+    # The README's description of the data: 38 legal sentences using 204
+    # syllables; 12 out-of-domain sentences.
+    legal = [line for line in LEGAL.splitlines() if line.strip()]
+    assert len(legal) == 38 and len({c for c in LEGAL if is_syllable(c)}) == 204
+    assert len(OUT_OF_DOMAIN) == 12
     words = hangul_words(OUT_OF_DOMAIN)
     assert len(plain_vocab) < SIZE  # the small corpus has no more pieces
     assert not set(COMMON) <= set(plain_vocab)
