@@ -99,6 +99,13 @@ def edited_by_hand(directory):
     (Path(directory) / "bertzoo-manifest.json").unlink()
 
 
+def max_weight_difference(load, first, second):
+    """The largest |difference| between the weights of the models that
+    `load` reads from the preset directories `first` and `second`."""
+    a, b = (load(path).get_weights() for path in (first, second))
+    return max(float(np.max(np.abs(u - v))) for u, v in zip(a, b, strict=True))
+
+
 def tiny_backbone(**overrides):
     return bertzoo.BertBackbone(**{**TINY, **overrides})
 
