@@ -62,17 +62,27 @@ def _register_keras_objects():
     cannot register here (that would import the half-made module); the next
     name looked up on the package does it instead."""
     global _keras_registered
-    if _keras_registered or "keras" not in sys.modules:
-        return
-    if any(
-        getattr(getattr(module, "__spec__", None), "_initializing", False)
-        for name, module in list(sys.modules.items())
-        if name.startswith("bertzoo.")
-    ):
+    if _keras_registered or "keras" not in sys.modules or _importing_a_submodule():
         return
     _keras_registered = True
     for module in ("bertzoo.models", "bertzoo.serving", "bertzoo.training.optimizers"):
         importlib.import_module(module)
+
+
+def _importing_a_submodule():
+    """Whether the body of a bertzoo module is running on this thread's call
+    stack, i.e. the module is being imported (the import system's own record
+    of that is private): its top-level code is a `<module>` frame."""
+    import inspect  # here, not at the top: `import bertzoo` stays light
+
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and str(
+            frame.f_globals.get("__name__", "")
+        ).startswith("bertzoo."):
+            return True
+        frame = frame.f_back
+    return False
 
 
 _keras_registered = False

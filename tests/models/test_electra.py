@@ -183,10 +183,27 @@ def test_mismatched_generator_or_a_pooler_is_refused():
 
 def test_mixed_bfloat16_trains_with_float32_outputs():
     disc = discriminator(dtype="mixed_bfloat16")
-    model = ElectraPretrainer(ElectraPretrainer.generator_for(disc, 0.5), disc, seed=0)
+    gen = ElectraPretrainer.generator_for(disc, 0.5)
+    model = ElectraPretrainer(gen, disc, seed=0)
     x = electra_inputs(seed=4)
     out = model(x)
     assert {keras.backend.standardize_dtype(v.dtype) for v in out.values()} == {"float32"}
+    # bfloat16 was used, not only asked for: every layer of both encoders
+    # computes in bfloat16 on float32 variables, and their hidden states
+    # come out in bfloat16 (float32 ones would mean the policy was dropped).
+    features = {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    for encoder in (gen, disc):
+        layers = [encoder, *encoder._flatten_layers(include_self=False)]
+        computing = [layer for layer in layers if layer.weights]
+        assert len(computing) > 10
+        for layer in computing:
+            assert (layer.compute_dtype, layer.variable_dtype) == ("bfloat16", "float32"), (
+                encoder.name,
+                layer.name,
+                layer.dtype_policy.name,
+            )
+        hidden = encoder(features)["sequence_output"]
+        assert keras.backend.standardize_dtype(hidden.dtype) == "bfloat16", encoder.name
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     history = model.fit(x, batch_size=3, epochs=5, verbose=0).history
     assert np.isfinite(history["loss"]).all()
