@@ -2,10 +2,13 @@
 class probabilities out; `BertClassifier` with `num_classes >= 2`; best
 epoch by accuracy."""
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
 from bertzoo import metrics
+from bertzoo.data import builtin_tasks
 from bertzoo.data.readers import GLUE_TASKS, LabelSet
 from bertzoo.models.tasks import BertClassifier
 from bertzoo.tasks import sentences
@@ -18,13 +21,25 @@ class Classification(TaskKind):
     name = "classification"
     description = "classification"
     model_class = BertClassifier
+    settings_class = sentences.SentenceSettings
     main_metric = "accuracy"
     file_formats = ("tsv", "csv", "jsonl", "glue")
     builtin_files = ("train.tsv", "validation.tsv")
+    builtin_description = builtin_tasks.BUILTIN_TASKS["classification"]
+    builtin_training = {"sequence_length": 64}
     labelled = True
 
-    def settings_error(self, settings):
-        return super().settings_error(settings) or sentences.settings_error(settings)
+    def settings_error(self, settings, sequence_length=None, own_files=True):
+        return sentences.settings_error(
+            settings, sequence_length, own_files
+        ) or super().settings_error(settings, sequence_length, own_files)
+
+    def builtin_settings(self, settings):
+        """The built-in TSV files' columns."""
+        return dataclasses.replace(settings, text_columns=("sentence",), label_column="label")
+
+    def write_builtin(self, directory, seed=0):
+        return builtin_tasks.write_builtin_task(self.name, directory, seed)[:2]
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Labels are class names; without `label_set` the GLUE task's label

@@ -7,6 +7,7 @@ import dataclasses
 import tensorflow as tf
 
 from bertzoo import metrics
+from bertzoo.data import builtin_tasks
 from bertzoo.data.readers import LabelSet, read_conll
 from bertzoo.data.tagging import encode_words, tagging_features, word_predictions
 from bertzoo.models.tasks import BertTokenClassifier
@@ -31,7 +32,12 @@ class Tagging(TaskKind):
     main_metric = "f1"
     file_formats = ("conll",)
     builtin_files = ("train.conll", "validation.conll")
+    builtin_description = builtin_tasks.BUILTIN_TASKS["tagging"]
+    builtin_training = {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4}
     labelled = True
+
+    def write_builtin(self, directory, seed=0):
+        return builtin_tasks.write_builtin_task(self.name, directory, seed)[:2]
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Without `label_set` the sorted tags of this (training) file
