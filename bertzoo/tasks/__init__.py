@@ -20,6 +20,7 @@ from bertzoo.tasks import classification, regression, tagging, qa  # noqa: F401 
 
 # isort: on
 from bertzoo.tasks.base import (
+    REGISTERED,
     TaskData,
     TaskKind,
     TaskSettings,
@@ -37,6 +38,7 @@ for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
+    "REGISTERED",
     "TaskData",
     "TaskKind",
     "TaskSettings",

@@ -202,6 +202,26 @@ def names():
     return tuple(_REGISTRY)
 
 
+class _RegisteredNames:
+    """The registered kinds' names as they are when asked: a flag's
+    `choices` that also takes kinds registered after the flag was made."""
+
+    def __contains__(self, name):
+        return name in _REGISTRY
+
+    def __iter__(self):
+        return iter(names())
+
+    def __len__(self):
+        return len(_REGISTRY)
+
+    def __repr__(self):
+        return repr(names())
+
+
+REGISTERED = _RegisteredNames()
+
+
 def settings_classes():
     """The registered kinds' settings classes, each once, in registration
     order (kinds may share one)."""

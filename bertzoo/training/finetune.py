@@ -91,7 +91,7 @@ class _FinetuneRunSettings(RunConfig):
     task: str = setting(
         "classification",
         ", ".join(task_kinds.get(n).description for n in task_kinds.names()),
-        choices=task_kinds.names(),
+        choices=task_kinds.REGISTERED,
         group="data",
     )
     train: str | None = setting(
