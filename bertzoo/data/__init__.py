@@ -1,7 +1,8 @@
 """Data: pre-training corpus -> documents -> NSP/SOP/MLM-only examples ->
 masking (token, whole-word, ALBERT n-gram) -> `tf.data` (static TFRecords or
 dynamic per-epoch masking); fine-tuning file readers (`bertzoo.data.readers`,
-no TensorFlow), tagging and QA features, the built-in datasets.
+no TensorFlow), tagging features, the built-in datasets (QA's features,
+reader and metrics are the QA kind's: `bertzoo.tasks.qa`).
 
     docs = read_corpus("corpus.txt")                       # list of str docs
     ids = tokenize_documents(docs, tokenizer)               # TF-batched
@@ -42,7 +43,6 @@ _SUBMODULES = (
     "examples",
     "masking",
     "pipeline",
-    "qa",
     "readers",
     "tagging",
 )

@@ -8,9 +8,9 @@ from bertzoo.data.readers import (
     TextExample,
     read_conll,
     read_glue,
-    read_squad,
     read_table,
 )
+from bertzoo.tasks.qa.squad import read_squad
 from tests.data.readers.helpers import raises_at, write
 
 # Data, tokenizer and metric code: the same under every Keras backend.

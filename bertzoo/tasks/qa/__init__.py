@@ -1,16 +1,21 @@
 """Extractive question answering (SQuAD 1.1 / 2.0 JSON): a question and a
 context in, an answer span out; `BertSpanQA` over overlapping windows;
-best epoch by SQuAD F1."""
+best epoch by SQuAD F1.
+
+The kind's package holds all of it: `squad` (the SQuAD JSON reader),
+`features` (windows, offsets, answer extraction, in numpy and TensorFlow),
+`metrics` (SQuAD exact match and F1) and the built-in dataset."""
 
 import dataclasses
 
 import numpy as np
 
-from bertzoo import metrics
-from bertzoo.data import builtin_tasks, qa
-from bertzoo.data.readers import read_squad
+from bertzoo.data import builtin_tasks
 from bertzoo.models.tasks import BertSpanQA
 from bertzoo.tasks.base import TaskData, TaskKind, TaskSettings, register, setting
+from bertzoo.tasks.qa import features as qa
+from bertzoo.tasks.qa.metrics import squad_scores
+from bertzoo.tasks.qa.squad import read_squad
 
 _MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # The built-in dataset's questions are short.
@@ -100,7 +105,7 @@ class QuestionAnswering(TaskKind):
         )
         predicted = {e.id: a for e, a in zip(data.examples, answers)}
         references = {e.id: [text for text, _ in e.answers] for e in data.examples}
-        scores = metrics.squad_scores(predicted, references)
+        scores = squad_scores(predicted, references)
         return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
 
     def build_model(self, settings, preset, label_set, **kwargs):
