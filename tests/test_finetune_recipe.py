@@ -17,6 +17,7 @@ import pytest
 
 import bertzoo
 from bertzoo.data import builtin_tasks
+from bertzoo.tasks.qa import builtin as qa_builtin
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.tokenizers.train import train_wordpiece
 from bertzoo.training.finetune import (
@@ -68,7 +69,7 @@ def task_files(tmp_path_factory):
             "-DOCSTART- -X- O\n\n"
             + "\n".join("".join(f"{w} {t}\n" for w, t in zip(ws, ts)) for ws, ts in rows),
         )
-        rows = builtin_tasks.questions(seed, train_size=600 if split == "train" else 60)[0]
+        rows = qa_builtin.questions(seed, train_size=600 if split == "train" else 60)[0]
         data = {
             "version": "1.1",
             "data": [

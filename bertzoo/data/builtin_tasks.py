@@ -2,15 +2,15 @@
 no download: the fine-tune recipe's defaults and the tests' learnable tasks.
 
 Each generator returns (train, validation) rows and `write_builtin_task`
-writes them in the standard file formats (TSV with a header, CoNLL BIO,
-SQuAD JSON), so the recipe reads them with the same readers as user files.
+writes them in the standard file formats (TSV with a header, CoNLL BIO), so
+the recipe reads them with the same readers as user files. The word lists
+are shared with the QA kind's built-in dataset (`bertzoo.tasks.qa.builtin`).
 
 The validation split uses words the training split never shows (other
 adjectives, names and places), so a good score needs what the pre-trained
 encoder already knows about those words, not memorised templates.
 """
 
-import json
 import random
 from pathlib import Path
 
@@ -102,7 +102,7 @@ _ADJECTIVES = {
     ),
 }
 
-_PEOPLE = (
+PEOPLE = (
     (
         "alice",
         "bob",
@@ -119,7 +119,7 @@ _PEOPLE = (
     ),
     ("michael", "sarah", "daniel", "anna", "robert", "julia"),
 )
-_PLACES = (
+PLACES = (
     (
         "paris",
         "london",
@@ -136,13 +136,13 @@ _PLACES = (
     ),
     ("toronto", "moscow", "cairo", "lisbon", "prague", "athens"),
 )
-_VERBS = ("lives in", "works in", "grew up in", "studied in", "moved to", "was born in")
-_COLORS = (
+VERBS = ("lives in", "works in", "grew up in", "studied in", "moved to", "was born in")
+COLORS = (
     ("red", "blue", "green", "black", "white", "yellow"),
     ("purple", "orange", "gray", "pink"),
 )
-_DAYS = (("monday", "tuesday", "wednesday", "thursday"), ("friday", "saturday", "sunday"))
-_AGES = (range(20, 50), range(50, 80))
+DAYS = (("monday", "tuesday", "wednesday", "thursday"), ("friday", "saturday", "sunday"))
+AGES = (range(20, 50), range(50, 80))
 
 
 def sentiment(seed=0, train_size=400, validation_size=200):
@@ -161,7 +161,8 @@ def sentiment(seed=0, train_size=400, validation_size=200):
     return rows(0, train_size), rows(1, validation_size)
 
 
-def _name(word):
+def name(word):
+    """A word as a name: capitalised."""
     return word.capitalize()
 
 
@@ -179,19 +180,19 @@ def entities(seed=0, train_size=300, validation_size=100):
         out = []
         for _ in range(n):
             (template,) = rng.choice(templates)
-            person, person2 = rng.sample(_PEOPLE[split], 2)
-            surname = rng.choice(_PEOPLE[split]) + "son"
-            place = rng.choice(_PLACES[split])
-            verb = rng.choice(_VERBS)
+            person, person2 = rng.sample(PEOPLE[split], 2)
+            surname = rng.choice(PEOPLE[split]) + "son"
+            place = rng.choice(PLACES[split])
+            verb = rng.choice(VERBS)
             words, tags = [], []
             for token in template.split():
                 if token in ("{p}", "{p2}"):
                     first = person if token == "{p}" else person2
                     full = [first] if rng.random() < 0.5 else [first, surname]
-                    words += [_name(w) for w in full]
+                    words += [name(w) for w in full]
                     tags += ["B-PER"] + ["I-PER"] * (len(full) - 1)
                 elif token == "{l}":
-                    words.append(_name(place))
+                    words.append(name(place))
                     tags.append("B-LOC")
                 elif token in ("{v}", "{v2}"):
                     words += verb.split()
@@ -206,68 +207,15 @@ def entities(seed=0, train_size=300, validation_size=100):
     return rows(0, train_size), rows(1, validation_size)
 
 
-def questions(seed=0, train_size=300, validation_size=100):
-    """Extractive QA over short made-up notes: each context states four
-    facts of different kinds (where someone lives, a colour, a day, an age)
-    in random order, and the question asks for one of them. SQuAD-style
-    dicts {id, question, context, answer, answer_start}."""
-    rng = random.Random(seed)
-
-    def rows(split, n):
-        out = []
-        for i in range(n):
-            person, other = (_name(p) for p in rng.sample(_PEOPLE[split], 2))
-            place = _name(rng.choice(_PLACES[split]))
-            color, day = rng.choice(_COLORS[split]), _name(rng.choice(_DAYS[split]))
-            age = str(rng.choice(_AGES[split]))
-            facts = [
-                (f"{person} lives in {place}.", f"Where does {person} live?", place),
-                (f"The car is {color}.", "What color is the car?", color),
-                (f"The meeting is on {day}.", "When is the meeting?", day),
-                (f"{other} is {age} years old.", f"How old is {other}?", age),
-            ]
-            sentence, question, answer = facts[i % len(facts)]
-            rng.shuffle(facts)
-            context = " ".join(f[0] for f in facts)
-            start = context.index(sentence) + sentence.rindex(answer)
-            out.append(
-                {
-                    "id": f"{('train', 'dev')[split]}-{i}",
-                    "question": question,
-                    "context": context,
-                    "answer": answer,
-                    "answer_start": start,
-                }
-            )
-        return out
-
-    return rows(0, train_size), rows(1, validation_size)
-
-
-# Training settings for the built-in sets (where the user sets none): short
-# texts; tagging and QA learn from few examples with more, smaller steps.
-BUILTIN_SETTINGS = {
-    "classification": {"sequence_length": 64},
-    "tagging": {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4},
-    "qa": {
-        "sequence_length": 64,
-        "max_query_length": 24,
-        "learning_rate": 1e-4,
-        "batch_size": 16,
-        "epochs": 4,
-    },
-}
-
 BUILTIN_TASKS = {
     "classification": "sentiment (positive/negative sentences; unseen adjectives in validation)",
     "tagging": "person and location names in BIO tags (unseen names in validation)",
-    "qa": "questions about short made-up notes (unseen names, places, colours, days and ages in validation)",
 }
 
 
 def write_builtin_task(task, directory, seed=0):
-    """Writes the built-in dataset for `task` ("classification", "tagging"
-    or "qa") as train/validation files in `directory`; returns their paths
+    """Writes the built-in dataset for `task` ("classification" or
+    "tagging") as train/validation files in `directory`; returns their paths
     and the reader settings `(train, validation, settings)`."""
     directory = Path(directory)
     if task == "classification":
@@ -286,38 +234,6 @@ def write_builtin_task(task, directory, seed=0):
                 "".join(f"{w} {t}\n" for w, t in zip(words, tags)) for words, tags in rows
             )
             atomic_write_text(directory / name, text)
-            paths.append(directory / name)
-        return paths[0], paths[1], {}
-    if task == "qa":
-        train, validation = questions(seed)
-        paths = []
-        for name, rows in (("train.json", train), ("validation.json", validation)):
-            data = {
-                "version": "1.1",
-                "data": [
-                    {
-                        "title": "builtin",
-                        "paragraphs": [
-                            {
-                                "context": r["context"],
-                                "qas": [
-                                    {
-                                        "id": r["id"],
-                                        "question": r["question"],
-                                        "answers": [
-                                            {"text": r["answer"], "answer_start": r["answer_start"]}
-                                        ],
-                                    }
-                                ],
-                            }
-                            for r in rows
-                        ],
-                    }
-                ],
-            }
-            atomic_write_text(
-                directory / name, json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-            )
             paths.append(directory / name)
         return paths[0], paths[1], {}
     raise ValueError(

@@ -10,9 +10,9 @@ import dataclasses
 
 import numpy as np
 
-from bertzoo.data import builtin_tasks
 from bertzoo.models.tasks import BertSpanQA
 from bertzoo.tasks.base import TaskData, TaskKind, TaskSettings, register, setting
+from bertzoo.tasks.qa import builtin
 from bertzoo.tasks.qa import features as qa
 from bertzoo.tasks.qa.metrics import squad_scores
 from bertzoo.tasks.qa.squad import read_squad
@@ -54,7 +54,7 @@ class QuestionAnswering(TaskKind):
     main_metric = "f1"
     file_formats = ("squad",)
     builtin_files = ("train.json", "validation.json")
-    builtin_description = builtin_tasks.BUILTIN_TASKS["qa"]
+    builtin_description = builtin.DESCRIPTION
     builtin_training = {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4}
 
     def settings_error(self, settings, sequence_length=None, own_files=True):
@@ -75,7 +75,7 @@ class QuestionAnswering(TaskKind):
         return settings
 
     def write_builtin(self, directory, seed=0):
-        return builtin_tasks.write_builtin_task(self.name, directory, seed)[:2]
+        return builtin.write_builtin(directory, seed)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """One model row per context window (`settings.doc_stride`,
