@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from bertzoo.data.builtin_tasks import AGES, COLORS, DAYS, PEOPLE, PLACES, name
+from bertzoo.data.builtin_words import AGES, COLORS, DAYS, PEOPLE, PLACES, name
 from bertzoo.io.publish import atomic_write_text
 
 DESCRIPTION = (

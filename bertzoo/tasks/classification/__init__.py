@@ -8,11 +8,11 @@ import numpy as np
 import tensorflow as tf
 
 from bertzoo import metrics
-from bertzoo.data import builtin_tasks
 from bertzoo.data.readers import GLUE_TASKS, LabelSet
 from bertzoo.models.tasks import BertClassifier
 from bertzoo.tasks import sentences
 from bertzoo.tasks.base import TaskData, TaskKind, register
+from bertzoo.tasks.classification import builtin
 
 
 class Classification(TaskKind):
@@ -25,7 +25,7 @@ class Classification(TaskKind):
     main_metric = "accuracy"
     file_formats = ("tsv", "csv", "jsonl", "glue")
     builtin_files = ("train.tsv", "validation.tsv")
-    builtin_description = builtin_tasks.BUILTIN_TASKS["classification"]
+    builtin_description = builtin.DESCRIPTION
     builtin_training = {"sequence_length": 64}
     labelled = True
 
@@ -36,10 +36,12 @@ class Classification(TaskKind):
 
     def builtin_settings(self, settings):
         """The built-in TSV files' columns."""
-        return dataclasses.replace(settings, text_columns=("sentence",), label_column="label")
+        return dataclasses.replace(
+            settings, text_columns=builtin.TEXT_COLUMNS, label_column=builtin.LABEL_COLUMN
+        )
 
     def write_builtin(self, directory, seed=0):
-        return builtin_tasks.write_builtin_task(self.name, directory, seed)[:2]
+        return builtin.write_builtin(directory, seed)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Labels are class names; without `label_set` the GLUE task's label
