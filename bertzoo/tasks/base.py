@@ -8,12 +8,16 @@ and the serving export need to know about the kind:
 - `name`, `description`, `main_metric` (the metric that picks the best
   epoch), `file_formats` (what its reader takes), `builtin_files` (the
   file names of its built-in dataset, empty when there is none),
+  `builtin_description` and `builtin_training` (what the built-in dataset
+  is, and the training settings it is trained with),
   `labelled` (it predicts named classes or tags);
 - `model_class`: the Keras task model (`bertzoo.models.tasks`);
 - `settings_class`: the kind's own settings, a dataclass of `setting`
   fields (a flag each); the runs compose the kinds' settings classes into
   their configurations and hand each kind only an instance of its own;
 - `settings_error`: the kind's checks of its settings;
+- `builtin_settings` and `write_builtin`: the built-in dataset's settings
+  and files;
 - `load`: reader + feature builder, file -> `TaskData`;
 - `packed_lengths`: each example's untruncated length (the default
   sequence length and the truncation report come from it);

@@ -42,7 +42,7 @@ def kind_settings(config, kind):
             f"{type(config).__name__} has no {', '.join(missing)}: task kind {kind.name!r} was "
             "registered after the configuration was composed (compose_config)"
         )
-    return kind.settings_class(**{f.name: getattr(config, f.name) for f in fields})
+    return kind_settings_of(config, kind.settings_class)
 
 
 def with_kind_settings(config, settings):
