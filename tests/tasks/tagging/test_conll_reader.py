@@ -1,4 +1,4 @@
-"""CoNLL BIO tagging files (bertzoo.data.readers.conll)."""
+"""CoNLL BIO tagging files (bertzoo.tasks.tagging.conll)."""
 
 import pytest
 
