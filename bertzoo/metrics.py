@@ -8,12 +8,10 @@ Contents:
 
 * classification: :func:`accuracy`, :func:`f1_score`, :func:`macro_f1`,
   :func:`matthews_corrcoef`, :func:`classification_metrics`;
-* regression: :func:`pearson`, :func:`spearman`, :func:`regression_metrics`;
-* token classification (NER): :func:`bio_entities`, :func:`entity_f1`
-  (chunk level, as the CoNLL ``conlleval`` script counts chunks);
-* extractive QA: :func:`normalize_answer`, :func:`squad_exact_match`,
-  :func:`squad_f1`, :func:`squad_scores` (as the official SQuAD v1.1 / v2.0
-  evaluation scripts define them).
+* regression: :func:`pearson`, :func:`spearman`, :func:`regression_metrics`.
+
+The task kinds' own metrics live with them: entity F1 in
+`bertzoo.tasks.tagging.metrics`, SQuAD EM/F1 in `bertzoo.tasks.qa.metrics`.
 
 Invalid input (length mismatch, empty input, a bad argument) raises
 ``ValueError`` with a message saying what is wrong.
@@ -21,27 +19,19 @@ Invalid input (length mismatch, empty input, a bad argument) raises
 
 import collections
 import math
-import re
-import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 __all__ = [
     "accuracy",
-    "bio_entities",
     "classification_metrics",
-    "entity_f1",
     "f1_score",
     "macro_f1",
     "matthews_corrcoef",
-    "normalize_answer",
     "pearson",
     "regression_metrics",
     "spearman",
-    "squad_exact_match",
-    "squad_f1",
-    "squad_scores",
 ]
 
 
@@ -363,280 +353,4 @@ def regression_metrics(labels, predictions):
         except _ConstantInputError:
             result[key] = float("nan")
     result["mse"] = float(np.mean((labels - predictions) ** 2))
-    return result
-
-
-# ---------------------------------------------------------------------------
-# Token classification (BIO tags, conlleval chunks)
-# ---------------------------------------------------------------------------
-
-
-def parse_bio_tag(tag, where=""):
-    """``(prefix, type)`` of a BIO tag: ``("O", None)``, ``("B", T)``, ``("I", T)``;
-    anything else (a non-empty type is required) is a ValueError."""
-    if not isinstance(tag, str):
-        raise ValueError(f"Invalid BIO tag {tag!r}{where}: tags must be strings.")
-    if tag == "O":
-        return "O", None
-    prefix, dash, entity_type = tag.partition("-")
-    if prefix not in ("B", "I") or not dash or not entity_type:
-        raise ValueError(f"Invalid BIO tag {tag!r}{where}: expected 'O', 'B-TYPE' or 'I-TYPE'.")
-    return prefix, entity_type
-
-
-def bio_entities(tags):
-    """The entities (chunks) of one sentence of BIO tags.
-
-    Chunks are delimited as ``conlleval`` does: a chunk starts at ``B-X``,
-    or at ``I-X`` when the previous tag is ``O``, of another type, or there
-    is no previous tag (IOB1 tolerance); it continues over the following
-    ``I-X`` tags of the same type.
-
-    Args:
-        tags: a sequence of tag strings, e.g. ``["B-PER", "I-PER", "O"]``.
-
-    Returns:
-        A list of ``(type, start, end_exclusive)`` tuples in sentence order.
-
-    Raises:
-        ValueError: for a tag that is not ``O``, ``B-TYPE`` or ``I-TYPE``.
-    """
-    if isinstance(tags, str):
-        raise ValueError("tags must be a sequence of tag strings, not a single string.")
-    entities = []
-    current_type = None  # type of the open chunk, None when none is open
-    current_start = 0
-    for position, tag in enumerate(tags):
-        prefix, entity_type = parse_bio_tag(tag, f" at position {position}")
-        continues = prefix == "I" and entity_type == current_type
-        if continues:
-            continue
-        if current_type is not None:
-            entities.append((current_type, current_start, position))
-        if prefix == "O":
-            current_type = None
-        else:
-            current_type, current_start = entity_type, position
-    if current_type is not None:
-        entities.append((current_type, current_start, len(tags)))
-    return entities
-
-
-def entity_f1(true_tags, predicted_tags):
-    """Entity (chunk) level precision, recall and F1 over BIO-tagged sentences.
-
-    Chunks are found by :func:`bio_entities`; a predicted entity is correct
-    only when a true entity has the same start, end and type. Precision is
-    ``correct / predicted`` (0.0 when nothing is predicted), recall
-    ``correct / true`` (0.0 when there are no true entities), F1 their
-    harmonic mean (0.0 when both are 0), as ``conlleval`` reports them
-    (but as fractions in [0, 1], not percentages).
-
-    Args:
-        true_tags: list of sentences, each a list of BIO tag strings.
-        predicted_tags: list of sentences, pairwise as long as ``true_tags``.
-
-    Returns:
-        ``{"precision", "recall", "f1", "true_entities",
-        "predicted_entities", "correct_entities"}`` (the counts are ints).
-    """
-    for value, name in ((true_tags, "true_tags"), (predicted_tags, "predicted_tags")):
-        if isinstance(value, str) or not isinstance(value, (Sequence, np.ndarray)):
-            raise ValueError(f"{name} must be a list of sentences (lists of tags).")
-    if len(true_tags) != len(predicted_tags):
-        raise ValueError(
-            "true_tags and predicted_tags differ in number of sentences: "
-            f"{len(true_tags)} != {len(predicted_tags)}."
-        )
-    if len(true_tags) == 0:
-        raise ValueError("true_tags and predicted_tags are empty.")
-    n_true = n_predicted = n_correct = 0
-    for index, (true_sentence, predicted_sentence) in enumerate(zip(true_tags, predicted_tags)):
-        pairs = ((true_sentence, "true_tags"), (predicted_sentence, "predicted_tags"))
-        for sentence, name in pairs:
-            if isinstance(sentence, str) or not isinstance(sentence, (Sequence, np.ndarray)):
-                raise ValueError(
-                    f"{name}[{index}] must be a list of tag strings, got {sentence!r}."
-                )
-        if len(true_sentence) != len(predicted_sentence):
-            raise ValueError(
-                f"Sentence {index}: true_tags has {len(true_sentence)} tags but "
-                f"predicted_tags has {len(predicted_sentence)}."
-            )
-        try:
-            true_entities = set(bio_entities(list(true_sentence)))
-        except ValueError as error:
-            raise ValueError(f"true_tags sentence {index}: {error}") from None
-        try:
-            predicted_entities = set(bio_entities(list(predicted_sentence)))
-        except ValueError as error:
-            raise ValueError(f"predicted_tags sentence {index}: {error}") from None
-        n_true += len(true_entities)
-        n_predicted += len(predicted_entities)
-        n_correct += len(true_entities & predicted_entities)
-    precision = n_correct / n_predicted if n_predicted else 0.0
-    recall = n_correct / n_true if n_true else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
-        "precision": float(precision),
-        "recall": float(recall),
-        "f1": float(f1),
-        "true_entities": int(n_true),
-        "predicted_entities": int(n_predicted),
-        "correct_entities": int(n_correct),
-    }
-
-
-# ---------------------------------------------------------------------------
-# SQuAD
-# ---------------------------------------------------------------------------
-
-_PUNCTUATION = frozenset(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-
-
-def normalize_answer(text):
-    """Normalise an answer as the official SQuAD v1.1 / v2.0 scripts do.
-
-    In this order: lowercase; delete every character of
-    ``string.punctuation``; replace the whole words "a", "an", "the" (regex
-    ``\\b(a|an|the)\\b``) by a space; collapse whitespace (split, then join
-    with single spaces).
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"Answer text must be a string, got {type(text).__name__}.")
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
-
-
-def _check_gold_answers(gold_answers):
-    if isinstance(gold_answers, str) or not isinstance(gold_answers, (Sequence, np.ndarray)):
-        raise ValueError(
-            "gold_answers must be a list of answer strings (an empty list for an "
-            f"unanswerable question), got {type(gold_answers).__name__}."
-        )
-    for answer in gold_answers:
-        if not isinstance(answer, str):
-            raise ValueError(f"gold answers must be strings, got {answer!r}.")
-    # As the v2.0 script: gold answers that normalise to nothing are dropped;
-    # when none is left the question is scored as unanswerable (gold "").
-    golds = [normalize_answer(answer) for answer in gold_answers]
-    golds = [gold for gold in golds if gold]
-    return golds or [""]
-
-
-def _exact(prediction, gold):
-    return float(prediction == gold)
-
-
-def _token_f1(prediction, gold):
-    prediction_tokens = prediction.split()
-    gold_tokens = gold.split()
-    if not prediction_tokens or not gold_tokens:
-        return float(prediction_tokens == gold_tokens)
-    common = collections.Counter(prediction_tokens) & collections.Counter(gold_tokens)
-    overlap = sum(common.values())
-    if overlap == 0:
-        return 0.0
-    precision = overlap / len(prediction_tokens)
-    recall = overlap / len(gold_tokens)
-    return float(2 * precision * recall / (precision + recall))
-
-
-def squad_exact_match(prediction, gold_answers):
-    """1.0 when the normalised prediction equals a normalised gold answer.
-
-    Follows the SQuAD v2.0 script: gold answers that normalise to the empty
-    string are ignored unless all do; an empty ``gold_answers`` (an
-    unanswerable question) or all-empty golds score 1.0 exactly when the
-    normalised prediction is empty, else 0.0.
-
-    Args:
-        prediction: the predicted answer text.
-        gold_answers: list of gold answer texts.
-
-    Returns:
-        1.0 or 0.0 (the maximum over gold answers).
-    """
-    prediction = normalize_answer(prediction)
-    return max(_exact(prediction, gold) for gold in _check_gold_answers(gold_answers))
-
-
-def squad_f1(prediction, gold_answers):
-    """Token-level F1 of the prediction, maximised over the gold answers.
-
-    Both sides are normalised with :func:`normalize_answer` and split on
-    whitespace; the overlap counts common tokens with multiplicity
-    (``Counter`` intersection). When either token list is empty the score is
-    1.0 if both are empty, else 0.0; unanswerable questions are handled as
-    in :func:`squad_exact_match`.
-
-    Returns:
-        A float in [0, 1].
-    """
-    prediction = normalize_answer(prediction)
-    return max(_token_f1(prediction, gold) for gold in _check_gold_answers(gold_answers))
-
-
-def squad_scores(predictions, references):
-    """Exact match and F1, in percent, over a SQuAD-style data set.
-
-    Args:
-        predictions: dict question id -> predicted answer text. Ids not in
-            ``references`` are ignored.
-        references: dict question id -> list of gold answer texts; an empty
-            list marks an unanswerable (SQuAD 2.0) question.
-
-    Returns:
-        ``{"exact_match", "f1"}`` averaged over the ids of ``references``, in
-        [0, 100]. When any question is unanswerable, also
-        ``"has_answer_total"`` and ``"no_answer_total"`` (ints) and the
-        averages over each subset, ``"has_answer_exact_match"``,
-        ``"has_answer_f1"``, ``"no_answer_exact_match"``, ``"no_answer_f1"``
-        (a subset's averages are left out when that subset is empty, as the
-        official script does).
-
-    Raises:
-        ValueError: when ``references`` is empty or a reference id has no
-            prediction (the message lists up to 5 missing ids).
-    """
-    if not isinstance(predictions, Mapping):
-        raise ValueError("predictions must be a dict mapping question id to answer text.")
-    if not isinstance(references, Mapping):
-        raise ValueError("references must be a dict mapping question id to a list of gold answers.")
-    if not references:
-        raise ValueError("references is empty.")
-    missing = [qid for qid in references if qid not in predictions]
-    if missing:
-        shown = ", ".join(repr(qid) for qid in missing[:5])
-        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
-        raise ValueError(f"{len(missing)} reference id(s) have no prediction: {shown}{more}.")
-    exact = {}
-    f1 = {}
-    has_answer = {}
-    for qid, gold_answers in references.items():
-        try:
-            exact[qid] = squad_exact_match(predictions[qid], gold_answers)
-            f1[qid] = squad_f1(predictions[qid], gold_answers)
-        except ValueError as error:
-            raise ValueError(f"Question {qid!r}: {error}") from None
-        has_answer[qid] = len(gold_answers) > 0
-
-    def percent(scores, ids):
-        return float(100.0 * sum(scores[qid] for qid in ids) / len(ids))
-
-    all_ids = list(references)
-    result = {"exact_match": percent(exact, all_ids), "f1": percent(f1, all_ids)}
-    has_ids = [qid for qid in all_ids if has_answer[qid]]
-    no_ids = [qid for qid in all_ids if not has_answer[qid]]
-    if no_ids:
-        result["has_answer_total"] = len(has_ids)
-        result["no_answer_total"] = len(no_ids)
-        if has_ids:
-            result["has_answer_exact_match"] = percent(exact, has_ids)
-            result["has_answer_f1"] = percent(f1, has_ids)
-        result["no_answer_exact_match"] = percent(exact, no_ids)
-        result["no_answer_f1"] = percent(f1, no_ids)
     return result

@@ -77,7 +77,7 @@ class ServingModel(keras.Model):
         label_names: class or tag names (default "0", "1", ...).
         doc_stride, max_query_length, max_answer_length,
         null_score_diff_threshold, version_2: QA settings (see
-            `bertzoo.data.qa`).
+            `bertzoo.tasks.qa.features`).
     """
 
     def __init__(

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import bertzoo
-from bertzoo.data import builtin_tasks
+from bertzoo.tasks.qa import builtin as qa_builtin
+from bertzoo.tasks.tagging import builtin as tagging_builtin
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.tokenizers.train import train_wordpiece
 from bertzoo.training.finetune import (
@@ -62,13 +63,13 @@ def task_files(tmp_path_factory):
     # validation split's unseen names need a pre-trained encoder: this
     # random-init model reaches tagging F1 0.29 and QA F1 47 on it.)
     for split, seed in (("train", 0), ("validation", 1)):
-        rows = builtin_tasks.entities(seed, train_size=240 if split == "train" else 80)[0]
+        rows = tagging_builtin.entities(seed, train_size=240 if split == "train" else 80)[0]
         files[f"conll_{split}"] = _write(
             d / f"{split}.conll",
             "-DOCSTART- -X- O\n\n"
             + "\n".join("".join(f"{w} {t}\n" for w, t in zip(ws, ts)) for ws, ts in rows),
         )
-        rows = builtin_tasks.questions(seed, train_size=600 if split == "train" else 60)[0]
+        rows = qa_builtin.questions(seed, train_size=600 if split == "train" else 60)[0]
         data = {
             "version": "1.1",
             "data": [

@@ -1,7 +1,9 @@
 """Data: pre-training corpus -> documents -> NSP/SOP/MLM-only examples ->
 masking (token, whole-word, ALBERT n-gram) -> `tf.data` (static TFRecords or
 dynamic per-epoch masking); fine-tuning file readers (`bertzoo.data.readers`,
-no TensorFlow), tagging and QA features, the built-in datasets.
+no TensorFlow), the built-in datasets' shared word lists (the tagging and
+QA features, readers and metrics are their kinds': `bertzoo.tasks.tagging`,
+`bertzoo.tasks.qa`).
 
     docs = read_corpus("corpus.txt")                       # list of str docs
     ids = tokenize_documents(docs, tokenizer)               # TF-batched
@@ -37,14 +39,12 @@ _EXPORTS = {
 }
 _SUBMODULES = (
     "builtin_corpus",
-    "builtin_tasks",
+    "builtin_words",
     "corpus",
     "examples",
     "masking",
     "pipeline",
-    "qa",
     "readers",
-    "tagging",
 )
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

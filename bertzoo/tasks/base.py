@@ -8,9 +8,16 @@ and the serving export need to know about the kind:
 - `name`, `description`, `main_metric` (the metric that picks the best
   epoch), `file_formats` (what its reader takes), `builtin_files` (the
   file names of its built-in dataset, empty when there is none),
+  `builtin_description` and `builtin_training` (what the built-in dataset
+  is, and the training settings it is trained with),
   `labelled` (it predicts named classes or tags);
 - `model_class`: the Keras task model (`bertzoo.models.tasks`);
-- `settings_error`: the kind's checks of the run settings;
+- `settings_class`: the kind's own settings, a dataclass of `setting`
+  fields (a flag each); the runs compose the kinds' settings classes into
+  their configurations and hand each kind only an instance of its own;
+- `settings_error`: the kind's checks of its settings;
+- `builtin_settings` and `write_builtin`: the built-in dataset's settings
+  and files;
 - `load`: reader + feature builder, file -> `TaskData`;
 - `packed_lengths`: each example's untruncated length (the default
   sequence length and the truncation report come from it);
@@ -21,10 +28,8 @@ and the serving export need to know about the kind:
 
 The run code only calls `get(name)`; `names()` lists the valid kinds.
 
-`settings` below is the fine-tune run's configuration (or any object with
-the same attributes): `task`, `text_columns`, `label_column`,
-`file_format`, `glue_task`, `doc_stride`, `max_query_length`,
-`max_answer_length`, `null_score_diff_threshold`.
+`settings` below is an instance of the kind's `settings_class`; a kind
+never sees a run's configuration.
 """
 
 import dataclasses
@@ -34,6 +39,28 @@ from bertzoo.errors import BertzooError
 
 class UnknownTaskKindError(BertzooError, ValueError):
     """A task kind name that is not registered."""
+
+
+def setting(default, help, *, flag=None, choices=None, parse=None, group="data", **more):
+    """A field of a kind's settings dataclass, with its command-line flag:
+    the metadata the runs' flag builder reads (`help`, `flag`, `choices`,
+    `parse`, `group`, `compared`, `piped_default`; see
+    `bertzoo.training.runs.setting`). `kind_only=True` marks a setting that
+    is an error, when given, under a kind whose settings lack it."""
+    metadata = {"help": help, "flag": flag, "choices": choices, "parse": parse, "group": group}
+    metadata.update({"compared": True, "piped_default": None, "kind_only": False, **more})
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass
+class TaskSettings:
+    """Base of the kinds' settings dataclasses (fields made with `setting`);
+    a kind without settings of its own uses it as it is."""
+
+    def problem(self):
+        """What is wrong with these values on their own, as a message for
+        the user, or None; checked for every kind's settings in a run."""
+        return None
 
 
 @dataclasses.dataclass
@@ -66,9 +93,14 @@ class TaskKind:
     name = ""
     description = ""
     model_class = None
+    settings_class = TaskSettings
     main_metric = ""
     file_formats = ()
     builtin_files = ()
+    # The built-in dataset: what it is, and the training settings (the
+    # runs' names) it is trained with where the user sets none.
+    builtin_description = ""
+    builtin_training = {}
     # False for kinds that never cut text (QA slides windows over it): their
     # runs neither pick a sequence length from the data nor report truncation.
     cuts_text = True
@@ -89,14 +121,26 @@ class TaskKind:
         windows over a long context)."""
         return None
 
-    def settings_error(self, settings):
-        """What is wrong with the run settings for this kind, as a message
-        for the user, or None. Here: `glue_task` is only for kinds whose
-        `file_formats` include "glue"."""
-        if settings.glue_task is not None and "glue" not in self.file_formats:
-            readers = [n for n in names() if "glue" in get(n).file_formats]
-            return f"--glue-task is for {' or '.join(readers)}."
+    def settings_error(self, settings, sequence_length=None, own_files=True):
+        """What is wrong with `settings` for a run at `sequence_length`
+        (None: from the data), on the user's files (`own_files`) or the
+        built-in dataset, as a message for the user, or None. Here: an
+        example needs `[CLS] text [SEP]`."""
+        if sequence_length is not None and sequence_length < 3:
+            return (
+                f"--sequence-length {sequence_length} is too short: a text needs at least 3 "
+                "tokens ([CLS] text [SEP]; 5 for pairs)."
+            )
         return None
+
+    def builtin_settings(self, settings):
+        """`settings` as the built-in dataset needs them (e.g. its columns)."""
+        return settings
+
+    def write_builtin(self, directory, seed=0):
+        """Writes the built-in dataset's `builtin_files` into `directory`;
+        returns the (train, validation) paths."""
+        raise NotImplementedError(f"task kind {self.name!r} has no built-in dataset")
 
     def evaluate(self, settings, predictions, data):
         """Scores (name -> float, `main_metric` among them) of the model's
@@ -160,3 +204,38 @@ def get(name):
 def names():
     """The registered kinds' names, in registration order."""
     return tuple(_REGISTRY)
+
+
+class _RegisteredNames:
+    """The registered kinds' names as they are when asked: a flag's
+    `choices` that also takes kinds registered after the flag was made."""
+
+    def __contains__(self, name):
+        return name in _REGISTRY
+
+    def __iter__(self):
+        return iter(names())
+
+    def __len__(self):
+        return len(_REGISTRY)
+
+    def __repr__(self):
+        return repr(names())
+
+
+REGISTERED = _RegisteredNames()
+
+
+def settings_classes():
+    """The registered kinds' settings classes, each once, in registration
+    order (kinds may share one)."""
+    return tuple(dict.fromkeys(kind.settings_class for kind in _REGISTRY.values()))
+
+
+def kinds_taking(field_name):
+    """Names of the registered kinds whose settings have `field_name`."""
+    return tuple(
+        name
+        for name, kind in _REGISTRY.items()
+        if field_name in {f.name for f in dataclasses.fields(kind.settings_class)}
+    )

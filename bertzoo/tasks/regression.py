@@ -17,12 +17,15 @@ class Regression(TaskKind):
     name = "regression"
     description = "regression (one score per text)"
     model_class = BertClassifier
+    settings_class = sentences.SentenceSettings
     main_metric = "pearson"
     file_formats = ("tsv", "csv", "jsonl", "glue")
     labelled = False
 
-    def settings_error(self, settings):
-        return super().settings_error(settings) or sentences.settings_error(settings)
+    def settings_error(self, settings, sequence_length=None, own_files=True):
+        return sentences.settings_error(
+            settings, sequence_length, own_files
+        ) or super().settings_error(settings, sequence_length, own_files)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Targets are the float labels; there is no label set (None)."""

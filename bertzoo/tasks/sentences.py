@@ -1,12 +1,59 @@
 """What the sentence (pair) kinds, classification and regression, share:
 reading labelled tables (or GLUE files), packing texts into model inputs,
-and the serving graph that packs string inputs and runs the classifier."""
+and the serving graph that packs string inputs and runs the classifier;
+and their settings (`SentenceSettings`: which columns, or which GLUE task)."""
+
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
 
-from bertzoo.data.readers import TaskDataError, read_glue, read_table
+from bertzoo.data.readers import GLUE_TASKS, TaskDataError, read_glue, read_table
 from bertzoo.preprocessing import BertPreprocessor, packed_lengths
+from bertzoo.tasks.base import TaskSettings, setting
+
+
+def _comma_strings(text):
+    """ "a,b" -> ("a", "b")."""
+    return tuple(part.strip() for part in str(text).split(",") if part.strip())
+
+
+@dataclasses.dataclass
+class SentenceSettings(TaskSettings):
+    """Where the texts and labels are in the files of the sentence kinds."""
+
+    glue_task: str | None = setting(
+        None,
+        "read GLUE TSV files with their fixed columns and label order: sst2, mrpc, mnli, "
+        "stsb, qnli, rte, qqp",
+        kind_only=True,
+    )
+    text_columns: tuple = setting(
+        (),
+        "text column(s) of TSV/CSV/JSONL files: NAME, or NAME_A,NAME_B for pairs",
+        flag="--text-column",
+        parse=_comma_strings,
+    )
+    label_column: str | None = setting(None, "label column of TSV/CSV/JSONL files")
+    file_format: str | None = setting(
+        None,
+        "file format (default: from the file suffix)",
+        flag="--format",
+        choices=("tsv", "csv", "jsonl"),
+    )
+
+    def problem(self):
+        if self.glue_task is not None and self.glue_task not in GLUE_TASKS:
+            return (
+                f"glue_task must be one of {', '.join(sorted(GLUE_TASKS))}, got {self.glue_task!r}."
+            )
+        return None
+
+    @property
+    def pairs(self):
+        """Whether the texts are pairs (two text columns, or a GLUE pair task)."""
+        glue = GLUE_TASKS.get(self.glue_task, {})
+        return len(self.text_columns) == 2 or len(glue.get("text_columns", ())) == 2
 
 
 def read_labelled(settings, path, task):
@@ -47,17 +94,22 @@ def text_features(preprocessor, rows, batch_size=1024):
     return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
 
 
-def settings_error(settings):
+def settings_error(settings, sequence_length, own_files):
     """Files of your own (not GLUE) need one or two text columns and a label
-    column; the message says so, or None when they are given."""
-    if settings.train is None or settings.glue_task is not None:
-        return None
-    if 1 <= len(settings.text_columns) <= 2 and settings.label_column is not None:
-        return None
-    return (
-        "Classification and regression files need --text-column (one, or two for pairs) and "
-        "--label-column, or --glue-task NAME for GLUE TSV files."
-    )
+    column, and pairs need 5 tokens (`[CLS] a [SEP] b [SEP]`); the message
+    says so, or None."""
+    columns = 1 <= len(settings.text_columns) <= 2 and settings.label_column is not None
+    if own_files and settings.glue_task is None and not columns:
+        return (
+            "Classification and regression files need --text-column (one, or two for pairs) "
+            "and --label-column, or --glue-task NAME for GLUE TSV files."
+        )
+    if sequence_length is not None and settings.pairs and sequence_length < 5:
+        return (
+            f"--sequence-length {sequence_length} is too short: sentence pairs need at least "
+            "5 tokens ([CLS] A [SEP] B [SEP])."
+        )
+    return None
 
 
 def example_features(examples, tokenizer, sequence_length, segment_ids):

@@ -71,6 +71,7 @@ from bertzoo.training.finetune import (
     load_split,
 )
 from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
+from bertzoo.training.kind_settings import kind_settings, with_kind_settings
 from bertzoo.training.optimizers import make_optimizer
 from bertzoo.training.runs import (
     CHECKPOINTS_DIR,
@@ -742,18 +743,11 @@ def _task_data(config, teacher, teacher_path, record, tokenizer):
     )
     train_path, validation_path = config.train, config.validation
     if train_path is None:
-        from bertzoo.data import builtin_tasks
-
-        train_path, validation_path, settings = builtin_tasks.write_builtin_task(
-            "classification", Path(config.output) / "data", config.seed
-        )
-        ft = dataclasses.replace(
-            ft,
-            train=str(train_path),
-            validation=str(validation_path),
-            text_columns=settings["text_columns"],
-            label_column=settings["label_column"],
-        )
+        kind = task_kinds.get("classification")
+        data_dir = Path(config.output) / "data"
+        train_path, validation_path = kind.write_builtin(data_dir, config.seed)
+        ft = dataclasses.replace(ft, train=str(train_path), validation=str(validation_path))
+        ft = with_kind_settings(ft, kind.builtin_settings(kind_settings(ft, kind)))
     segments = teacher.backbone.num_segments > 0
     label_set = LabelSet(teacher.label_names) if teacher.label_names else None
     positions = teacher.backbone.max_sequence_length

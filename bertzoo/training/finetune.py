@@ -26,8 +26,6 @@ import keras
 from bertzoo import batching
 from bertzoo import presets as preset_lib
 from bertzoo import tasks as task_kinds
-from bertzoo.data import builtin_tasks
-from bertzoo.data.readers import GLUE_TASKS
 from bertzoo.errors import BertzooError
 from bertzoo.io.publish import atomic_directory, atomic_write_text, check_target
 from bertzoo.io.rundir import RunDirectory
@@ -37,6 +35,12 @@ from bertzoo.training.callbacks import TensorBoardLogger, Throughput
 from bertzoo.training.checkpoint import CheckpointManager
 from bertzoo.training.distribute import STRATEGIES, make_distribution
 from bertzoo.training.guards import NonFiniteGuard, check_finite_settings
+from bertzoo.training.kind_settings import (
+    compose_config,
+    kind_settings,
+    settings_problem,
+    with_kind_settings,
+)
 from bertzoo.training.optimizers import make_optimizer
 from bertzoo.training.runs import (
     AUTO,
@@ -51,7 +55,6 @@ from bertzoo.training.runs import (
     RunConfig,
     batch_size_setting,
     batching_setting,
-    comma_strings,
     covering_length,
     device_memory_setting,
     log_truncation,
@@ -69,7 +72,7 @@ BEST_DIR = "best"
 # output/data/, are get(task).builtin_files.
 
 # What None settings become; the built-in datasets are small, so their tagging
-# and QA runs take more, smaller steps (builtin_tasks.BUILTIN_SETTINGS). A
+# and QA runs take more, smaller steps (get(task).builtin_training). A
 # sequence length left None comes from the data (`_sequence_length`).
 DEFAULTS = {"learning_rate": 5e-5, "epochs": 3, "batch_size": 32}
 # The window length of kinds that never cut text (QA), when not given.
@@ -81,13 +84,14 @@ class FinetuneError(BertzooError, ValueError):
 
 
 @dataclasses.dataclass
-class FinetuneConfig(RunConfig):
-    """Settings of one fine-tuning run (the recipe's flags)."""
+class _FinetuneRunSettings(RunConfig):
+    """Settings of one fine-tuning run (the recipe's flags); `FinetuneConfig`
+    adds the task kinds' own (`bertzoo.tasks`: e.g. columns, QA windows)."""
 
     task: str = setting(
         "classification",
         ", ".join(task_kinds.get(n).description for n in task_kinds.names()),
-        choices=task_kinds.names(),
+        choices=task_kinds.REGISTERED,
         group="data",
     )
     train: str | None = setting(
@@ -97,27 +101,6 @@ class FinetuneConfig(RunConfig):
         group="data",
     )
     validation: str | None = setting(None, "validation file, same format as --train", group="data")
-    glue_task: str | None = setting(
-        None,
-        "read GLUE TSV files with their fixed columns and label order: sst2, mrpc, mnli, "
-        "stsb, qnli, rte, qqp",
-        group="data",
-    )
-    text_columns: tuple = setting(
-        (),
-        "text column(s) of TSV/CSV/JSONL files: NAME, or NAME_A,NAME_B for pairs",
-        flag="--text-column",
-        parse=comma_strings,
-        group="data",
-    )
-    label_column: str | None = setting(None, "label column of TSV/CSV/JSONL files", group="data")
-    file_format: str | None = setting(
-        None,
-        "file format (default: from the file suffix)",
-        flag="--format",
-        choices=("tsv", "csv", "jsonl"),
-        group="data",
-    )
     init: str | None = setting(
         None,
         "preset name, bertzoo preset directory (e.g. runs/pretrain/preset) or Hugging Face "
@@ -151,14 +134,6 @@ class FinetuneConfig(RunConfig):
         "packed length (QA: window length); default: the shortest multiple of 8 that keeps "
         "99% of the training examples whole, up to the model's positions (QA: 128; the "
         "built-in datasets: 64)",
-        group="training",
-    )
-    doc_stride: int = setting(128, "QA: tokens between window starts", group="training")
-    max_query_length: int = setting(64, "QA: question tokens kept", group="training")
-    max_answer_length: int = setting(30, "QA: longest answer, in tokens", group="training")
-    null_score_diff_threshold: float = setting(
-        0.0,
-        "SQuAD 2.0: answer nothing when the null score beats the best span by more",
         group="training",
     )
     dropout: float = setting(0.1, "head dropout", group="model")
@@ -205,6 +180,13 @@ class FinetuneConfig(RunConfig):
     verbose: int = verbose_setting(1)
 
 
+# The run's settings, then each task kind's (a flag each; recorded and
+# compared like the run's own).
+FinetuneConfig = compose_config(
+    "FinetuneConfig", _FinetuneRunSettings, task_kinds.settings_classes(), __name__
+)
+
+
 def _check(condition, message):
     if not condition:
         raise FinetuneError(message)
@@ -222,42 +204,25 @@ def validate_config(config):
     for name in ("train", "validation"):
         path = getattr(config, name)
         _check(path is None or Path(path).is_file(), f"--{name} file {path} does not exist.")
+    kind = task_kinds.get(config.task)
     if config.train is None:
         _check(
-            config.task in builtin_tasks.BUILTIN_TASKS,
+            bool(kind.builtin_files),
             f"There is no built-in dataset for --task {config.task}; pass --train and --validation.",
         )
-    if config.glue_task is not None:
-        _check(
-            config.glue_task in GLUE_TASKS,
-            f"glue_task must be one of {', '.join(sorted(GLUE_TASKS))}, got {config.glue_task!r}.",
-        )
-    problem = task_kinds.get(config.task).settings_error(config)
+    problem = settings_problem(config, kind)
     _check(problem is None, problem)
     for name in (
         "learning_rate",
         *(() if config.batch_size == AUTO else ("batch_size",)),
         "epochs",
         "sequence_length",
-        "doc_stride",
-        "max_query_length",
-        "max_answer_length",
     ):
         value = getattr(config, name)
         _check(value is None or value > 0, f"{name} must be positive, got {value}.")
-    if config.sequence_length is not None:
-        glue = GLUE_TASKS.get(config.glue_task, {})
-        pairs = len(config.text_columns) == 2 or len(glue.get("text_columns", ())) == 2
-        needed = 5 if pairs else 3
-        _check(
-            config.sequence_length >= needed,
-            f"--sequence-length {config.sequence_length} is too short: "
-            + (
-                "sentence pairs need at least 5 tokens ([CLS] A [SEP] B [SEP])."
-                if pairs
-                else "a text needs at least 3 tokens ([CLS] text [SEP]; 5 for pairs)."
-            ),
-        )
+    settings = kind_settings(config, kind)
+    problem = kind.settings_error(settings, config.sequence_length, config.train is not None)
+    _check(problem is None, problem)
     _check(
         0 <= config.warmup_proportion < 1,
         f"warmup_proportion must be in [0, 1), got {config.warmup_proportion}.",
@@ -300,17 +265,14 @@ def default_init():
 
 def resolve_defaults(config):
     """Fills the settings left None: `DEFAULTS`, or for the built-in
-    datasets their own (`builtin_tasks.BUILTIN_SETTINGS`)."""
+    datasets their own (the kind's `builtin_training` and
+    `builtin_settings`)."""
+    kind = task_kinds.get(config.task)
     defaults = dict(DEFAULTS)
     if config.train is None:
-        defaults.update(builtin_tasks.BUILTIN_SETTINGS[config.task])
+        defaults.update(kind.builtin_training)
+        config = with_kind_settings(config, kind.builtin_settings(kind_settings(config, kind)))
     changes = {k: v for k, v in defaults.items() if getattr(config, k) is None}
-    if (
-        config.train is None
-        and "max_query_length" in defaults
-        and config.max_query_length == FinetuneConfig.max_query_length
-    ):
-        changes["max_query_length"] = defaults["max_query_length"]
     config = dataclasses.replace(config, **changes)
     validate_config(config)
     return config
@@ -325,7 +287,8 @@ def load_split(config, path, tokenizer, sequence_length, segment_ids, label_set=
     label_set)`: for classification and tagging the training split defines
     the label set; a validation label outside it is an error with its line."""
     kind = task_kinds.get(config.task)
-    return kind.load(config, path, tokenizer, sequence_length, segment_ids, label_set)
+    settings = kind_settings(config, kind)
+    return kind.load(settings, path, tokenizer, sequence_length, segment_ids, label_set)
 
 
 def _sequence_length(config, path, tokenizer, segment_ids, positions):
@@ -379,7 +342,8 @@ def evaluate(config, model, data, batch_size):
     """Task metrics on one split (by name, floats), from the model's
     predictions and the task kind's postprocessing and metric function."""
     predictions = model.predict(data.features, batch_size=batch_size, verbose=0)  # by length
-    return task_kinds.get(config.task).evaluate(config, predictions, data)
+    kind = task_kinds.get(config.task)
+    return kind.evaluate(kind_settings(config, kind), predictions, data)
 
 
 # === The run ===
@@ -437,7 +401,8 @@ def _build_model(config, init, label_set):
     common = {"dropout": config.dropout, "load_weights": True}
     if config.precision != "float32":
         common["dtype"] = config.precision
-    return task_kinds.get(config.task).build_model(config, init, label_set, **common)
+    kind = task_kinds.get(config.task)
+    return kind.build_model(kind_settings(config, kind), init, label_set, **common)
 
 
 def _save_best(model, tokenizer, directory, settings):
@@ -485,11 +450,9 @@ def _run(config, init, distribution, rundir):
         if train_path is None:
             # Read from a private folder; the output gets its copy only once
             # every check has passed (below).
-            train_path, validation_path, settings = builtin_tasks.write_builtin_task(
-                config.task, staging, config.seed
-            )
-            config = dataclasses.replace(config, **settings)
-            builtin = builtin_tasks.BUILTIN_TASKS[config.task]
+            kind = task_kinds.get(config.task)
+            train_path, validation_path = kind.write_builtin(staging, config.seed)
+            builtin = kind.builtin_description
         config, train, label_set, lengths, chosen_by = _sequence_length(
             config, train_path, tokenizer, segment_ids, positions
         )
@@ -513,9 +476,7 @@ def _run(config, init, distribution, rundir):
     distribution.check_batch_size(config.batch_size)
     _open_output(config, output, rundir)
     if builtin is not None:
-        train_path, validation_path, _ = builtin_tasks.write_builtin_task(
-            config.task, output / DATA_DIR, config.seed
-        )
+        train_path, validation_path = kind.write_builtin(output / DATA_DIR, config.seed)
         logger.info("Built-in dataset: %s (%s, %s)", builtin, train_path, validation_path)
 
     # --- model ---
@@ -542,7 +503,8 @@ def _run(config, init, distribution, rundir):
     manager = CheckpointManager(output / CHECKPOINTS_DIR, keep=1)
     main = kind.main_metric
     tensorboard = TensorBoardLogger(output / LOG_DIR, every=max(1, steps_per_epoch // 10))
-    serving = {"sequence_length": config.sequence_length, **kind.serving_settings(config, train)}
+    settings = kind.serving_settings(kind_settings(config, kind), train)
+    serving = {"sequence_length": config.sequence_length, **settings}
     timings = []
     history, best, best_epoch, start = _resume(config, output, model, manager, rundir)
     started = time.perf_counter()

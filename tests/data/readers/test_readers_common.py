@@ -6,11 +6,11 @@ from bertzoo.data.readers import (
     LabelSet,
     TaskDataError,
     TextExample,
-    read_conll,
     read_glue,
-    read_squad,
     read_table,
 )
+from bertzoo.tasks.qa.squad import read_squad
+from bertzoo.tasks.tagging.conll import read_conll
 from tests.data.readers.helpers import raises_at, write
 
 # Data, tokenizer and metric code: the same under every Keras backend.

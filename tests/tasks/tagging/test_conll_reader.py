@@ -1,8 +1,9 @@
-"""CoNLL BIO tagging files (bertzoo.data.readers.conll)."""
+"""CoNLL BIO tagging files (bertzoo.tasks.tagging.conll)."""
 
 import pytest
 
-from bertzoo.data.readers import TaggedSentence, read_conll
+from bertzoo.data.readers import TaggedSentence
+from bertzoo.tasks.tagging.conll import read_conll
 from tests.data.readers.helpers import raises_at, write
 
 # Data, tokenizer and metric code: the same under every Keras backend.

@@ -1,17 +1,23 @@
 """Token tagging (e.g. named entities): CoNLL BIO files in, one tag per word
 out; `BertTokenClassifier` (a word's tag sits on its first sub-token);
-best epoch by entity F1."""
+best epoch by entity F1.
+
+The kind's package holds all of it: `conll` (the CoNLL BIO reader),
+`features` (sub-token labels, word predictions, the serving encoder),
+`metrics` (BIO chunks, entity F1) and the built-in dataset."""
 
 import dataclasses
 
 import tensorflow as tf
 
-from bertzoo import metrics
-from bertzoo.data.readers import LabelSet, read_conll
-from bertzoo.data.tagging import encode_words, tagging_features, word_predictions
+from bertzoo.data.readers import LabelSet
 from bertzoo.models.tasks import BertTokenClassifier
 from bertzoo.preprocessing import packed_lengths
 from bertzoo.tasks.base import TaskData, TaskKind, register
+from bertzoo.tasks.tagging import builtin
+from bertzoo.tasks.tagging.conll import read_conll
+from bertzoo.tasks.tagging.features import encode_words, tagging_features, word_predictions
+from bertzoo.tasks.tagging.metrics import entity_f1
 
 
 @dataclasses.dataclass
@@ -31,7 +37,12 @@ class Tagging(TaskKind):
     main_metric = "f1"
     file_formats = ("conll",)
     builtin_files = ("train.conll", "validation.conll")
+    builtin_description = builtin.DESCRIPTION
+    builtin_training = {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4}
     labelled = True
+
+    def write_builtin(self, directory, seed=0):
+        return builtin.write_builtin(directory, seed)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Without `label_set` the sorted tags of this (training) file
@@ -58,7 +69,7 @@ class Tagging(TaskKind):
         names = data.extra["label_set"].names
         lengths = [len(s.words) for s in data.examples]
         predicted = word_predictions(predictions, data.extra["word_starts"], lengths, names)
-        scores = metrics.entity_f1([s.tags for s in data.examples], predicted)
+        scores = entity_f1([s.tags for s in data.examples], predicted)
         return {k: scores[k] for k in ("precision", "recall", "f1")}
 
     def build_model(self, settings, preset, label_set, **kwargs):

@@ -1,10 +1,11 @@
-"""SQuAD JSON files (bertzoo.data.readers.squad)."""
+"""SQuAD JSON files (bertzoo.tasks.qa.squad)."""
 
 import json
 
 import pytest
 
-from bertzoo.data.readers import QAExample, read_squad
+from bertzoo.data.readers import QAExample
+from bertzoo.tasks.qa.squad import read_squad
 from tests.data.readers.helpers import raises_at, write
 
 # Data, tokenizer and metric code: the same under every Keras backend.

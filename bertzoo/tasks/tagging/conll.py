@@ -11,7 +11,7 @@ from bertzoo.data.readers.common import (
     numbered_lines,
     read_text,
 )
-from bertzoo.metrics import parse_bio_tag
+from bertzoo.tasks.tagging.metrics import parse_bio_tag
 
 
 def _columns_needed(*indexes):

@@ -2,6 +2,8 @@
 class probabilities out; `BertClassifier` with `num_classes >= 2`; best
 epoch by accuracy."""
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -10,6 +12,7 @@ from bertzoo.data.readers import GLUE_TASKS, LabelSet
 from bertzoo.models.tasks import BertClassifier
 from bertzoo.tasks import sentences
 from bertzoo.tasks.base import TaskData, TaskKind, register
+from bertzoo.tasks.classification import builtin
 
 
 class Classification(TaskKind):
@@ -18,13 +21,27 @@ class Classification(TaskKind):
     name = "classification"
     description = "classification"
     model_class = BertClassifier
+    settings_class = sentences.SentenceSettings
     main_metric = "accuracy"
     file_formats = ("tsv", "csv", "jsonl", "glue")
     builtin_files = ("train.tsv", "validation.tsv")
+    builtin_description = builtin.DESCRIPTION
+    builtin_training = {"sequence_length": 64}
     labelled = True
 
-    def settings_error(self, settings):
-        return super().settings_error(settings) or sentences.settings_error(settings)
+    def settings_error(self, settings, sequence_length=None, own_files=True):
+        return sentences.settings_error(
+            settings, sequence_length, own_files
+        ) or super().settings_error(settings, sequence_length, own_files)
+
+    def builtin_settings(self, settings):
+        """The built-in TSV files' columns."""
+        return dataclasses.replace(
+            settings, text_columns=builtin.TEXT_COLUMNS, label_column=builtin.LABEL_COLUMN
+        )
+
+    def write_builtin(self, directory, seed=0):
+        return builtin.write_builtin(directory, seed)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Labels are class names; without `label_set` the GLUE task's label

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bertzoo.data.qa import (
+from bertzoo.tasks.qa.features import (
     FEATURE_KEYS,
     answer_byte_span,
     best_span_tf,
@@ -26,7 +26,7 @@ from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
 pytestmark = pytest.mark.backend_independent
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-SPIECE = Path(__file__).resolve().parents[1] / "fixtures" / "sentencepiece" / "spiece.model"
+SPIECE = Path(__file__).resolve().parents[2] / "fixtures" / "sentencepiece" / "spiece.model"
 Example = collections.namedtuple("Example", "id question context answers is_impossible")
 
 TEXTS = [

@@ -1,16 +1,46 @@
 """Extractive question answering (SQuAD 1.1 / 2.0 JSON): a question and a
 context in, an answer span out; `BertSpanQA` over overlapping windows;
-best epoch by SQuAD F1."""
+best epoch by SQuAD F1.
+
+The kind's package holds all of it: `squad` (the SQuAD JSON reader),
+`features` (windows, offsets, answer extraction, in numpy and TensorFlow),
+`metrics` (SQuAD exact match and F1) and the built-in dataset."""
+
+import dataclasses
 
 import numpy as np
 
-from bertzoo import metrics
-from bertzoo.data import qa
-from bertzoo.data.readers import read_squad
 from bertzoo.models.tasks import BertSpanQA
-from bertzoo.tasks.base import TaskData, TaskKind, register
+from bertzoo.tasks.base import TaskData, TaskKind, TaskSettings, register, setting
+from bertzoo.tasks.qa import builtin
+from bertzoo.tasks.qa import features as qa
+from bertzoo.tasks.qa.metrics import squad_scores
+from bertzoo.tasks.qa.squad import read_squad
 
 _MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+# The built-in dataset's questions are short.
+_BUILTIN_QUERY_LENGTH = 24
+
+
+@dataclasses.dataclass
+class QASettings(TaskSettings):
+    """How contexts are windowed and answers extracted."""
+
+    doc_stride: int = setting(128, "QA: tokens between window starts", group="training")
+    max_query_length: int = setting(64, "QA: question tokens kept", group="training")
+    max_answer_length: int = setting(30, "QA: longest answer, in tokens", group="training")
+    null_score_diff_threshold: float = setting(
+        0.0,
+        "SQuAD 2.0: answer nothing when the null score beats the best span by more",
+        group="training",
+    )
+
+    def problem(self):
+        for name in ("doc_stride", "max_query_length", "max_answer_length"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                return f"{name} must be positive, got {value}."
+        return None
 
 
 class QuestionAnswering(TaskKind):
@@ -19,22 +49,33 @@ class QuestionAnswering(TaskKind):
     name = "qa"
     description = "qa (SQuAD 1.1/2.0 JSON)"
     model_class = BertSpanQA
+    settings_class = QASettings
     cuts_text = False
     main_metric = "f1"
     file_formats = ("squad",)
     builtin_files = ("train.json", "validation.json")
+    builtin_description = builtin.DESCRIPTION
+    builtin_training = {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4}
 
-    def settings_error(self, settings):
+    def settings_error(self, settings, sequence_length=None, own_files=True):
         """The window must leave room for context after the question."""
-        problem = super().settings_error(settings)
-        lengths = (settings.sequence_length, settings.max_query_length)
-        if problem is None and None not in lengths and min(lengths) > 0:  # else: not positive
-            if settings.sequence_length <= settings.max_query_length + 3:
+        lengths = (sequence_length, settings.max_query_length)
+        if None not in lengths and min(lengths) > 0:  # else: not positive
+            if sequence_length <= settings.max_query_length + 3:
                 return (
-                    f"sequence_length ({settings.sequence_length}) must exceed max_query_length "
+                    f"sequence_length ({sequence_length}) must exceed max_query_length "
                     f"+ 3 ({settings.max_query_length + 3}) to leave room for context."
                 )
-        return problem
+        return super().settings_error(settings, sequence_length, own_files)
+
+    def builtin_settings(self, settings):
+        """Shorter questions, unless the user chose a length."""
+        if settings.max_query_length == QASettings.max_query_length:
+            return dataclasses.replace(settings, max_query_length=_BUILTIN_QUERY_LENGTH)
+        return settings
+
+    def write_builtin(self, directory, seed=0):
+        return builtin.write_builtin(directory, seed)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """One model row per context window (`settings.doc_stride`,
@@ -64,7 +105,7 @@ class QuestionAnswering(TaskKind):
         )
         predicted = {e.id: a for e, a in zip(data.examples, answers)}
         references = {e.id: [text for text, _ in e.answers] for e in data.examples}
-        scores = metrics.squad_scores(predicted, references)
+        scores = squad_scores(predicted, references)
         return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
 
     def build_model(self, settings, preset, label_set, **kwargs):
