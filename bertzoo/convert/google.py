@@ -715,7 +715,7 @@ def read_google_checkpoint(
 ):
     """Reads and checks a Google TF1 BERT, ALBERT or ELECTRA checkpoint, its
     config and vocabulary (arguments as for
-    `bertzoo.models.loading.convert_google_checkpoint`). Returns a
+    `bertzoo.convert.convert_google_checkpoint`). Returns a
     `GoogleCheckpoint` (an ELECTRA checkpoint's generator in its
     `generator`); `load_google_weights` fills a backbone from it and
     `save_google_preset` writes the preset directory."""
