@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from bertzoo.lazy import lazy_exports, when_imported
+from bertzoo.loader_registry import set_loader_module
 
 __version__ = "0.1.0"
 
@@ -26,7 +27,7 @@ _EXPORTS = {
     "ElectraPretrainer": "bertzoo.models.electra",
     "PresetError": "bertzoo.errors",
     "ServingModel": "bertzoo.serving",
-    "TextEmbedder": "bertzoo.models.embedder",
+    "TextEmbedder": "bertzoo.embedder",
     "TokenizerError": "bertzoo.tokenizers",
     "export_serving": "bertzoo.serving",
     "fill_mask": "bertzoo.models.fill_mask",
@@ -38,6 +39,7 @@ _SUBMODULES = (
     "convert",
     "data",
     "distill",
+    "embedder",
     "errors",
     "io",
     "layers",
@@ -84,6 +86,10 @@ def _importing_a_submodule():
         frame = frame.f_back
     return False
 
+
+# The preset loader the models reach through bertzoo.loader_registry: imported
+# by name on first use, so `import bertzoo` stays light.
+set_loader_module("bertzoo.convert.loader")
 
 _keras_registered = False
 _lazy_getattr, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

@@ -3,6 +3,7 @@ verify | fill-mask | attention`."""
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -217,10 +218,13 @@ def _add_convert_google(sub):
 def convert_google(args):
     """`convert-google`: returns the exit status."""
     from bertzoo.convert.common import CheckpointError
-    from bertzoo.models.loading import convert_google_checkpoint, download_google_checkpoint
+    from bertzoo.convert.loader import convert_google_checkpoint, download_google_checkpoint
 
     try:
         if args.download:
+            # The archive's SHA-256 (Google publishes none) is for the user.
+            logging.basicConfig(format="%(message)s")
+            logging.getLogger("bertzoo.convert.download").setLevel(logging.INFO)
             if args.model_type or args.allow_partial or args.config:
                 raise CheckpointError(
                     "--model-type, --config and --allow-partial do not apply to --download."

@@ -115,7 +115,7 @@ def _architecture(preset):
     config = getattr(preset, "get_config", None)
     if config is not None:  # a BertBackbone
         return config()
-    from bertzoo.models.loading import resolve_preset  # Keras: only when a preset is read
+    from bertzoo.convert.loader import resolve_preset  # Keras: only when a preset is read
 
     document, _, _ = resolve_preset(preset)
     return dict(document["backbone"])

@@ -4,6 +4,7 @@ to a fixed length, in TensorFlow ops (eager, `tf.data`, exported graphs)."""
 import keras
 import tensorflow as tf
 
+from bertzoo.convert.loader import resolve_preset
 from bertzoo.input_checks import check_sequence_length
 from bertzoo.tokenizers.base import (
     Tokenizer,
@@ -117,8 +118,6 @@ class BertPreprocessor(keras.layers.Layer):
         """The preprocessor of a preset directory (bertzoo or Hugging Face
         format) or of a built-in preset with `vocabulary=` given.
         `sequence_length` defaults to the backbone's maximum."""
-        from bertzoo.models.loading import resolve_preset
-
         data, _, _ = resolve_preset(preset)
         backbone = data["backbone"]
         max_length = backbone.get("max_sequence_length", 512)

@@ -25,7 +25,7 @@ under the current directory is ambiguous: an error saying how to pick each.
 This module only classifies a preset argument (`classify`: a built-in name, a
 bertzoo preset directory or a Hugging Face checkpoint directory) and reads
 and validates preset documents; reading weights, and mapping a Hugging Face
-config to a preset document, is `bertzoo.models.loading`.
+config to a preset document, is the preset loader (`bertzoo.convert.loader`).
 """
 
 import difflib
@@ -288,12 +288,33 @@ def read_document(kind, location, backbone_keys=None):
     arguments (None: the backbone section's keys are not checked, for
     callers that read only the other sections). A Hugging Face directory's
     config is mapped to a document by the checkpoint converters
-    (`bertzoo.models.loading.resolve_preset` does both)."""
+    (`bertzoo.convert.loader.resolve_preset` does both)."""
     if kind == "builtin":
         return read_preset_file(builtin_presets()[location], backbone_keys)
     if kind == "bertzoo":
         return read_preset_file(Path(location) / CONFIG_FILE, backbone_keys)
     raise PresetError(f"{location}: a {kind!r} directory has no bertzoo preset document.")
+
+
+def read_task_section(preset):
+    """The `task` section of a bertzoo preset directory ({} for built-in
+    presets, Hugging Face directories and backbone-only presets)."""
+    if isinstance(preset, str) and preset in builtin_presets():
+        return {}
+    config = Path(preset) / CONFIG_FILE
+    if not config.is_file():
+        return {}
+    # Only the file read here: classify() verifies the whole directory
+    # before any weights load (hashing them here too would repeat that).
+    verify_directory(config.parent, names=[CONFIG_FILE])
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # reading the preset document reports unreadable files
+    task = data.get("task", {}) if isinstance(data, dict) else {}
+    if not isinstance(task, dict):
+        raise PresetError(f"{config}: 'task' must be a JSON object, got {task!r}.")
+    return task
 
 
 def list_presets():

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 # SHA-256 of the files inside them (PyTorch/LanguageModeling/BERT/data/
 # GooglePretrainedWeightDownloader.py); they are checked after extraction.
 # For every other archive no checksum is known to us: the computed SHA-256 is
-# printed and recorded, and a checksum the user passes is verified.
+# logged and recorded, and a checksum the user passes is verified.
 _RECORDED_MEMBER_SHA256 = {
     "uncased_L-12_H-768_A-12.zip": {
         "bert_config.json": "7b4e5f53efbd058c67cda0aacfafb340113ea1b5797d9ce6ee411704ba21fcbc",
@@ -129,7 +129,7 @@ def _fetch(url, dest):
                 size += len(block)
     except OSError as e:  # URLError is an OSError
         raise CheckpointError(f"Cannot download {url}: {e}") from e
-    print(f"Downloaded {url}: {size:,} bytes, sha256 {digest.hexdigest()}")
+    logger.info("Downloaded %s: %s bytes, sha256 %s", url, f"{size:,}", digest.hexdigest())
     return digest.hexdigest()
 
 
@@ -201,7 +201,7 @@ def download_google_archive(name, cache_dir, sha256=None, check_recorded=True):
     """Downloads, verifies and extracts an official Google BERT/ALBERT archive.
 
     The archive is streamed to a temporary file in `cache_dir`, its SHA-256
-    computed, printed and compared with `sha256` when given, then extracted
+    computed, logged and compared with `sha256` when given, then extracted
     into a temporary folder that is renamed into place (`cache_dir/<archive
     name>`) only when complete. For the four 2018_10_18 English BERT archives
     the extracted files are also checked against SHA-256 values recorded by
@@ -258,14 +258,16 @@ def download_google_archive(name, cache_dir, sha256=None, check_recorded=True):
                     "The download is corrupt or not the archive you meant."
                 )
             if not expected:
-                print(
-                    f"No sha256 was given for {archive_name}, and no published checksum "
-                    f"is known for the archive itself; pass sha256={actual} to pin this one."
+                logger.warning(
+                    "No sha256 was given for %s, and no published checksum is known for "
+                    "the archive itself; pass sha256=%s to pin this one.",
+                    archive_name,
+                    actual,
                 )
             tmp_dir = tempfile.mkdtemp(prefix=f".{stem}.", suffix=".extract", dir=cache_dir)
             _safe_extract(tmp_archive, tmp_dir)
             if check_recorded and _check_recorded_members(archive_name, tmp_dir):
-                print(f"The files in {archive_name} match their recorded sha256 values.")
+                logger.info("The files in %s match their recorded sha256 values.", archive_name)
             atomic_write_text(
                 Path(tmp_dir) / _DOWNLOAD_RECORD,
                 json.dumps({"url": url, "sha256": actual}, indent=2) + "\n",

@@ -3,14 +3,16 @@ mapping to the roles of bertzoo's head weights.
 
 Checkpoints keep head tensors in Hugging Face names and layouts (a
 backbone's `head_tensors`, `heads.safetensors`); the models hand their head
-variables, keyed by role, to the functions here.
+variables, keyed by role, to the functions here (through the preset loader,
+`bertzoo.loader_registry`), and the task models their head layers.
 """
 
 import logging
 
 import numpy as np
 
-from bertzoo.convert.common import assign_tensors
+from bertzoo import presets as preset_lib
+from bertzoo.convert.common import assign_tensors, read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +149,11 @@ def pretraining_head_tensors(values, objective, family="bert"):
 
 # The Hugging Face prefix of each task kind's head (a Dense layer): BERT
 # sequence and token classifiers both name theirs "classifier".
-_TASK_HEAD_PREFIXES = {"classification": "classifier", "tagging": "classifier", "qa": "qa_outputs"}
+_TASK_HEAD_PREFIXES = {
+    "classification": "classifier",
+    "tagging": "classifier",
+    "qa": "qa_outputs",
+}
 
 
 def _dense_mapping(prefix, dense):
@@ -171,3 +177,108 @@ def task_head_mapping(kind, tensors, dense, hidden=None):
     if f"{prefix}.weight" not in tensors:
         return {}
     return _dense_mapping(prefix, dense)
+
+
+# The masked-LM head tensors of every family (BERT, ALBERT, DistilBERT,
+# ELECTRA generators).
+_MLM_NAMES = frozenset(name for spec in PRETRAINING_HEADS.values() for name in spec["mlm"])
+
+
+def mlm_head_names():
+    """The names of the masked-LM head tensors of every family."""
+    return _MLM_NAMES
+
+
+def load_discriminator_head(tensors, variables, source):
+    """Assigns ELECTRA's discriminator head (`discriminator_predictions.*`)
+    from `tensors` to `variables` (role -> Keras variable: dense_kernel,
+    dense_bias, output_kernel, output_bias), with name, dtype and shape
+    checks; returns the names loaded (none when `tensors` holds no such
+    head)."""
+    present = [k for k in DISCRIMINATOR_HEAD if k in tensors]
+    if not present:
+        return ()
+    mapping = {k: (variables[role], t) for k, (role, t) in DISCRIMINATOR_HEAD.items()}
+    assign_tensors(mapping, {k: tensors[k] for k in present}, source)
+    return tuple(sorted(DISCRIMINATOR_HEAD))
+
+
+def discriminator_head_tensors(values):
+    """ELECTRA's discriminator head `values` (role -> array) as Hugging
+    Face-named float32 arrays."""
+    return head_tensors_of(values, [DISCRIMINATOR_HEAD])
+
+
+# === Task heads of Hugging Face checkpoints ===
+
+# The Hugging Face architecture suffix of each task kind's model class.
+_TASK_ARCHITECTURES = {
+    "classification": "ForSequenceClassification",
+    "tagging": "ForTokenClassification",
+    "qa": "ForQuestionAnswering",
+}
+
+
+def hf_checkpoint_config(preset):
+    """The `config.json` of a Hugging Face checkpoint directory, else None."""
+    try:
+        kind, directory = preset_lib.classify(preset)
+    except preset_lib.PresetError:
+        return None
+    if kind != "hf":
+        return None
+    return read_json_object(directory / preset_lib.CONFIG_FILE)
+
+
+def hf_num_classes(preset):
+    """The class count of an HF sequence-classification checkpoint, if any."""
+    config = hf_checkpoint_config(preset) or {}
+    architectures = config.get("architectures") or []
+    if not any(a.endswith("ForSequenceClassification") for a in architectures):
+        return None
+    if "id2label" in config:
+        return len(config["id2label"])
+    return config.get("num_labels")
+
+
+def load_hf_task_head(model, tensors, source):
+    """Loads the task head of the Hugging Face checkpoint `source` (its
+    head `tensors`) into the task model `model`, when the checkpoint's
+    recorded architecture is `model`'s task and the shapes fit; returns
+    whether it did. `model.hf_head_layers()` names the head's layers:
+    `(kind, output Dense, hidden Dense or None)`, or None for a head with
+    no Hugging Face counterpart."""
+    layers = model.hf_head_layers()
+    if layers is None:
+        return False
+    kind, dense, hidden = layers
+    # BERT sequence and token classifiers both name their head
+    # "classifier.": the recorded architecture says which it is.
+    architectures = (hf_checkpoint_config(source) or {}).get("architectures") or []
+    wanted = _TASK_ARCHITECTURES[kind]
+    if architectures and not any(a.endswith(wanted) for a in architectures):
+        logger.info(
+            "%s is a %s checkpoint: its task head is not loaded into a %s.",
+            source,
+            ", ".join(architectures),
+            type(model).__name__,
+        )
+        return False
+    mapping = task_head_mapping(kind, tensors, dense, hidden=hidden)
+    if not mapping:
+        return False
+    shapes_fit = all(
+        tuple(np.shape(tensors[name])[::-1] if t else np.shape(tensors[name])) == tuple(v.shape)
+        for name, (v, t) in mapping.items()
+    )
+    if not shapes_fit:
+        logger.warning(
+            "Not loading the task head of %s: its shape does not fit this %s; the "
+            "head starts from the initialiser.",
+            source,
+            type(model).__name__,
+        )
+        return False
+    assign_tensors(mapping, {k: tensors[k] for k in mapping}, source)
+    logger.info("Loaded the task head of %s: %s", source, ", ".join(sorted(mapping)))
+    return True

@@ -31,9 +31,9 @@ from bertzoo.convert.common import (
     check_group_map,
     read_json_object,
 )
-from bertzoo.convert.safetensors_io import read_safetensors, tensor_names, write_safetensors
 from bertzoo.convert.torch_pickle import pickle_strings, read_torch_pickle
 from bertzoo.io.publish import atomic_write_text, publish_directory
+from bertzoo.io.safetensors import read_safetensors, tensor_names, write_safetensors
 from bertzoo.tokenizers.base import VOCABULARY_FILES
 from bertzoo.tokenizers.hf_config import hf_tokenizer_config, hf_tokenizer_section
 

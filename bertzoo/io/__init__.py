@@ -3,6 +3,8 @@
 - `bertzoo.io.publish`: atomic files, and directories published as one unit
   with a checksum manifest written last (presets, checkpoints, exports).
 - `bertzoo.io.manifest`: the manifest format and its verification.
+- `bertzoo.io.safetensors`: reading and writing safetensors files, checked
+  by bertzoo and by the `safetensors` package.
 - `bertzoo.io.jsonfile`: reading a JSON object file with a one-line error.
 - `bertzoo.io.rundir`: a run's output directory: an exclusive lock, and a
   record of the files the run wrote (the only ones it may remove).

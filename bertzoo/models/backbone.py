@@ -15,6 +15,7 @@ from bertzoo.layers import (
     kernel_initializer,
 )
 from bertzoo.layers.common import constructor_args, constructor_config, group_of_layer
+from bertzoo.loader_registry import preset_loader
 
 # from_preset(..., **overrides) may change only these: they do not change the
 # architecture or the meaning of loaded weights.
@@ -481,9 +482,7 @@ class BertBackbone(InputChecks, keras.Model):
                     f"can be overridden: {', '.join(OVERRIDABLE_KEYS)}. To change "
                     "the architecture, build BertBackbone(**config) directly."
                 )
-        from bertzoo.models.loading import load_backbone  # it builds on this module
-
-        return load_backbone(
+        return preset_loader().load_backbone(
             cls,
             preset,
             load_weights=load_weights,
@@ -516,9 +515,7 @@ class BertBackbone(InputChecks, keras.Model):
                 beside the backbone; defaults to those it was loaded with
                 (`self.head_tensors`).
         """
-        from bertzoo.models.loading import save_backbone  # it builds on this module
-
-        return save_backbone(
+        return preset_loader().save_backbone(
             self,
             preset_dir,
             self.preset_info if preset_info is None else preset_info,

@@ -20,14 +20,8 @@ import numpy as np
 from keras import ops
 
 from bertzoo import presets as preset_lib
-from bertzoo.convert.common import assign_tensors
-from bertzoo.convert.heads import (
-    DISCRIMINATOR_HEAD,
-    head_tensors_of,
-    load_pretraining_heads,
-    pretraining_head_tensors,
-)
 from bertzoo.layers.common import get_activation, group_of_layer, kernel_initializer
+from bertzoo.loader_registry import preset_loader
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.pretrainer import finish_loss, masked_lm_loss, tied_mlm_head
 
@@ -319,16 +313,14 @@ class ElectraPretrainer(keras.Model):
         (`discriminator_predictions.*`) from Hugging Face-named tensors,
         with name and shape checks; a head absent from `tensors` keeps its
         initialiser. Returns the names loaded."""
-        loaded = list(
-            load_pretraining_heads(tensors, self._generator_head_variables(), "none", source)
+        loader = preset_loader()
+        generator = loader.load_pretraining_heads(
+            tensors, self._generator_head_variables(), "none", source
         )
-        present = [k for k in DISCRIMINATOR_HEAD if k in tensors]
-        if present:
-            variables = self._discriminator_head_variables()
-            mapping = {k: (variables[role], t) for k, (role, t) in DISCRIMINATOR_HEAD.items()}
-            assign_tensors(mapping, {k: tensors[k] for k in present}, source)
-            loaded.extend(sorted(DISCRIMINATOR_HEAD))
-        return tuple(loaded)
+        discriminator = loader.load_discriminator_head(
+            tensors, self._discriminator_head_variables(), source
+        )
+        return tuple(generator) + tuple(discriminator)
 
     @staticmethod
     def _numpy(variables):
@@ -337,15 +329,15 @@ class ElectraPretrainer(keras.Model):
     def discriminator_head_tensors(self):
         """The discriminator's head as Hugging Face-named float32 arrays
         (`ElectraForPreTraining`'s `discriminator_predictions.*`)."""
-        return head_tensors_of(
-            self._numpy(self._discriminator_head_variables()), [DISCRIMINATOR_HEAD]
+        return preset_loader().discriminator_head_tensors(
+            self._numpy(self._discriminator_head_variables())
         )
 
     def generator_head_tensors(self):
         """The generator's MLM head as Hugging Face-named float32 arrays
         (`ElectraForMaskedLM`'s `generator_predictions.*` and
         `generator_lm_head.bias`)."""
-        return pretraining_head_tensors(
+        return preset_loader().pretraining_head_tensors(
             self._numpy(self._generator_head_variables()), "none", family="electra"
         )
 

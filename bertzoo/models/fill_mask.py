@@ -17,7 +17,7 @@ import numpy as np
 from keras import ops
 
 from bertzoo import presets as preset_lib
-from bertzoo.convert.heads import PRETRAINING_HEADS
+from bertzoo.loader_registry import preset_loader
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.electra import ElectraPretrainer
 from bertzoo.models.pretrainer import BertPretrainer
@@ -30,13 +30,10 @@ class NoMaskedLMHead(preset_lib.PresetError):
     """The model has no trained masked-LM head to fill masks with."""
 
 
-# The masked-LM head tensors of every family (BERT, ALBERT, DistilBERT,
-# ELECTRA generators).
-_MLM_NAMES = frozenset(name for spec in PRETRAINING_HEADS.values() for name in spec["mlm"])
-
-
 def _mlm_head_loaded(pretrainer):
-    return bool(_MLM_NAMES.intersection(pretrainer.head_weights_loaded))
+    # The masked-LM head tensors of every family (BERT, ALBERT, DistilBERT,
+    # ELECTRA generators).
+    return bool(preset_loader().mlm_head_names().intersection(pretrainer.head_weights_loaded))
 
 
 def masked_lm_model(preset):

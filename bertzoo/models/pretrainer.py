@@ -6,10 +6,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from bertzoo.convert.heads import load_pretraining_heads, pretraining_head_tensors
-from bertzoo.convert.hf import model_type_of
 from bertzoo.layers.common import kernel_initializer
 from bertzoo.layers.heads import MaskedLMHead
+from bertzoo.loader_registry import preset_loader
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +188,9 @@ class BertPretrainer(keras.Model):
         etc. for DistilBERT), with name and shape checks. The sentence head is
         loaded only when the checkpoint's head matches `objective` (BERT: nsp,
         ALBERT: sop). Returns the names loaded."""
-        return load_pretraining_heads(tensors, self._head_variables(), self.objective, source)
+        return preset_loader().load_pretraining_heads(
+            tensors, self._head_variables(), self.objective, source
+        )
 
     def head_tensors(self):
         """The heads as Hugging Face-named float32 arrays (BERT names for the
@@ -203,8 +204,9 @@ class BertPretrainer(keras.Model):
         }
         # An ELECTRA generator's MLM head keeps ELECTRA's names (save_hf
         # writes it as ElectraForMaskedLM).
-        family = "electra" if model_type_of(self.backbone) == "electra" else "bert"
-        return pretraining_head_tensors(variables, self.objective, family=family)
+        loader = preset_loader()
+        family = loader.head_family(self.backbone)
+        return loader.pretraining_head_tensors(variables, self.objective, family=family)
 
     # === Training ===
 

@@ -16,21 +16,19 @@ of Hugging Face checkpoints (`*ForSequenceClassification`,
 `*ForTokenClassification`, `*ForQuestionAnswering`).
 """
 
-import json
 import logging
-from pathlib import Path
 
 import keras
 import numpy as np
 from keras import ops
 
 from bertzoo import presets as preset_lib
-from bertzoo.convert.common import assign_tensors
-from bertzoo.convert.heads import task_head_mapping
 from bertzoo.layers.common import get_activation, kernel_initializer
 from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
-from bertzoo.models.backbone import BertBackbone, InputChecks
+from bertzoo.loader_registry import preset_loader
+from bertzoo.models.backbone import InputChecks
 from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
+from bertzoo.presets import read_task_section
 
 logger = logging.getLogger(__name__)
 
@@ -48,27 +46,6 @@ def _label_names(label_names, count, what):
     return names
 
 
-def read_task_section(preset):
-    """The `task` section of a bertzoo preset directory ({} for built-in
-    presets, Hugging Face directories and backbone-only presets)."""
-    if isinstance(preset, str) and preset in preset_lib.builtin_presets():
-        return {}
-    config = Path(preset) / preset_lib.CONFIG_FILE
-    if not config.is_file():
-        return {}
-    # Only the file read here: resolve() verifies the whole directory
-    # before any weights load (hashing them here too would repeat that).
-    preset_lib.verify_directory(config.parent, names=[preset_lib.CONFIG_FILE])
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # resolve() reports unreadable files
-    task = data.get("task", {}) if isinstance(data, dict) else {}
-    if not isinstance(task, dict):
-        raise preset_lib.PresetError(f"{config}: 'task' must be a JSON object, got {task!r}.")
-    return task
-
-
 # Task kind -> the task model class that serves it (filled by TaskModel subclasses).
 TASK_MODELS = {}
 
@@ -77,7 +54,7 @@ class TaskModel(InputChecks, keras.Model):
     """The base of the task models: inputs (checked as the backbone checks
     them), loss scaling, presets. Subclasses set `kinds` (the task kinds they
     serve, by which `task_model_from_preset` finds them), `kind`,
-    `head_layers()`, `_hf_head(tensors)` and `task_config()`; a subclass
+    `head_layers()`, `hf_head_layers()` and `task_config()`; a subclass
     anywhere (e.g. in a task-kind module) registers itself."""
 
     def _checked_embeddings(self):
@@ -128,94 +105,17 @@ class TaskModel(InputChecks, keras.Model):
         `kwargs` are this model's constructor arguments (e.g. `num_classes`);
         ones the directory records (class count, label names) default to it.
         """
-        overrides = {
-            k: kwargs.pop(k) for k in list(kwargs) if k in ("dropout", "attention_dropout", "dtype")
-        }
-        backbone = BertBackbone.from_preset(preset, load_weights=load_weights, **overrides)
-        task = read_task_section(preset)
-        same_kind = cls._kind_of(task) in cls.kinds
-        if same_kind:
-            for key, value in cls._constructor_defaults(task).items():
-                kwargs.setdefault(key, value)
-        model = cls(backbone, **kwargs)
-        if not load_weights:
-            return model
-        head_file = Path(preset) / HEAD_FILE if task else None
-        if same_kind and head_file is not None and head_file.is_file():
-            model._load_head_file(head_file)
-        elif task and not same_kind:
-            logger.info(
-                "%s holds a %s head; %s starts a new %s head.",
-                preset,
-                task.get("kind"),
-                cls.__name__,
-                cls.kinds[0],
-            )
-        hf = getattr(backbone, "head_tensors", None)
-        if hf and not model.head_loaded:  # a bertzoo head file wins
-            model.head_loaded = model._load_hf_head(hf, preset)
-        return model
+        return preset_loader().load_task_model(cls, preset, load_weights=load_weights, **kwargs)
 
     @classmethod
     def _constructor_defaults(cls, task):
         return {}
 
-    def _load_head_file(self, path):
-        from bertzoo.convert.safetensors_io import read_safetensors
-
-        tensors = read_safetensors(path)
-        variables = self.head_variables()
-        if sorted(tensors) != sorted(variables) or any(
-            tuple(tensors[k].shape) != tuple(variables[k].shape) for k in variables
-        ):
-            shapes = {k: tuple(v.shape) for k, v in tensors.items()}
-            wanted = {k: tuple(v.shape) for k, v in variables.items()}
-            logger.warning(
-                "Not loading the task head from %s: it holds %s, this model needs %s; "
-                "the head starts from the initialiser.",
-                path,
-                shapes,
-                wanted,
-            )
-            self.head_loaded = False
-            return
-        # Checked (dtypes) and assigned like every checkpoint weight.
-        assign_tensors({k: (v, False) for k, v in variables.items()}, tensors, path)
-        self.head_loaded = True
-
-    def _load_hf_head(self, tensors, source):
-        # BERT sequence and token classifiers both name their head
-        # "classifier.": the recorded architecture says which it is.
-        architectures = (_hf_config(source) or {}).get("architectures") or []
-        if architectures and not any(a.endswith(self.hf_architecture) for a in architectures):
-            logger.info(
-                "%s is a %s checkpoint: its task head is not loaded into a %s.",
-                source,
-                ", ".join(architectures),
-                type(self).__name__,
-            )
-            return False
-        mapping = self._hf_head(tensors)
-        if not mapping:
-            return False
-        shapes_fit = all(
-            tuple(np.shape(tensors[name])[::-1] if t else np.shape(tensors[name])) == tuple(v.shape)
-            for name, (v, t) in mapping.items()
-        )
-        if not shapes_fit:
-            logger.warning(
-                "Not loading the task head of %s: its shape does not fit this %s; the "
-                "head starts from the initialiser.",
-                source,
-                type(self).__name__,
-            )
-            return False
-        assign_tensors(mapping, {k: tensors[k] for k in mapping}, source)
-        logger.info("Loaded the task head of %s: %s", source, ", ".join(sorted(mapping)))
-        return True
-
-    def _hf_head(self, tensors):
-        return {}
+    def hf_head_layers(self):
+        """The head's layers by role, for loading a Hugging Face task head:
+        `(kind, output Dense, hidden Dense or None)`, or None when this
+        head has no Hugging Face counterpart."""
+        return None
 
     def save_to_preset(self, preset_dir, tokenizer=None, preset_info=None):
         """Writes the backbone files, the head (`task_head.safetensors`) and
@@ -225,28 +125,9 @@ class TaskModel(InputChecks, keras.Model):
         and the preprocessor load from the directory alone. `preset_info`:
         the description, tokenizer and metadata sections to record
         (default: the backbone's `preset_info`)."""
-        from bertzoo.convert.safetensors_io import write_safetensors
-        from bertzoo.io.publish import publish_directory
-        from bertzoo.tokenizers.base import VOCABULARY_FILES
-
-        preset_dir = Path(preset_dir)
-        replaces = preset_lib.MODEL_FILES + (VOCABULARY_FILES if tokenizer is not None else ())
-        info = dict(self.backbone.preset_info if preset_info is None else preset_info)
-        with publish_directory(preset_dir, "preset", replaces=replaces) as staging:
-            if tokenizer is not None:
-                tokenizer.save_to_preset(staging)
-                info["tokenizer"] = tokenizer.preset_section()
-            write_safetensors(
-                staging / HEAD_FILE,
-                {
-                    k: np.asarray(keras.ops.convert_to_numpy(v.value), "float32")
-                    for k, v in self.head_variables().items()
-                },
-            )
-            self.backbone.save_to_preset(
-                staging, extra={"task": self.task_config()}, preset_info=info
-            )
-        return preset_dir
+        return preset_loader().save_task_model(
+            self, preset_dir, tokenizer=tokenizer, preset_info=preset_info
+        )
 
     # === Serialisation ===
 
@@ -340,7 +221,6 @@ class BertClassifier(TaskModel):
     per_token_outputs = False
 
     kinds = ("classification", "regression")
-    hf_architecture = "ForSequenceClassification"
 
     def __init__(self, backbone, num_classes, dropout=0.1, label_names=None, head=None, **kwargs):
         if not isinstance(num_classes, int | np.integer) or num_classes < 1:
@@ -421,7 +301,7 @@ class BertClassifier(TaskModel):
                 kwargs.setdefault("label_names", None)
             kwargs["num_classes"] = num_classes
         elif not read_task_section(preset).get("num_classes"):
-            hf_classes = _hf_num_classes(preset)
+            hf_classes = preset_loader().hf_num_classes(preset)
             if hf_classes is None:
                 raise ValueError(
                     f"{preset!r} records no classifier head: pass num_classes= (1 for regression)."
@@ -432,12 +312,12 @@ class BertClassifier(TaskModel):
     def head_layers(self):
         return [self.head] if self.head_dense is None else [self.head_dense, self.head]
 
-    def _hf_head(self, tensors):
+    def hf_head_layers(self):
         if self.head_style == "electra":
-            return task_head_mapping("classification", tensors, self.head, hidden=self.head_dense)
+            return "classification", self.head, self.head_dense
         if not self.backbone.use_pooler:
-            return {}
-        return task_head_mapping("classification", tensors, self.head)
+            return None
+        return "classification", self.head, None
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         logits = ops.cast(y_pred, "float32")
@@ -457,30 +337,6 @@ class BertClassifier(TaskModel):
         return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
 
-def _hf_config(preset):
-    """The `config.json` of a Hugging Face checkpoint directory, else None."""
-    try:
-        kind, directory = preset_lib.classify(preset)
-    except preset_lib.PresetError:
-        return None
-    if kind != "hf":
-        return None
-    from bertzoo.convert.common import read_json_object
-
-    return read_json_object(directory / "config.json")
-
-
-def _hf_num_classes(preset):
-    """The class count of an HF sequence-classification checkpoint, if any."""
-    config = _hf_config(preset) or {}
-    architectures = config.get("architectures") or []
-    if not any(a.endswith("ForSequenceClassification") for a in architectures):
-        return None
-    if "id2label" in config:
-        return len(config["id2label"])
-    return config.get("num_labels")
-
-
 @keras.saving.register_keras_serializable(package="bertzoo")
 class BertTokenClassifier(TaskModel):
     """One label per token (NER, POS tagging): `Dropout` + `Dense` on every
@@ -488,7 +344,7 @@ class BertTokenClassifier(TaskModel):
 
     Output: float32 logits `(batch, sequence, num_labels)`. Labels for
     `fit` are int ids `(batch, sequence)`, with -100 (`IGNORE_LABEL`) where
-    a position is not scored: `bertzoo.data.tagging.tagging_features` labels
+    a position is not scored: `bertzoo.tasks.tagging.features.tagging_features` labels
     each word at its first sub-token and ignores the rest. The loss is the
     mean cross-entropy over scored positions; the metric `token_accuracy`
     counts scored positions only.
@@ -503,7 +359,6 @@ class BertTokenClassifier(TaskModel):
     per_token_outputs = True
 
     kinds = ("tagging",)
-    hf_architecture = "ForTokenClassification"
     kind = "tagging"
 
     def __init__(self, backbone, num_labels, dropout=0.1, label_names=None, **kwargs):
@@ -553,10 +408,10 @@ class BertTokenClassifier(TaskModel):
     def head_layers(self):
         return [self.head]
 
-    def _hf_head(self, tensors):
+    def hf_head_layers(self):
         if self.backbone.use_pooler:
-            return {}
-        return task_head_mapping("tagging", tensors, self.head)
+            return None
+        return "tagging", self.head, None
 
     @staticmethod
     def _scored(y):
@@ -588,7 +443,7 @@ class BertSpanQA(TaskModel):
     position, for "no answer in this window"); the loss is the mean of the
     start and end cross-entropies, the metric `span_accuracy` the share of
     windows whose start and end are both exactly right.
-    `bertzoo.data.qa` builds windows and labels and turns logits back into
+    `bertzoo.tasks.qa.features` builds windows and labels and turns logits back into
     answer text.
 
     Args:
@@ -598,7 +453,6 @@ class BertSpanQA(TaskModel):
     per_token_outputs = True
 
     kinds = ("qa",)
-    hf_architecture = "ForQuestionAnswering"
     kind = "qa"
 
     def __init__(self, backbone, **kwargs):
@@ -628,8 +482,8 @@ class BertSpanQA(TaskModel):
     def head_layers(self):
         return [self.head]
 
-    def _hf_head(self, tensors):
-        return task_head_mapping("qa", tensors, self.head)
+    def hf_head_layers(self):
+        return "qa", self.head, None
 
     @staticmethod
     def _targets(y):

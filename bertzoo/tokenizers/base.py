@@ -17,17 +17,17 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bertzoo import presets as preset_lib
-from bertzoo.errors import InputError, InputTypeError, PresetError
+from bertzoo.errors import InputError, InputTypeError
+from bertzoo.tokenizers.hf_config import hf_preset_tokenizer
+from bertzoo.tokenizers.kinds import (
+    SPECIAL_ROLES,
+    TokenizerError,
+    add_kind,
+    tokenizer_class,
+)
 
 # The vocabulary file of each tokenizer kind inside a preset directory.
 VOCABULARY_FILES = ("vocab.txt", "spiece.model")
-
-# Role -> attribute holding that token's string.
-SPECIAL_ROLES = ("cls", "sep", "pad", "unk", "mask")
-
-
-class TokenizerError(PresetError):
-    """A vocabulary or tokenizer setting is invalid."""
 
 
 class TextEncodingError(TokenizerError, InputError):
@@ -387,38 +387,14 @@ class Tokenizer(tf.Module):
         return section
 
 
-# Tokenizer kind (a preset's `tokenizer.kind`) -> class, filled by
-# `register_tokenizer` as the kinds' modules are imported (bertzoo.tokenizers
-# imports every one).
-_REGISTRY = {}
-
-
 def register_tokenizer(cls):
     """Class decorator: registers a `Tokenizer` subclass under its `kind`, so
-    presets, checkpoints and saved serving configs can name it."""
+    presets, checkpoints and saved serving configs can name it
+    (`tokenizer_class`)."""
     if not (isinstance(cls, type) and issubclass(cls, Tokenizer)) or not cls.kind:
         raise TypeError(f"register_tokenizer takes a Tokenizer subclass with a kind, got {cls!r}.")
-    if _REGISTRY.get(cls.kind, cls) is not cls:
-        raise ValueError(
-            f"Tokenizer kind {cls.kind!r} is already registered to {_REGISTRY[cls.kind].__name__}."
-        )
-    _REGISTRY[cls.kind] = cls
+    add_kind(cls)
     return cls
-
-
-def tokenizer_kinds():
-    """The registered tokenizer kinds, sorted ("sentencepiece", "wordpiece")."""
-    return tuple(sorted(_REGISTRY))
-
-
-def tokenizer_class(kind):
-    """The tokenizer class registered for `kind`; an unknown kind is a
-    `TokenizerError` listing the valid ones."""
-    if kind not in _REGISTRY:
-        raise TokenizerError(
-            f"Unknown tokenizer kind {kind!r}. Valid kinds: {', '.join(tokenizer_kinds())}."
-        )
-    return _REGISTRY[kind]
 
 
 def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, **kwargs):
@@ -427,9 +403,6 @@ def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, *
     kind, location = preset_lib.classify(preset)
     directory = None if kind == "builtin" else location
     if kind == "hf":
-        # Here, not at the top: hf_config builds on this module.
-        from bertzoo.tokenizers.hf_config import hf_preset_tokenizer
-
         section, vocabulary_size = hf_preset_tokenizer(location, kwargs.get("reference"))
     else:
         data = preset_lib.read_document(kind, location)

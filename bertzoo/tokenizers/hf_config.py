@@ -6,7 +6,7 @@ import inspect
 from pathlib import Path
 
 from bertzoo.io.jsonfile import read_json_object
-from bertzoo.tokenizers.base import SPECIAL_ROLES, TokenizerError, tokenizer_class, tokenizer_kinds
+from bertzoo.tokenizers.kinds import SPECIAL_ROLES, TokenizerError, tokenizer_class, tokenizer_kinds
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TOKENIZER_JSON_FILE = "tokenizer.json"

@@ -42,10 +42,10 @@ import keras
 import numpy as np
 
 from bertzoo import presets as preset_lib
+from bertzoo.convert.loader import check_weights_file
 from bertzoo.errors import BertzooError, IntegrityError, NonFiniteError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import fsync_path
-from bertzoo.models.loading import check_weights_file
 
 FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.weights.h5"

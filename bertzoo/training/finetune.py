@@ -26,10 +26,10 @@ import keras
 from bertzoo import batching
 from bertzoo import presets as preset_lib
 from bertzoo import tasks as task_kinds
+from bertzoo.convert.loader import resolve_preset
 from bertzoo.errors import BertzooError
 from bertzoo.io.publish import atomic_directory, atomic_write_text, check_target
 from bertzoo.io.rundir import RunDirectory
-from bertzoo.models.loading import resolve_preset
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.training.callbacks import TensorBoardLogger, Throughput
 from bertzoo.training.checkpoint import CheckpointManager

@@ -44,6 +44,7 @@ import tensorflow as tf
 
 from bertzoo import batching
 from bertzoo import presets as preset_lib
+from bertzoo.convert.loader import resolve_preset
 from bertzoo.data import (
     MaskedLMMasker,
     create_examples,
@@ -61,7 +62,6 @@ from bertzoo.io.publish import atomic_write_text, publish_directory
 from bertzoo.io.rundir import RunDirectory
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.electra import ElectraPretrainer, electra_batch
-from bertzoo.models.loading import resolve_preset
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.training.callbacks import ProgressLog, TensorBoardLogger, Throughput
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX

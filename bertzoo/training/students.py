@@ -7,10 +7,10 @@ import json
 import logging
 from pathlib import Path
 
+from bertzoo.convert.loader import resolve_preset
 from bertzoo.distill.init import init_embeddings_from_teacher
 from bertzoo.distill.layer_map import DistillationError
 from bertzoo.models.backbone import BertBackbone
-from bertzoo.models.loading import resolve_preset
 from bertzoo.models.tasks import read_task_section
 from bertzoo.training.finetune import FinetuneConfig, default_init, run_finetuning
 

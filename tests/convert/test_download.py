@@ -1,9 +1,10 @@
 """Downloads of Google checkpoint archives (offline: file:// URLs and a
 patched opener): verified, extracted and converted
-(`bertzoo.convert.download`, `bertzoo.models.loading`)."""
+(`bertzoo.convert.download`, `bertzoo.convert.loader`)."""
 
 import io
 import json
+import logging
 import tarfile
 import urllib.request
 import zipfile
@@ -13,7 +14,7 @@ import pytest
 from bertzoo.convert import download
 from bertzoo.convert.common import CheckpointError
 from bertzoo.convert.download import google_checkpoints
-from bertzoo.models.loading import download_google_checkpoint
+from bertzoo.convert.loader import download_google_checkpoint
 from tests.convert import test_google as google_tests
 
 # Download, checksum and archive handling: files only.
@@ -31,13 +32,14 @@ BERT_CONFIG, ALBERT_CONFIG = google_tests.BERT_CONFIG, google_tests.ALBERT_CONFI
 TOLERANCE = google_tests.TOLERANCE
 
 
-def test_download_zip_verify_extract_convert(bert_dir, tmp_path, capsys, monkeypatch):
+def test_download_zip_verify_extract_convert(bert_dir, tmp_path, caplog, monkeypatch):
     source, arrays = bert_dir
     archive = _zip_dir(source, tmp_path / "uncased_L-2_H-20_A-4.zip")
     cache = tmp_path / "cache"
-    out = download_google_checkpoint(archive.as_uri(), cache, output_dir=tmp_path / "preset")
-    printed = capsys.readouterr().out
-    assert _sha256(archive) in printed and "no published checksum is known" in printed
+    with caplog.at_level(logging.INFO, logger="bertzoo.convert.download"):
+        out = download_google_checkpoint(archive.as_uri(), cache, output_dir=tmp_path / "preset")
+    logged = caplog.text
+    assert _sha256(archive) in logged and "no published checksum is known" in logged
     _, errors = _max_errors(out, arrays, BERT_CONFIG, albert=False)
     assert max(errors) <= TOLERANCE
     doc = json.loads((out / "config.json").read_text())

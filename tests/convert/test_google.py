@@ -21,8 +21,8 @@ from keras import ops
 from bertzoo import BertBackbone
 from bertzoo.cli import main
 from bertzoo.convert.common import CheckpointError
-from bertzoo.convert.safetensors_io import read_safetensors
-from bertzoo.models.loading import convert_google_checkpoint
+from bertzoo.convert.loader import convert_google_checkpoint
+from bertzoo.io.safetensors import read_safetensors
 from tests.conftest import make_inputs
 
 # Pairwise-distinct sizes; batch 3 and seq 7 come from make_inputs.

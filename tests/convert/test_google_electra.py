@@ -22,9 +22,9 @@ from bertzoo import BertBackbone, ElectraPretrainer
 from bertzoo.cli import main
 from bertzoo.convert.common import CheckpointError
 from bertzoo.convert.google import MODEL_TYPES, read_google_checkpoint
-from bertzoo.convert.safetensors_io import read_safetensors
+from bertzoo.convert.loader import convert_google_checkpoint
 from bertzoo.io.manifest import MANIFEST_FILE
-from bertzoo.models.loading import convert_google_checkpoint
+from bertzoo.io.safetensors import read_safetensors
 from tests.conftest import make_inputs
 from tests.convert.test_google import TOLERANCE, _dense, _layer_norm, _np, _write_checkpoint
 

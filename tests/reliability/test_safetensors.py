@@ -16,15 +16,17 @@ import pytest
 import safetensors
 
 import bertzoo
-from bertzoo.convert import CheckpointError, safetensors_io, save_hf
+from bertzoo.convert import CheckpointError, save_hf
+from bertzoo.convert.bertzoo_format import load_task_head_file
 from bertzoo.convert.hf import _SPECS, _variable_map
-from bertzoo.convert.safetensors_io import (
+from bertzoo.errors import PresetError
+from bertzoo.io import safetensors as safetensors_io
+from bertzoo.io.safetensors import (
     SafetensorsError,
     read_safetensors,
     tensor_names,
     write_safetensors,
 )
-from bertzoo.errors import PresetError
 from bertzoo.models.tasks import BertClassifier
 from tests.conftest import tiny_backbone
 
@@ -339,7 +341,7 @@ def test_int_task_head_file_is_refused(tmp_path):
     path = tmp_path / "task_head.safetensors"
     write_safetensors(path, tensors)
     with pytest.raises(CheckpointError) as error:
-        model._load_head_file(path)
+        load_task_head_file(model, path)
     _assert_refused(path, error, bias, "int32")
     with pytest.raises(SafetensorsError) as error:
         read_safetensors(path, float_only=True)

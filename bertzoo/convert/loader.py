@@ -1,33 +1,73 @@
-"""Reading and writing backbones in every preset format, in one place.
+"""The preset loader: classify a preset argument, dispatch to its format,
+build the class it is given.
 
-`bertzoo.presets` classifies a preset argument (a built-in name, a bertzoo
-preset directory or a Hugging Face checkpoint directory); this module reads
-each kind's config and weights into a `BertBackbone` (`load_backbone`, which
-`BertBackbone.from_preset` calls), writes preset directories
-(`save_backbone`, behind `save_to_preset`) and converts Google's TF1
-checkpoints (`convert_google_checkpoint`, `download_google_checkpoint`). The
-format readers themselves (`bertzoo.convert`) work on tensors, config dicts
-and the backbone handed to them.
+`bertzoo.presets.classify` tells a built-in name, a bertzoo preset directory
+and a Hugging Face checkpoint directory apart; this module reads each kind's
+config and weights into the model class the caller hands it (`load_backbone`
+behind `BertBackbone.from_preset`, `load_task_model` behind the task models'
+`from_preset`), through one module per format: `bertzoo_format` (bertzoo's
+own directories), `hf` (Hugging Face, per family from its spec table) and
+`heads` (task-head tensors in Hugging Face names). Google's TF1 checkpoints
+are converted into bertzoo directories (`convert_google_checkpoint`).
+
+The models reach this module through `bertzoo.loader_registry`, never by
+importing it: it registers itself there when imported.
 """
 
-import json
 import logging
+import sys
 from pathlib import Path
 
+from bertzoo import loader_registry
 from bertzoo import presets as preset_lib
+from bertzoo.convert.bertzoo_format import (
+    check_weights_file,
+    load_bertzoo_weights,
+    load_task_head_file,
+    save_backbone,
+    save_task_model,
+)
 from bertzoo.convert.common import CheckpointError
 from bertzoo.convert.download import download_google_archive
 from bertzoo.convert.google import load_google_weights, read_google_checkpoint, save_google_preset
-from bertzoo.convert.hf import hf_to_preset, load_hf_weights
-from bertzoo.convert.safetensors_io import read_safetensors, write_safetensors
+from bertzoo.convert.heads import (
+    discriminator_head_tensors,
+    hf_num_classes,
+    load_discriminator_head,
+    load_hf_task_head,
+    load_pretraining_heads,
+    mlm_head_names,
+    pretraining_head_tensors,
+)
+from bertzoo.convert.hf import hf_to_preset, load_hf_weights, model_type_of
 from bertzoo.errors import PresetError
-from bertzoo.io.publish import publish_directory
 from bertzoo.models.backbone import BertBackbone
 
 logger = logging.getLogger(__name__)
 
+__all__ = [
+    "check_weights_file",
+    "convert_google_checkpoint",
+    "discriminator_head_tensors",
+    "download_google_checkpoint",
+    "head_family",
+    "hf_num_classes",
+    "load_backbone",
+    "load_discriminator_head",
+    "load_pretraining_heads",
+    "load_task_model",
+    "mlm_head_names",
+    "pretraining_head_tensors",
+    "resolve_preset",
+    "save_backbone",
+    "save_task_model",
+]
+
 # The sections of a preset document a backbone carries (`preset_info`).
 PRESET_INFO_KEYS = ("description", "tokenizer", "metadata")
+
+# Constructor arguments of a task model's `from_preset` that go to its backbone.
+_BACKBONE_OVERRIDES = ("dropout", "attention_dropout", "dtype")
 
 
 def resolve_preset(preset):
@@ -46,53 +86,6 @@ def resolve_preset(preset):
         )
     document = preset_lib.read_document(kind, location, BertBackbone.architecture_keys())
     return document, (None if kind == "builtin" else location), kind
-
-
-def check_weights_file(path, model):
-    """Keras matches weights by layer order, and silently drops extra ones:
-    compare the shapes of the tensors in the `.weights.h5` file `path` with
-    `model.weights` before loading (a `PresetError` when they differ)."""
-    import h5py
-
-    shapes = []
-    try:
-        with h5py.File(path, "r") as f:
-            f.visititems(
-                lambda name, obj: (
-                    shapes.append(tuple(obj.shape)) if isinstance(obj, h5py.Dataset) else None
-                )
-            )
-    except OSError as e:
-        raise PresetError(f"{path} is not a readable weights file: {e}") from e
-    expected = sorted(tuple(w.shape) for w in model.weights)
-    if sorted(shapes) != expected:
-        raise PresetError(
-            f"{path} holds {len(shapes)} tensors that do not match the "
-            f"{len(expected)} weights of the configured architecture (the "
-            "config and the weights come from different models)."
-        )
-
-
-def _load_bertzoo_weights(backbone, directory):
-    """Loads a bertzoo preset directory's weights into `backbone`; returns
-    its head tensors (`heads.safetensors`, or none)."""
-    weights = directory / preset_lib.WEIGHTS_FILE
-    if not weights.is_file():
-        raise PresetError(
-            f"{directory} has a {preset_lib.CONFIG_FILE} but no "
-            f"{preset_lib.WEIGHTS_FILE}. Pass load_weights=False to build the "
-            "architecture with random weights."
-        )
-    check_weights_file(weights, backbone)
-    try:
-        backbone.load_weights(weights)
-    except Exception as e:
-        raise PresetError(
-            f"Cannot load weights from {weights} into the architecture of "
-            f"{directory / preset_lib.CONFIG_FILE}: {e}"
-        ) from e
-    heads = directory / preset_lib.HEADS_FILE
-    return read_safetensors(heads, float_only=True) if heads.is_file() else {}
 
 
 def load_backbone(
@@ -125,35 +118,47 @@ def load_backbone(
             backbone, directory, allow_partial=allow_partial, allow_pickle=allow_pickle
         )
     else:
-        backbone.head_tensors = _load_bertzoo_weights(backbone, directory)
+        backbone.head_tensors = load_bertzoo_weights(backbone, directory)
     return backbone
 
 
-def save_backbone(backbone, preset_dir, preset_info, head_tensors, extra=None):
-    """Writes `backbone` as a preset directory (see
-    `BertBackbone.save_to_preset`): `preset_info` holds the description,
-    tokenizer and metadata sections to record, `head_tensors` the task-head
-    tensors written as `heads.safetensors` (none: no file), `extra` more
-    top-level sections for `config.json`."""
-    preset_dir = Path(preset_dir)
-    config = backbone.get_config()
-    backbone_config = {k: config[k] for k in BertBackbone.architecture_keys() if k in config}
-    metadata = {**preset_info.get("metadata", {}), "params": int(backbone.count_params())}
-    document = {"name": preset_dir.name}
-    if "description" in preset_info:
-        document["description"] = preset_info["description"]
-    document["backbone"] = backbone_config
-    if "tokenizer" in preset_info:
-        document["tokenizer"] = preset_info["tokenizer"]
-    document["metadata"] = metadata
-    document.update(extra or {})
-    text = json.dumps(document, indent=2) + "\n"
-    with publish_directory(preset_dir, "preset", replaces=preset_lib.MODEL_FILES) as staging:
-        backbone.save_weights(staging / preset_lib.WEIGHTS_FILE)
-        if head_tensors:
-            write_safetensors(staging / preset_lib.HEADS_FILE, head_tensors)
-        (staging / preset_lib.CONFIG_FILE).write_text(text, encoding="utf-8")
-    return preset_dir
+def load_task_model(cls, preset, load_weights=True, **kwargs):
+    """Builds the task model `cls` on the backbone of `preset` (see
+    `TaskModel.from_preset`): the head's weights come from a bertzoo task
+    preset of the same kind (`task_head.safetensors`), else from a Hugging
+    Face `*For<Task>` checkpoint's head, else the initialiser."""
+    overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in _BACKBONE_OVERRIDES}
+    backbone = BertBackbone.from_preset(preset, load_weights=load_weights, **overrides)
+    task = preset_lib.read_task_section(preset)
+    same_kind = cls._kind_of(task) in cls.kinds
+    if same_kind:
+        for key, value in cls._constructor_defaults(task).items():
+            kwargs.setdefault(key, value)
+    model = cls(backbone, **kwargs)
+    if not load_weights:
+        return model
+    head_file = Path(preset) / preset_lib.TASK_HEAD_FILE if task else None
+    if same_kind and head_file is not None and head_file.is_file():
+        model.head_loaded = load_task_head_file(model, head_file)
+    elif task and not same_kind:
+        logger.info(
+            "%s holds a %s head; %s starts a new %s head.",
+            preset,
+            task.get("kind"),
+            cls.__name__,
+            cls.kinds[0],
+        )
+    hf = getattr(backbone, "head_tensors", None)
+    if hf and not model.head_loaded:  # a bertzoo head file wins
+        model.head_loaded = load_hf_task_head(model, hf, preset)
+    return model
+
+
+def head_family(backbone):
+    """The family whose names a pretrainer's MLM head is written in:
+    "electra" for an ELECTRA generator (written as ElectraForMaskedLM),
+    else "bert"."""
+    return "electra" if model_type_of(backbone) == "electra" else "bert"
 
 
 # === Google TF1 checkpoints ===
@@ -262,3 +267,6 @@ def download_google_checkpoint(
     return convert_google_checkpoint(
         archive.directory, output_dir, lowercase=lowercase, metadata=archive.metadata
     )
+
+
+loader_registry.register_loader(sys.modules[__name__])

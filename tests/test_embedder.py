@@ -7,8 +7,8 @@ import pytest
 from keras import ops
 
 import bertzoo
+from bertzoo.embedder import sentence_transformers_settings
 from bertzoo.layers import TokenPooling
-from bertzoo.models.embedder import sentence_transformers_settings
 from tests.conftest import FIXTURES
 
 

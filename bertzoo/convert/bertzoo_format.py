@@ -1,0 +1,152 @@
+"""bertzoo's own preset directories: `config.json` (the preset document),
+`model.weights.h5` (the backbone), `heads.safetensors` (task-head tensors in
+Hugging Face names) and, for a fine-tuned task model,
+`task_head.safetensors` (the head's variables by path) with a `task`
+section in `config.json`. Every directory is published as one unit with a
+checksum manifest (`bertzoo.io.publish`)."""
+
+import json
+import logging
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from bertzoo import presets as preset_lib
+from bertzoo.convert.common import assign_tensors
+from bertzoo.errors import PresetError
+from bertzoo.io.publish import publish_directory
+from bertzoo.io.safetensors import read_safetensors, write_safetensors
+from bertzoo.models.backbone import BertBackbone
+from bertzoo.tokenizers.base import VOCABULARY_FILES
+
+logger = logging.getLogger(__name__)
+
+
+def check_weights_file(path, model):
+    """Keras matches weights by layer order, and silently drops extra ones:
+    compare the shapes of the tensors in the `.weights.h5` file `path` with
+    `model.weights` before loading (a `PresetError` when they differ)."""
+    import h5py
+
+    shapes = []
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(
+                lambda name, obj: (
+                    shapes.append(tuple(obj.shape)) if isinstance(obj, h5py.Dataset) else None
+                )
+            )
+    except OSError as e:
+        raise PresetError(f"{path} is not a readable weights file: {e}") from e
+    expected = sorted(tuple(w.shape) for w in model.weights)
+    if sorted(shapes) != expected:
+        raise PresetError(
+            f"{path} holds {len(shapes)} tensors that do not match the "
+            f"{len(expected)} weights of the configured architecture (the "
+            "config and the weights come from different models)."
+        )
+
+
+def load_bertzoo_weights(backbone, directory):
+    """Loads a bertzoo preset directory's weights into `backbone`; returns
+    its head tensors (`heads.safetensors`, or none)."""
+    weights = directory / preset_lib.WEIGHTS_FILE
+    if not weights.is_file():
+        raise PresetError(
+            f"{directory} has a {preset_lib.CONFIG_FILE} but no "
+            f"{preset_lib.WEIGHTS_FILE}. Pass load_weights=False to build the "
+            "architecture with random weights."
+        )
+    check_weights_file(weights, backbone)
+    try:
+        backbone.load_weights(weights)
+    except Exception as e:
+        raise PresetError(
+            f"Cannot load weights from {weights} into the architecture of "
+            f"{directory / preset_lib.CONFIG_FILE}: {e}"
+        ) from e
+    heads = directory / preset_lib.HEADS_FILE
+    return read_safetensors(heads, float_only=True) if heads.is_file() else {}
+
+
+def _preset_document(backbone, name, preset_info, extra):
+    config = backbone.get_config()
+    backbone_config = {k: config[k] for k in BertBackbone.architecture_keys() if k in config}
+    metadata = {**preset_info.get("metadata", {}), "params": int(backbone.count_params())}
+    document = {"name": name}
+    if "description" in preset_info:
+        document["description"] = preset_info["description"]
+    document["backbone"] = backbone_config
+    if "tokenizer" in preset_info:
+        document["tokenizer"] = preset_info["tokenizer"]
+    document["metadata"] = metadata
+    document.update(extra or {})
+    return document
+
+
+def save_backbone(backbone, preset_dir, preset_info, head_tensors, extra=None):
+    """Writes `backbone` as a preset directory (see
+    `BertBackbone.save_to_preset`): `preset_info` holds the description,
+    tokenizer and metadata sections to record, `head_tensors` the task-head
+    tensors written as `heads.safetensors` (none: no file), `extra` more
+    top-level sections for `config.json`."""
+    preset_dir = Path(preset_dir)
+    document = _preset_document(backbone, preset_dir.name, preset_info, extra)
+    text = json.dumps(document, indent=2) + "\n"
+    with publish_directory(preset_dir, "preset", replaces=preset_lib.MODEL_FILES) as staging:
+        backbone.save_weights(staging / preset_lib.WEIGHTS_FILE)
+        if head_tensors:
+            write_safetensors(staging / preset_lib.HEADS_FILE, head_tensors)
+        (staging / preset_lib.CONFIG_FILE).write_text(text, encoding="utf-8")
+    return preset_dir
+
+
+def load_task_head_file(model, path):
+    """Loads a task model's head from its `task_head.safetensors` file
+    `path` (variable path -> tensor) when the tensors fit the head's
+    variables; returns whether it did (a head that does not fit is left to
+    the initialiser, with a warning)."""
+    tensors = read_safetensors(path)
+    variables = model.head_variables()
+    if sorted(tensors) != sorted(variables) or any(
+        tuple(tensors[k].shape) != tuple(variables[k].shape) for k in variables
+    ):
+        shapes = {k: tuple(v.shape) for k, v in tensors.items()}
+        wanted = {k: tuple(v.shape) for k, v in variables.items()}
+        logger.warning(
+            "Not loading the task head from %s: it holds %s, this model needs %s; "
+            "the head starts from the initialiser.",
+            path,
+            shapes,
+            wanted,
+        )
+        return False
+    # Checked (dtypes) and assigned like every checkpoint weight.
+    assign_tensors({k: (v, False) for k, v in variables.items()}, tensors, path)
+    return True
+
+
+def save_task_model(model, preset_dir, tokenizer=None, preset_info=None):
+    """Writes a task model as a task preset directory (see
+    `TaskModel.save_to_preset`): the backbone files, the head
+    (`task_head.safetensors`), the `task` section and, with `tokenizer`,
+    its vocabulary and settings, published as one unit."""
+    preset_dir = Path(preset_dir)
+    replaces = preset_lib.MODEL_FILES + (VOCABULARY_FILES if tokenizer is not None else ())
+    info = dict(model.backbone.preset_info if preset_info is None else preset_info)
+    with publish_directory(preset_dir, "preset", replaces=replaces) as staging:
+        if tokenizer is not None:
+            tokenizer.save_to_preset(staging)
+            info["tokenizer"] = tokenizer.preset_section()
+        write_safetensors(
+            staging / preset_lib.TASK_HEAD_FILE,
+            {
+                k: np.asarray(keras.ops.convert_to_numpy(v.value), "float32")
+                for k, v in model.head_variables().items()
+            },
+        )
+        model.backbone.save_to_preset(
+            staging, extra={"task": model.task_config()}, preset_info=info
+        )
+    return preset_dir

@@ -1,0 +1,48 @@
+"""The tokenizer kinds: the registry that maps a preset's `tokenizer.kind`
+to its class, the special-token roles and the tokenizers' error.
+
+It sits below both `bertzoo.tokenizers.base` (the `Tokenizer` base class,
+whose `register_tokenizer` fills the registry) and
+`bertzoo.tokenizers.hf_config` (Hugging Face tokenizer settings), so that
+neither imports the other's importer.
+"""
+
+from bertzoo.errors import PresetError
+
+# Role -> attribute holding that token's string.
+SPECIAL_ROLES = ("cls", "sep", "pad", "unk", "mask")
+
+
+class TokenizerError(PresetError):
+    """A vocabulary or tokenizer setting is invalid."""
+
+
+# Tokenizer kind (a preset's `tokenizer.kind`) -> class, filled by
+# `bertzoo.tokenizers.base.register_tokenizer` as the kinds' modules are
+# imported (bertzoo.tokenizers imports every one).
+_REGISTRY = {}
+
+
+def add_kind(cls):
+    """Registers the tokenizer class `cls` under its `kind` (a kind taken by
+    another class is a `ValueError`)."""
+    if _REGISTRY.get(cls.kind, cls) is not cls:
+        raise ValueError(
+            f"Tokenizer kind {cls.kind!r} is already registered to {_REGISTRY[cls.kind].__name__}."
+        )
+    _REGISTRY[cls.kind] = cls
+
+
+def tokenizer_kinds():
+    """The registered tokenizer kinds, sorted ("sentencepiece", "wordpiece")."""
+    return tuple(sorted(_REGISTRY))
+
+
+def tokenizer_class(kind):
+    """The tokenizer class registered for `kind`; an unknown kind is a
+    `TokenizerError` listing the valid ones."""
+    if kind not in _REGISTRY:
+        raise TokenizerError(
+            f"Unknown tokenizer kind {kind!r}. Valid kinds: {', '.join(tokenizer_kinds())}."
+        )
+    return _REGISTRY[kind]
