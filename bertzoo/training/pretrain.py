@@ -276,13 +276,13 @@ def _train_phases(state):
         dataset = _phase_dataset(state, phase, examples, state.step - bounds[phase])
         callbacks = _phase_callbacks(state, phase, bounds, tensorboard)
         if config.verbose:
+            steps = f"{state.step + 1}-{bounds[phase + 1]}"
             logger.info(
-                "Phase %d/%d: seq_len %d, steps %d-%d, %d examples, global batch %d.",
+                "Phase %d/%d: seq_len %d, steps %s, %d examples, global batch %d.",
                 phase + 1,
                 len(config.seq_len),
                 config.seq_len[phase],
-                state.step + 1,
-                bounds[phase + 1],
+                steps,
                 len(examples),
                 config.batch_size,
             )

@@ -7,9 +7,7 @@ import logging
 import math
 from pathlib import Path
 
-from bertzoo.data import (
-    read_metadata,
-)
+from bertzoo.data import read_metadata
 from bertzoo.data.corpus import expand_files
 from bertzoo.data.examples import min_seq_len
 from bertzoo.errors import BertzooError

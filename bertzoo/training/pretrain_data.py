@@ -145,6 +145,8 @@ def phase_data(run, corpus, phase, train_examples, start_batch):
     tokenizer, masker = corpus.tokenizer, corpus.maskers[phase]
     seq = config.seq_len[phase]
     seed = config.seed + 1000 * phase
+    # Both sources: the phase's seed, endless, from the data position.
+    stream = {"seed": seed, "repeat": True, "start_batch": start_batch}
     if config.data:
         directory = config.data[phase]
     elif config.data_mode == "static":
@@ -155,14 +157,7 @@ def phase_data(run, corpus, phase, train_examples, start_batch):
             )
         wait_for(directory / "pretraining_metadata.json")
     else:
-        return make_pretraining_dataset(
-            train_examples,
-            config.batch_size,
-            masker,
-            seed=seed,
-            repeat=True,
-            start_batch=start_batch,
-        )
+        return make_pretraining_dataset(train_examples, config.batch_size, masker, **stream)
     meta = read_metadata(directory)
     return read_pretraining_dataset(
         directory,
@@ -170,9 +165,7 @@ def phase_data(run, corpus, phase, train_examples, start_batch):
         seq,
         masker=None if meta["masked"] else masker,
         vocabulary_size=tokenizer.vocabulary_size,
-        seed=seed,
-        repeat=True,
-        start_batch=start_batch,
+        **stream,
     )
 
 
