@@ -43,8 +43,9 @@ def main(argv=None):
     from bertzoo.training.distill import REPORT_FILE, DistillConfig, run_distillation
     from bertzoo.training.runs import run_recipe
 
-    args, report = run_recipe(build_parser(), DistillConfig, run_distillation, argv)
-    if report is None:
+    args, report, error = run_recipe(build_parser(), DistillConfig, run_distillation, argv)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     print(
         json.dumps(

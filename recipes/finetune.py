@@ -38,8 +38,9 @@ def main(argv=None):
     from bertzoo.training.finetune import FinetuneConfig, run_finetuning
     from bertzoo.training.runs import LOG_DIR, METRICS_FILE, run_recipe
 
-    args, metrics = run_recipe(build_parser(), FinetuneConfig, run_finetuning, argv)
-    if metrics is None:
+    args, metrics, error = run_recipe(build_parser(), FinetuneConfig, run_finetuning, argv)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     print(
         json.dumps(

@@ -41,8 +41,9 @@ def main(argv=None):
     from bertzoo.training.pretrain import PRESET_DIR, PretrainConfig, run_pretraining
     from bertzoo.training.runs import LOG_DIR, METRICS_FILE, run_recipe
 
-    args, metrics = run_recipe(build_parser(), PretrainConfig, run_pretraining, argv)
-    if metrics is None:
+    args, metrics, error = run_recipe(build_parser(), PretrainConfig, run_pretraining, argv)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     keys = (
         "initial_masked_lm_accuracy",

@@ -480,11 +480,11 @@ def test_an_interrupted_task_distillation_resumes_where_it_stopped(tmp_path, set
     """Stopped after the first prediction-stage epoch and run again, the run
     continues from its checkpoint and publishes the student an uninterrupted
     run publishes."""
-    from bertzoo.training import distill
+    from bertzoo.training import distill_task
 
     common = dict(epochs=2, prediction_epochs=3, patience=5, augment=2)
     full = run_distillation(_epoch_config(setup, tmp_path / "full", **common))
-    accuracy, calls = distill.accuracy, []
+    accuracy, calls = distill_task.accuracy, []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -493,10 +493,10 @@ def test_an_interrupted_task_distillation_resumes_where_it_stopped(tmp_path, set
         return accuracy(*args, **kwargs)
 
     config = _epoch_config(setup, tmp_path / "cut", **common)
-    monkeypatch.setattr(distill, "accuracy", interrupted)
+    monkeypatch.setattr(distill_task, "accuracy", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_distillation(config)
-    monkeypatch.setattr(distill, "accuracy", accuracy)
+    monkeypatch.setattr(distill_task, "accuracy", accuracy)
     resumed = run_distillation(config)
     for stage in ("intermediate", "prediction"):
         for a, b in zip(full["history"][stage], resumed["history"][stage], strict=True):

@@ -306,12 +306,12 @@ def test_an_interrupted_run_resumes_from_its_last_finished_epoch(
     """A run stopped during epoch 2 and run again continues after epoch 1
     and ends where an uninterrupted run ends (same batches, RNG state and
     optimizer state)."""
-    from bertzoo.training import finetune
+    from bertzoo.training import finetune_loop
 
     full = run_finetuning(
         _config(tiny_preset, task_files, tmp_path / "full", "classification", epochs=3, dropout=0.1)
     )
-    evaluate, calls = finetune.evaluate, []
+    evaluate, calls = finetune_loop.evaluate, []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -322,10 +322,10 @@ def test_an_interrupted_run_resumes_from_its_last_finished_epoch(
     config = _config(
         tiny_preset, task_files, tmp_path / "cut", "classification", epochs=3, dropout=0.1
     )
-    monkeypatch.setattr(finetune, "evaluate", interrupted)
+    monkeypatch.setattr(finetune_loop, "evaluate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_finetuning(config)
-    monkeypatch.setattr(finetune, "evaluate", evaluate)
+    monkeypatch.setattr(finetune_loop, "evaluate", evaluate)
     resumed = run_finetuning(config)
     for a, b in zip(full["history"], resumed["history"], strict=True):
         assert a == pytest.approx(b, rel=1e-5, abs=1e-6), (full["history"], resumed["history"])

@@ -2,7 +2,12 @@
 strategies, atomic checkpoints with resume, and the runs behind the recipes:
 pre-training (`bertzoo.training.pretrain`), fine-tuning
 (`bertzoo.training.finetune`) and distillation (`bertzoo.training.distill`),
-with the plumbing they share (`bertzoo.training.runs`)."""
+each split by stage (`pretrain_config`, `pretrain_data`, `pretrain_model`;
+`finetune_data`, `finetune_loop`; `distill_context`, `distill_corpus`,
+`distill_task_data`, `distill_task`), over one run lifecycle
+(`bertzoo.training.lifecycle`: lock, claim, resume or start over, settings
+record, publish, TensorBoard, progress), with the settings and flags they
+share (`bertzoo.training.runs`)."""
 
 from bertzoo.training.checkpoint import (
     CheckpointManager,

@@ -142,17 +142,25 @@ class RunConfig:
             Path(output) / RUN_SETTINGS_FILE, json.dumps(self.to_json(), indent=2) + "\n"
         )
 
-    def check_resumable(self, output, error):
+    def check_resumable(self, output, error, unrecorded_resumes=False, start_over=None):
         """Raises `error` unless the checkpoints in `output` come from a run
-        with the same compared settings (none recorded: nothing is known to
-        match)."""
+        with the same compared settings. None recorded: nothing is known to
+        match (refused), unless `unrecorded_resumes`. `start_over` says what
+        `--no-resume` deletes there."""
         changed = self.changed_settings(output)
+        if changed is None and unrecorded_resumes:
+            return
         if changed is None:
+            changes = "none recorded"
             changed = self.compared_settings()
+        else:
+            changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
         if changed:
+            deletes = f" ({start_over})" if start_over else ""
             raise error(
-                f"{output} holds checkpoints of a run with other settings ({', '.join(changed)}); "
-                "use another --output, or --no-resume to start over there."
+                f"{output} holds checkpoints of a run with other settings ({', '.join(changed)}). "
+                f"Recorded -> now: {changes}. Rerun with the same settings to resume, use "
+                f"another --output, or --no-resume to start over there{deletes}."
             )
 
     def changed_settings(self, output):
@@ -426,16 +434,15 @@ def run_recipe(parser, cls, run, argv=None):
     """What every recipe's `main` does before it prints its results: parses
     `argv` into a `cls` configuration, logs bertzoo's progress (other
     libraries: warnings only) and calls `run(config)`. Returns `(args,
-    result)`; `result` is None when the run stopped with a `BertzooError`
-    (bad settings, inputs or output, another run on --output, a NaN loss),
-    which it prints as one line on stderr, without a traceback."""
+    result, error)`: `error` is the `BertzooError` the run stopped with (bad
+    settings, inputs or output, another run on --output, a NaN loss; result
+    None), for the recipe to print as one line, without a traceback."""
     from bertzoo.errors import BertzooError
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format=RECIPE_LOG_FORMAT)
     logging.getLogger("bertzoo").setLevel(logging.INFO)
     try:
-        return args, run(config_from_args(cls, args))
+        return args, run(config_from_args(cls, args)), None
     except BertzooError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return args, None
+        return args, None, e

@@ -157,7 +157,7 @@ def init_student(config, teacher, student, has_weights):
     """Starts a student without weights from the teacher (unless
     `--no-init-from-teacher`) and says how, for the report. distilbert with a
     student of the teacher's width: embeddings and every other layer (copied
-    in `_run_corpus`, with the MLM head). Otherwise: the embeddings projected
+    in `bertzoo.training.distill_corpus`, with the MLM head). Otherwise: the embeddings projected
     onto the teacher's principal directions (`init_embeddings_from_teacher`):
     without them, tokens absent from the distillation data keep random
     embeddings, and a task student fails on words first met at test time.

@@ -26,7 +26,7 @@ import bertzoo
 from bertzoo.errors import NonFiniteError, OutputError
 from bertzoo.io.rundir import LOCK_FILE, RECORD_FILE, RunDirectory
 from bertzoo.tokenizers.train import train_wordpiece
-from bertzoo.training import finetune, pretrain
+from bertzoo.training import finetune_loop, pretrain
 from bertzoo.training.callbacks import Throughput
 from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint
 from bertzoo.training.distill import DistillConfig, run_distillation
@@ -631,7 +631,7 @@ def test_nan_during_finetuning_keeps_the_best_epoch_and_its_checkpoint(
 ):
     out = tmp_path / "run"
     monkeypatch.setattr(
-        finetune, "Throughput", _poison_at(5)
+        finetune_loop, "Throughput", _poison_at(5)
     )  # 32 examples / 8: step 5 is epoch 2's first
     with pytest.raises(
         NonFiniteError,

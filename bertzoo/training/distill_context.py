@@ -1,0 +1,67 @@
+"""What the stages of a distillation run (`bertzoo.training.distill`) share:
+the run context handed from stage to stage, the stages' optimizer and the
+publication of the student."""
+
+import dataclasses
+import logging
+
+from bertzoo.io.publish import atomic_directory
+from bertzoo.models.tasks import BertClassifier
+from bertzoo.training.optimizers import make_optimizer
+
+logger = logging.getLogger("bertzoo.training.distill")  # the run's log lines
+
+REPORT_FILE = "report.json"
+STUDENT_DIR = "student"
+
+
+@dataclasses.dataclass
+class Distillation:
+    """A distillation run in progress: its lifecycle (`run`, a
+    `bertzoo.training.lifecycle.Run`), the teacher, the student's backbone
+    and where its layers learn from, and what the stages report."""
+
+    run: object
+    distribution: object
+    teacher: object  # a BertClassifier (tinybert-task), else a backbone
+    teacher_path: str
+    student: object  # the student's backbone
+    layer_map: object
+    tokenizer: object
+    student_init: str = None  # how the student started (bertzoo.training.students)
+    tensorboard: object = None
+    stages: dict = dataclasses.field(default_factory=dict)  # per stage: its last metrics
+
+    @property
+    def config(self):
+        return self.run.config
+
+    @property
+    def student_dir(self):
+        return self.run.output / STUDENT_DIR
+
+
+def stage_optimizer(config, steps):
+    return make_optimizer(
+        "adamw",
+        config.learning_rate,
+        total_steps=steps,
+        warmup_steps=int(config.warmup_proportion * steps),
+    )
+
+
+def save_student(context, model):
+    """The student alone (`model`: a classifier for task distillation, else
+    the student's backbone), as a preset directory swapped in complete."""
+    config, tokenizer, teacher_path = context.config, context.tokenizer, context.teacher_path
+    preset_info = {
+        "description": f"Distilled ({config.method}) from {teacher_path} by bertzoo's recipe.",
+        "tokenizer": tokenizer.preset_section(),
+        "metadata": {"source_checkpoint": f"distilled from {teacher_path}"},
+    }
+    with atomic_directory(context.student_dir) as staging:
+        if isinstance(model, BertClassifier):
+            model.save_to_preset(staging, tokenizer=tokenizer, preset_info=preset_info)
+        else:
+            tokenizer.save_to_preset(staging)
+            context.student.save_to_preset(staging, preset_info=preset_info)
