@@ -8,7 +8,10 @@ under about 80, calls under about 7 arguments).
 
 Lines are physical lines of the file or of the function's source span
 (decorators and docstring included). Arguments are positional plus keyword
-arguments of one call, `*args`/`**kwargs` counted as one each.
+arguments of one call, `*args`/`**kwargs` counted as one each. A call of a
+capitalised name with keyword arguments only builds a record (a `_Spec`
+table row, a dataclass of settings): those are variants as data, listed
+apart from the calls that hand work from one function to another.
 """
 
 import argparse
@@ -24,8 +27,15 @@ def _files(root):
         yield from sorted(p for p in (root / folder).rglob("*.py") if "__pycache__" not in p.parts)
 
 
+def _is_record(call):
+    callee = (
+        call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    )
+    return callee.lstrip("_")[:1].isupper() and not call.args and bool(call.keywords)
+
+
 def measure(root=ROOT, top=10):
-    modules, functions, calls = [], [], []
+    modules, functions, calls, records = [], [], [], []
     for path in _files(root):
         text = path.read_text(encoding="utf-8")
         name = str(path.relative_to(root))
@@ -36,12 +46,13 @@ def measure(root=ROOT, top=10):
                 functions.append((node.end_lineno - start + 1, f"{name}:{node.lineno} {node.name}"))
             elif isinstance(node, ast.Call):
                 count = len(node.args) + len(node.keywords)
-                calls.append((count, f"{name}:{node.lineno}"))
+                (records if _is_record(node) else calls).append((count, f"{name}:{node.lineno}"))
     biggest = lambda rows: [{"size": n, "where": w} for n, w in sorted(rows, reverse=True)[:top]]
     return {
         "modules": biggest(modules),
         "functions": biggest(functions),
         "calls": biggest(calls),
+        "records": biggest(records),
         "over_targets": {
             "modules_over_600_lines": sum(n > 600 for n, _ in modules),
             "functions_over_80_lines": sum(n > 80 for n, _ in functions),
@@ -60,7 +71,7 @@ def main():
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    for table in ("modules", "functions", "calls"):
+    for table in ("modules", "functions", "calls", "records"):
         print(f"largest {table}:")
         for row in result[table]:
             print(f"  {row['size']:5d}  {row['where']}")
