@@ -306,7 +306,7 @@ def plan(
     arch = Architecture.of(preset)
     _check_step(arch, seq_len, gradient_accumulation, tflops, utilisation)
     name = preset if isinstance(preset, str) else getattr(preset, "name", "backbone")
-    step = {
+    step = {  # the Plan fields of the step's settings
         "preset": str(name),
         "mode": mode,
         "seq_len": seq_len,
