@@ -217,9 +217,9 @@ def classic_table():
 
 
 def _base_config():
-    from bertzoo.planner import _architecture
+    from bertzoo.planner.architecture import backbone_config
 
-    return _architecture("bert_base")
+    return backbone_config("bert_base")
 
 
 def markdown(rows):

@@ -15,7 +15,8 @@ import pytest
 
 import bertzoo
 from bertzoo.cli import main
-from bertzoo.planner import Architecture, _architecture, parse_memory, plan
+from bertzoo.planner import Architecture, parse_memory, plan
+from bertzoo.planner.architecture import backbone_config
 from bertzoo.training.finetune import FinetuneConfig, FinetuneError
 from bertzoo.training.pretrain import PretrainConfig, PretrainError, _auto_batch_size
 from bertzoo.training.runs import batch_size_flag, resolve_batch_size
@@ -223,7 +224,7 @@ def test_pretrain_auto_batch_size(tmp_path):
     )
     resolved = _auto_batch_size(config, distribution)
     assert config.preset == "bert_tiny"
-    architecture = {**_architecture("bert_tiny"), "vocabulary_size": config.vocab_size}
+    architecture = {**backbone_config("bert_tiny"), "vocabulary_size": config.vocab_size}
     expected = plan(architecture, seq_len=256, memory="4GiB", mode="pretrain")
     assert resolved.batch_size == expected.max_batch
     with pytest.raises(PretrainError, match="objective electra"):

@@ -197,6 +197,87 @@ class DownloadedCheckpoint:
     metadata: dict
 
 
+@dataclasses.dataclass(frozen=True)
+class _Archive:
+    """One archive to download: its URL, file name, the stem it is extracted
+    under, the cache directory and the SHA-256 expected (None: not pinned)."""
+
+    url: str
+    name: str
+    stem: str
+    cache_dir: Path
+    expected: str | None
+
+    @property
+    def final(self):
+        """Where the archive is extracted."""
+        return self.cache_dir / self.stem
+
+
+def _reuse_download(archive):
+    """The SHA-256 recorded for an earlier extraction of `archive`, after
+    checking it against the one expected."""
+    final = archive.final
+    record = read_json_object(final / _DOWNLOAD_RECORD)
+    if archive.expected and record.get("sha256") != archive.expected:
+        raise CheckpointError(
+            f"{final} was extracted from an archive with sha256 {record.get('sha256')}, "
+            f"not the expected {archive.expected}. Delete {final} to download it again."
+        )
+    logger.info("Using %s, downloaded earlier from %s.", final, record.get("url"))
+    return record.get("sha256")
+
+
+def _fetch_verified(archive, path):
+    """Downloads `archive` to `path`; its SHA-256, checked against the one
+    expected (a warning when none is)."""
+    actual = _fetch(archive.url, path)
+    if archive.expected and actual != archive.expected:
+        raise CheckpointError(
+            f"Checksum mismatch for {archive.url}: sha256 {actual}, expected "
+            f"{archive.expected}. The download is corrupt or not the archive you meant."
+        )
+    if not archive.expected:
+        logger.warning(
+            "No sha256 was given for %s, and no published checksum is known for "
+            "the archive itself; pass sha256=%s to pin this one.",
+            archive.name,
+            actual,
+        )
+    return actual
+
+
+def _download(archive, check_recorded):
+    """Downloads, verifies and extracts `archive` into a temporary folder
+    renamed into place when complete (with its download record); returns
+    the archive's SHA-256. Nothing is left behind on failure."""
+    fd, tmp_archive = tempfile.mkstemp(
+        prefix=f".{archive.name}.", suffix=".part", dir=archive.cache_dir
+    )
+    os.close(fd)
+    tmp_dir = None
+    try:
+        actual = _fetch_verified(archive, tmp_archive)
+        tmp_dir = tempfile.mkdtemp(
+            prefix=f".{archive.stem}.", suffix=".extract", dir=archive.cache_dir
+        )
+        _safe_extract(tmp_archive, tmp_dir)
+        if check_recorded and _check_recorded_members(archive.name, tmp_dir):
+            logger.info("The files in %s match their recorded sha256 values.", archive.name)
+        atomic_write_text(
+            Path(tmp_dir) / _DOWNLOAD_RECORD,
+            json.dumps({"url": archive.url, "sha256": actual}, indent=2) + "\n",
+        )
+        os.replace(tmp_dir, archive.final)
+        tmp_dir = None
+    finally:
+        if os.path.exists(tmp_archive):
+            os.unlink(tmp_archive)
+        if tmp_dir is not None:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    return actual
+
+
 def download_google_archive(name, cache_dir, sha256=None, check_recorded=True):
     """Downloads, verifies and extracts an official Google BERT/ALBERT archive.
 
@@ -223,20 +304,12 @@ def download_google_archive(name, cache_dir, sha256=None, check_recorded=True):
     info = _resolve_download(name)
     url = info["url"]
     archive_name, stem = _archive_name(url)
-    cache_dir = Path(cache_dir)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    final = cache_dir / stem
     expected = sha256.lower().strip() if sha256 else None
-    record_path = final / _DOWNLOAD_RECORD
-    if record_path.is_file():
-        record = read_json_object(record_path)
-        if expected and record.get("sha256") != expected:
-            raise CheckpointError(
-                f"{final} was extracted from an archive with sha256 {record.get('sha256')}, "
-                f"not the expected {expected}. Delete {final} to download it again."
-            )
-        logger.info("Using %s, downloaded earlier from %s.", final, record.get("url"))
-        actual = record.get("sha256")
+    archive = _Archive(url, archive_name, stem, Path(cache_dir), expected)
+    archive.cache_dir.mkdir(parents=True, exist_ok=True)
+    final = archive.final
+    if (final / _DOWNLOAD_RECORD).is_file():
+        actual = _reuse_download(archive)
     elif final.exists():
         # bertzoo renames a complete extraction (its record inside) into
         # place in one step: this folder is not one of its downloads.
@@ -245,40 +318,7 @@ def download_google_archive(name, cache_dir, sha256=None, check_recorded=True):
             "there and will not replace it; move it or use another cache directory."
         )
     else:
-        fd, tmp_archive = tempfile.mkstemp(
-            prefix=f".{archive_name}.", suffix=".part", dir=cache_dir
-        )
-        os.close(fd)
-        tmp_dir = None
-        try:
-            actual = _fetch(url, tmp_archive)
-            if expected and actual != expected:
-                raise CheckpointError(
-                    f"Checksum mismatch for {url}: sha256 {actual}, expected {expected}. "
-                    "The download is corrupt or not the archive you meant."
-                )
-            if not expected:
-                logger.warning(
-                    "No sha256 was given for %s, and no published checksum is known for "
-                    "the archive itself; pass sha256=%s to pin this one.",
-                    archive_name,
-                    actual,
-                )
-            tmp_dir = tempfile.mkdtemp(prefix=f".{stem}.", suffix=".extract", dir=cache_dir)
-            _safe_extract(tmp_archive, tmp_dir)
-            if check_recorded and _check_recorded_members(archive_name, tmp_dir):
-                logger.info("The files in %s match their recorded sha256 values.", archive_name)
-            atomic_write_text(
-                Path(tmp_dir) / _DOWNLOAD_RECORD,
-                json.dumps({"url": url, "sha256": actual}, indent=2) + "\n",
-            )
-            os.replace(tmp_dir, final)
-            tmp_dir = None
-        finally:
-            if os.path.exists(tmp_archive):
-                os.unlink(tmp_archive)
-            if tmp_dir is not None:
-                shutil.rmtree(tmp_dir, ignore_errors=True)
+        actual = _download(archive, check_recorded)
     metadata = {"checkpoint_url": url, "source_checkpoint": f"{url} (sha256 {actual})"}
     if info["license"]:
         metadata["license"] = info["license"]

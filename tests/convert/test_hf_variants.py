@@ -22,12 +22,8 @@ from keras import ops
 
 from bertzoo import BertBackbone, BertPretrainer
 from bertzoo.convert import CheckpointError, read_safetensors, save_hf, write_safetensors
-from bertzoo.convert.hf import (
-    SUPPORTED_MODEL_TYPES,
-    _hf_group_map,
-    hf_to_preset,
-    load_hf_weights,
-)
+from bertzoo.convert.hf import SUPPORTED_MODEL_TYPES, hf_to_preset, load_hf_weights
+from bertzoo.convert.hf.spec import hf_group_map
 from bertzoo.convert.torch_pickle import read_torch_pickle
 from bertzoo.layers.common import group_of_layer
 
@@ -134,9 +130,9 @@ def test_albert_group_map_and_shapes():
     assert b.embeddings_layer.projection is not None
     for layers, groups in ((3, 2), (5, 3), (12, 1), (12, 12), (24, 1)):
         ours = [group_of_layer(i, layers, groups) for i in range(layers)]
-        assert ours == _hf_group_map(layers, groups)
-    assert _hf_group_map(3, 2) == [0, 0, 1]  # sharing matters in the fixture
-    assert _hf_group_map(5, 3) == [0, 0, 1, 1, 2]
+        assert ours == hf_group_map(layers, groups)
+    assert hf_group_map(3, 2) == [0, 0, 1]  # sharing matters in the fixture
+    assert hf_group_map(5, 3) == [0, 0, 1, 1, 2]
 
 
 def test_distilbert_config_and_sinusoidal_table():
@@ -306,7 +302,7 @@ def test_malicious_pickle_is_refused_and_runs_nothing(tmp_path, func, refused):
 
 
 # Raw pickle opcodes, as torch.save writes them (see
-# bertzoo.convert.hf._TorchUnpickler), so dtypes and views are tested without
+# bertzoo.convert.torch_pickle._TorchUnpickler), so dtypes and views are tested without
 # torch.
 def _str(s):
     b = s.encode()

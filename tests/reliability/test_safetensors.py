@@ -18,7 +18,8 @@ import safetensors
 import bertzoo
 from bertzoo.convert import CheckpointError, save_hf
 from bertzoo.convert.bertzoo_format import load_task_head_file
-from bertzoo.convert.hf import _SPECS, _variable_map
+from bertzoo.convert.hf.families import SPECS
+from bertzoo.convert.hf.weights import variable_map
 from bertzoo.errors import PresetError
 from bertzoo.io import safetensors as safetensors_io
 from bertzoo.io.safetensors import (
@@ -297,7 +298,7 @@ def _tiny_hf(tmp_path, **overrides):
 def _loaded(backbone):
     """The backbone's weights in HF names and layout."""
     out = {}
-    for name, (variable, transpose) in _variable_map(backbone, _SPECS["bert"]).items():
+    for name, (variable, transpose) in variable_map(backbone, SPECS["bert"]).items():
         value = np.asarray(keras.ops.convert_to_numpy(variable))
         out[name] = value.T if transpose else value
     return out

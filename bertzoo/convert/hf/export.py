@@ -1,0 +1,182 @@
+"""A backbone (and its task-head tensors and tokenizer) -> a Hugging Face
+checkpoint directory that transformers loads."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bertzoo.convert.common import CheckpointError, check_group_map
+from bertzoo.convert.hf.families import SPECS, spec_of
+from bertzoo.convert.hf.spec import ACTIVATIONS_TO_HF, SAFETENSORS_FILE, hf_group_map
+from bertzoo.convert.hf.weights import variable_map
+from bertzoo.io.publish import atomic_write_text, publish_directory
+from bertzoo.io.safetensors import write_safetensors
+from bertzoo.tokenizers.base import VOCABULARY_FILES
+from bertzoo.tokenizers.hf_config import hf_tokenizer_config
+
+
+def model_type_of(backbone):
+    """The Hugging Face model type a backbone is written as: the one its
+    preset records (`metadata.model_type`, e.g. "electra" for ELECTRA
+    checkpoints, whose architecture alone reads as BERT or ALBERT without a
+    pooler), else the one its architecture implies: DistilBERT without
+    segments and pooler, ALBERT with factorised embeddings or layer sharing,
+    else BERT."""
+    recorded = (getattr(backbone, "preset_info", None) or {}).get("metadata", {}).get("model_type")
+    if recorded in SPECS:
+        return recorded
+    if backbone.num_segments == 0 and not backbone.use_pooler:
+        return "distilbert"
+    factorised = backbone.embedding_dim != backbone.hidden_dim
+    shared = backbone.num_groups != backbone.num_layers
+    return "albert" if factorised or shared else "bert"
+
+
+def _spec_for_backbone(backbone, model_type=None):
+    """The spec of `model_type` (default: `model_type_of(backbone)`), after
+    checking that it can hold `backbone`."""
+    spec = spec_of(model_type or model_type_of(backbone))
+    problems = _mismatches(backbone, spec)
+    if problems:
+        raise CheckpointError(
+            f"This backbone cannot be written as Hugging Face model_type "
+            f"{spec.model_type!r}: {'; '.join(problems)}."
+        )
+    if spec.model_type == "albert":
+        layers, groups = backbone.num_layers, backbone.num_groups
+        reference = hf_group_map(layers, groups).__getitem__
+        check_group_map(layers, groups, reference, "save_hf", "transformers")
+    return spec
+
+
+def _mismatches(backbone, spec):
+    """What in `backbone` the model type of `spec` cannot hold."""
+    factorised = backbone.embedding_dim != backbone.hidden_dim
+    shared = backbone.num_groups != backbone.num_layers
+    problems = [
+        f"{k}={getattr(backbone, k)!r} ({spec.model_type} needs {v!r})"
+        for k, v in spec.fixed.items()
+        if getattr(backbone, k) != v
+    ]
+    if factorised and spec.projection is None:
+        problems.append("embedding_dim != hidden_dim")
+    if shared and spec.model_type != "albert":
+        problems.append("num_groups != num_layers")
+    if backbone.num_segments == 0 and spec.model_type != "distilbert":
+        pooler = " with a pooler" if backbone.use_pooler else ""
+        problems.append(f"num_segments=0{pooler} ({spec.model_type} needs segments)")
+    return problems
+
+
+def _architecture(spec, heads, has_pooler):
+    for prefix, pooler, name in spec.architectures:
+        if any(k.startswith(prefix) for k in heads) and pooler in (None, has_pooler):
+            return name
+    return spec.base_architecture
+
+
+def _hf_config(backbone, spec, architecture):
+    values = {
+        **backbone.get_config(),
+        # None means "same as dropout": write the rate actually used.
+        "attention_dropout": backbone.transformer_layers[0].attention_dropout,
+    }
+    config = {
+        "architectures": [architecture],
+        "model_type": spec.model_type,
+        "dtype": "float32",
+        spec.activation_key: ACTIVATIONS_TO_HF[backbone.activation],
+        **spec.hf_extra,
+    }
+    for key, hf_key, _ in spec.config_keys:
+        config[hf_key] = values[key]
+    return config
+
+
+def _check_heads(heads, spec):
+    foreign = sorted(k for k in heads if not k.startswith(spec.heads))
+    if foreign:
+        raise CheckpointError(
+            f"backbone.head_tensors holds tensors that are not {spec.model_type} "
+            f"task heads ({', '.join(foreign)}); expected names starting with "
+            f"{', '.join(spec.heads)}."
+        )
+
+
+def _check_tokenizer(tokenizer, backbone):
+    if getattr(tokenizer, "vocabulary_file", None) not in VOCABULARY_FILES:
+        raise CheckpointError(
+            "tokenizer must be a bertzoo BertTokenizer or SentencePieceTokenizer, "
+            f"got {type(tokenizer).__name__}."
+        )
+    size = getattr(tokenizer, "vocabulary_size", backbone.vocabulary_size)
+    if size != backbone.vocabulary_size:
+        raise CheckpointError(
+            f"The tokenizer has {size} tokens but the backbone's embedding table "
+            f"{backbone.vocabulary_size} rows."
+        )
+
+
+def _tensors(backbone, spec, heads):
+    """The backbone's tensors in HF names and layouts (under the base-model
+    prefix when there are heads), and the heads."""
+    prefix = spec.prefix if heads else ""
+    tensors = {}
+    for name, (variable, transpose) in variable_map(backbone, spec).items():
+        value = np.asarray(variable.numpy(), dtype="float32")
+        tensors[prefix + name] = np.ascontiguousarray(value.T if transpose else value)
+    tensors.update(heads)
+    return tensors
+
+
+def _write_json(path, document):
+    atomic_write_text(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+def save_hf(backbone, directory, tokenizer=None, model_type=None):
+    """Writes `backbone` as a Hugging Face checkpoint directory that
+    transformers loads with `AutoModel` (or the `*For*` class named in
+    `architectures`).
+
+    The model type is `model_type` when given, else the one the backbone's
+    preset records (ELECTRA checkpoints, and models trained from them), else
+    the one its architecture implies: `num_segments=0` without a pooler is
+    DistilBERT; `embedding_dim != hidden_dim` or layer sharing is ALBERT;
+    otherwise BERT. The task-head tensors in `backbone.head_tensors`
+    (e.g. from a converted BertForPreTraining) are written too, with the
+    backbone tensors under the base-model prefix as transformers expects.
+
+    Writes `model.safetensors`, (with `tokenizer`) its vocabulary file and
+    `tokenizer_config.json`, and `config.json`, published as one directory
+    with a checksum manifest (`bertzoo.io.publish`; an existing `directory`
+    must be empty or an earlier bertzoo export of this kind).
+
+    Args:
+        backbone: a `BertBackbone`.
+        directory: where to write (created if needed).
+        tokenizer: optional bertzoo tokenizer (usually WordPiece for
+            BERT/DistilBERT/ELECTRA, SentencePiece for ALBERT; either works)
+            with `lowercase` and `strip_accents` attributes and
+            `save_to_preset(directory)`.
+        model_type: "bert", "albert", "distilbert" or "electra"; default
+            as described above.
+    """
+    directory = Path(directory)
+    spec = _spec_for_backbone(backbone, model_type)
+    heads = dict(getattr(backbone, "head_tensors", None) or {})
+    _check_heads(heads, spec)
+    if tokenizer is not None:
+        _check_tokenizer(tokenizer, backbone)
+    tensors = _tensors(backbone, spec, heads)
+    config = _hf_config(backbone, spec, _architecture(spec, heads, backbone.use_pooler))
+    with publish_directory(directory, "hf") as staging:
+        write_safetensors(staging / SAFETENSORS_FILE, tensors, metadata={"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save_to_preset(staging)
+            tokenizer_config = hf_tokenizer_config(
+                tokenizer, spec.tokenizer_kind, spec.tokenizer_class
+            )
+            _write_json(staging / "tokenizer_config.json", tokenizer_config)
+        _write_json(staging / "config.json", config)
+    return directory

@@ -1,0 +1,97 @@
+"""The sizes of a backbone that the planner reads from its config alone
+(`Architecture`), and parameter counts."""
+
+import dataclasses
+
+
+def backbone_config(preset):
+    """The backbone config (`BertBackbone`'s arguments) of a preset name or
+    directory, a `BertBackbone` or a config dict."""
+    if isinstance(preset, dict):
+        return dict(preset)
+    config = getattr(preset, "get_config", None)
+    if config is not None:  # a BertBackbone
+        return config()
+    from bertzoo.convert.loader import resolve_preset  # Keras: only when a preset is read
+
+    document, _, _ = resolve_preset(preset)
+    return dict(document["backbone"])
+
+
+_REQUIRED = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim")
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """The sizes the planner reads from a backbone config (`BertBackbone`'s
+    constructor arguments; the optional ones at their defaults)."""
+
+    vocabulary_size: int
+    num_layers: int
+    num_heads: int
+    hidden_dim: int
+    intermediate_dim: int
+    embedding_dim: int
+    num_groups: int
+    num_segments: int
+    use_pooler: bool
+    dropout: float
+    attention_dropout: float
+    max_sequence_length: int
+
+    @classmethod
+    def of(cls, preset):
+        c = backbone_config(preset)
+        missing = [k for k in _REQUIRED if k not in c]
+        if missing:
+            raise ValueError(
+                f"The backbone config lacks {', '.join(missing)}; a config needs "
+                f"{', '.join(_REQUIRED)} (and may give embedding_dim, num_groups, "
+                "num_segments, use_pooler, dropout, attention_dropout, max_sequence_length)."
+            )
+        dropout = c.get("dropout", 0.1)
+        attention_dropout = c.get("attention_dropout")
+        return cls(
+            vocabulary_size=c["vocabulary_size"],
+            num_layers=c["num_layers"],
+            num_heads=c["num_heads"],
+            hidden_dim=c["hidden_dim"],
+            intermediate_dim=c["intermediate_dim"],
+            embedding_dim=c.get("embedding_dim") or c["hidden_dim"],
+            num_groups=c.get("num_groups") or c["num_layers"],
+            num_segments=c.get("num_segments", 2),
+            use_pooler=c.get("use_pooler", True),
+            dropout=dropout,
+            attention_dropout=dropout if attention_dropout is None else attention_dropout,
+            max_sequence_length=c.get("max_sequence_length", 512),
+        )
+
+    def block_params(self):
+        h, f = self.hidden_dim, self.intermediate_dim
+        # q, k, v, output projections; two LayerNorms; the feed-forward pair.
+        return 4 * (h * h + h) + 2 * 2 * h + (h * f + f) + (f * h + h)
+
+    def embedding_params(self):
+        e, h = self.embedding_dim, self.hidden_dim
+        tables = (self.vocabulary_size + self.max_sequence_length + self.num_segments) * e
+        projection = e * h + h if e != h else 0
+        return tables + 2 * e + projection
+
+    def pooler_params(self):
+        h = self.hidden_dim
+        return h * h + h if self.use_pooler else 0
+
+    def backbone_params(self):
+        """Exactly `BertBackbone.count_params()` (ALBERT's shared blocks
+        counted once)."""
+        return (
+            self.embedding_params() + self.num_groups * self.block_params() + self.pooler_params()
+        )
+
+    def head_params(self, mode, num_classes):
+        e, h, v = self.embedding_dim, self.hidden_dim, self.vocabulary_size
+        if mode == "pretrain":
+            # MaskedLMHead: H -> E transform + LayerNorm + output bias (tied
+            # table); NSP/SOP Dense(2) on the pooled output.
+            return h * e + e + 2 * e + v + (2 * h + 2 if self.use_pooler else 0)
+        return h * num_classes + num_classes
