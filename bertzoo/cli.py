@@ -259,10 +259,12 @@ def _add_train_vocab(sub):
             "line) with the same normalisation the tokenizer applies. For Korean and "
             "other scripts whose characters decompose, pass --no-strip-accents: "
             "accent stripping (NFD + dropping combining marks, the uncased default) "
-            "splits Hangul syllables into jamo."
+            "splits Hangul syllables into jamo. The corpus is streamed (files, glob "
+            "patterns, .gz), never held in memory: memory is bounded by --max-words "
+            "(WordPiece) or --max-sentences (SentencePiece) and --max-line-bytes."
         ),
     )
-    t.add_argument("files", nargs="+", metavar="FILE", help="text files")
+    t.add_argument("files", nargs="+", metavar="FILE", help="text files or glob patterns (.gz too)")
     t.add_argument("--output", required=True, help="the vocab.txt / spiece.model to write")
     t.add_argument(
         "--overwrite",
@@ -289,6 +291,33 @@ def _add_train_vocab(sub):
         "(WordPiece with accent stripping gets the 67 jamo instead). Default: none",
     )
     t.add_argument(
+        "--max-words",
+        type=int,
+        default=4_000_000,
+        metavar="N",
+        help="WordPiece: the corpus is streamed and its words counted exactly while it has at "
+        "most N distinct words; beyond, the Misra-Gries summary keeps at most N (each kept "
+        "count is at most about 1.1 x words / N below the truth, the bound met is printed; "
+        "rare words are dropped, every character is kept). About 120 bytes a word "
+        "(default 4,000,000: ~0.5 GB)",
+    )
+    t.add_argument(
+        "--max-sentences",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="SentencePiece: trains on a uniform sample of at most N non-empty lines, drawn "
+        "while streaming (reservoir sampling, seed 0), in corpus order; a corpus with at most "
+        "N lines is used whole (default 2,000,000)",
+    )
+    t.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="longer lines are cut at N bytes (and counted) (default 1 MiB)",
+    )
+    t.add_argument(
         "--show",
         type=int,
         default=3,
@@ -303,7 +332,12 @@ def train_vocab(args):
 
     from bertzoo.errors import BertzooError
     from bertzoo.tokenizers import BertTokenizer, SentencePieceTokenizer
-    from bertzoo.tokenizers.train import read_lines, train_sentencepiece, train_wordpiece
+    from bertzoo.tokenizers.train import (
+        CorpusStats,
+        read_lines,
+        train_sentencepiece,
+        train_wordpiece,
+    )
 
     if Path(args.output).is_dir():
         name = "vocab.txt" if args.kind == "wordpiece" else "spiece.model"
@@ -322,6 +356,8 @@ def train_vocab(args):
         return 2
     # BERT's rule: accents are stripped exactly when lowercasing, unless told.
     strip = args.lowercase if args.strip_accents is None else args.strip_accents
+    stats = CorpusStats()
+    limits = dict(max_line_bytes=args.max_line_bytes, stats=stats)
     try:
         if args.kind == "wordpiece":
             train_wordpiece(
@@ -331,6 +367,8 @@ def train_vocab(args):
                 strip_accents=strip,
                 output=args.output,
                 include_hangul=args.include_hangul,
+                max_words=args.max_words,
+                **limits,
             )
             tokenizer = BertTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
         else:
@@ -341,6 +379,8 @@ def train_vocab(args):
                 lowercase=args.lowercase,
                 strip_accents=strip,
                 include_hangul=args.include_hangul,
+                max_sentences=args.max_sentences,
+                **limits,
             )
             tokenizer = SentencePieceTokenizer(
                 args.output, lowercase=args.lowercase, strip_accents=strip
@@ -356,8 +396,13 @@ def train_vocab(args):
         f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens "
         f"(lowercase={tokenizer.lowercase}, strip_accents={tokenizer.strip_accents})."
     )
+    print(f"Read {stats.summary()}.")
+    if stats.word_counts:
+        print(f"Word counts: {stats.word_counts}.")
+    if stats.sampled:
+        print(f"Sample: {stats.sampled}.")
     shown = 0
-    for line in read_lines(args.files):
+    for line in read_lines(args.files, args.max_line_bytes):
         if shown >= args.show:
             break
         if line.strip():

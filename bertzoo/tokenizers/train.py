@@ -151,7 +151,7 @@ def train_wordpiece(
     distinct words is counted exactly, and the vocabulary is the same as
     from counting everything in memory. Beyond, the counts are the batched
     Misra-Gries summary (`corpus_stream.BoundedWordCounter`): a word's
-    count is at most 2N/max_words below its true count (N: the corpus's
+    count is at most about 1.1 N/max_words below its true count (N: the corpus's
     word occurrences; the exact bound met is logged), every word more
     frequent than that is kept, and rare words are dropped; the corpus's
     characters are all kept. Memory is bounded by `max_words` (about 120
@@ -221,6 +221,8 @@ def train_wordpiece(
     if not counts:
         raise TokenizerError("The training files hold no words.")
     logger.info("WordPiece word counts: %s.", counter.summary())
+    if stats is not None:
+        stats.word_counts = counter.summary()
     alphabet = sorted(counter.characters)
     required = reserved + [c for c in alphabet if c not in reserved]
     required += [JOINER + c for c in alphabet if JOINER + c not in reserved]
@@ -312,13 +314,11 @@ def _sentencepiece_sample(files, preprocessor, sampling, stats):
     lines = (line for line in read_lines(files, max_line_bytes, stats) if line)
     sample, seen = sample_lines(lines, max_sentences, seed)
     if seen > len(sample):
-        logger.info(
-            "SentencePiece trains on a uniform sample of %d of the corpus's %d non-empty "
-            "lines (seed %d).",
-            len(sample),
-            seen,
-            seed,
+        stats.sampled = (
+            f"a uniform sample of {len(sample):,} of the corpus's {seen:,} non-empty lines "
+            f"(reservoir sampling, seed {seed})"
         )
+        logger.info("SentencePiece trains on %s.", stats.sampled)
     return [s for s in _preprocessed_lines(sample, preprocessor) if s]
 
 
@@ -468,3 +468,29 @@ def train_sentencepiece(
     with atomic_path(path) as tmp:
         Path(tmp).write_bytes(proto)
     return path
+
+
+def vocabulary_overlap(reference, other):
+    """The share of `reference`'s tokens that `other` has too (1.0: all)."""
+    reference = list(reference)
+    return len(set(reference) & set(other)) / len(reference)
+
+
+def wordpiece_fit(vocabulary, lines, tokenizer):
+    """How a WordPiece vocabulary fits texts, words as `tokenizer` (a
+    `BasicTokenizer`) makes them: {"words", "tokens_per_word", "unk_rate"
+    (the share of tokens that are [UNK])}."""
+    known = set(vocabulary)
+    limit = basic.MAX_CHARS_PER_WORD[tokenizer.reference]
+    words = tokens = unknown = 0
+    for line in lines:
+        for word in tokenizer.tokenize(line):
+            pieces = basic.wordpiece(word, known, "[UNK]", limit)
+            words += 1
+            tokens += len(pieces)
+            unknown += pieces.count("[UNK]")
+    return {
+        "words": words,
+        "tokens_per_word": tokens / max(words, 1),
+        "unk_rate": unknown / max(tokens, 1),
+    }

@@ -149,7 +149,8 @@ def test_misra_gries_bounds_beyond_the_cap(max_words):
         largest = max(largest, len(counter.counts))
     assert not counter.exact and largest <= max_words + 5
     bound = counter.undercount_bound
-    assert 0 < bound <= len(words) / (max_words // 2 + 1)
+    assert 0 < bound <= len(words) / (counter.keep + 1)
+    assert counter.keep == int(max_words * 0.9)
     for word, count in counter.counts.items():
         assert truth[word] - bound <= count <= truth[word]
     assert {w for w, c in truth.items() if c > bound} <= set(counter.counts)
@@ -220,3 +221,31 @@ def test_sentencepiece_unchanged_when_the_corpus_fits(tmp_path):
     assert a.read_bytes() == b.read_bytes() != default.read_bytes()  # seeded sample
     c = train.train_sentencepiece(path, 600, tmp_path / "c", max_sentences=150, seed=1, **cased)
     assert c.read_bytes() != a.read_bytes()
+
+
+# --------------------------------------------------------------------- CLI
+
+
+def test_cli_streams_globs_and_reports(tmp_path, capsys):
+    from bertzoo import cli
+
+    lines = KOREAN.read_text("utf-8").splitlines() + MESSY
+    _write(tmp_path / "a.txt", lines[:150])
+    _write(tmp_path / "b.txt.gz", lines[150:] + ["q" * 300], compress=True)
+    output = tmp_path / "vocab.txt"
+    command = ["train-vocab", str(tmp_path / "*.txt*"), "--output", str(output)]
+    command += ["--no-lowercase", "--no-strip-accents", "--show", "0", "--vocab-size", "1500"]
+    assert cli.main(command + ["--max-words", "200", "--max-line-bytes", "100"]) == 0
+    out = capsys.readouterr().out
+    assert f"Read {len(lines) + 1:,} lines" in out and "in 2 file(s); 1 cut at 100 bytes" in out
+    assert "kept of more than max_words=200 (Misra-Gries" in out
+    words = _zipf_words(4000, 300, seed=5)
+    _write(tmp_path / "z.txt", [" ".join(words[i : i + 10]) for i in range(0, 4000, 10)])
+    model = tmp_path / "spiece.model"
+    command = ["train-vocab", str(tmp_path / "z.txt"), "--output", str(model), "--show", "0"]
+    command += ["--kind", "sentencepiece", "--vocab-size", "50", "--max-sentences", "150"]
+    assert cli.main(command) == 0
+    assert "a uniform sample of 150 of the corpus's 400 non-empty" in capsys.readouterr().out
+    assert cli.main(["train-vocab", str(tmp_path / "*.csv"), "--output", str(output)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "matches no file" in error[0]

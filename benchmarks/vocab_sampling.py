@@ -1,0 +1,193 @@
+"""How close a vocabulary trained in bounded memory is to one trained on all
+of a small corpus: WordPiece with the word table capped (`max_words`, the
+Misra-Gries summary beyond the cap) against WordPiece on a uniform line
+sample of the same table size (the alternative method), and SentencePiece
+on a seeded line sample (`max_sentences`).
+
+The corpus, offline and deterministic: the Python manual's help topics
+(`bertzoo.data.builtin_corpus`), the docstrings of 50 standard modules
+(benchmarks/texts.py), and real Korean: the Korean translations of the
+system's message catalogues (/usr/share/locale/ko/LC_MESSAGES/*.mo, read
+with `gettext`; software messages, mixed with English terms, numbers and
+format strings; recorded as absent when the machine has none) plus
+tests/fixtures/korean_corpus.txt. The lines are shuffled with seed 0; every
+10th is held out for the fit figures. Cased, no accent stripping (Hangul
+kept as syllables).
+
+Figures per run: `overlap` = the share of the full run's tokens the bounded
+run has too; `tokens_per_word` and `unk_rate` (share of [UNK] / <unk>
+tokens) on the held-out lines; `table_words` = the distinct words the
+bounded run held (the memory that matters for WordPiece).
+
+    python benchmarks/vocab_sampling.py   # ~5 minutes on 2 cores
+"""
+
+import argparse
+import gettext
+import json
+import logging
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, cpu_info, versions  # noqa: E402
+from texts import _MODULES, _docstring_sentences  # noqa: E402
+
+from bertzoo.data.builtin_corpus import python_docs_corpus  # noqa: E402
+from bertzoo.tokenizers import SentencePieceTokenizer, train  # noqa: E402
+from bertzoo.tokenizers.basic import BasicTokenizer  # noqa: E402
+from bertzoo.tokenizers.corpus_stream import sample_lines  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CASED = dict(lowercase=False, strip_accents=False)
+
+
+def korean_messages():
+    found = set()
+    for path in sorted(Path("/usr/share/locale/ko/LC_MESSAGES").glob("*.mo")):
+        try:
+            with open(path, "rb") as f:
+                catalog = gettext.GNUTranslations(f)._catalog
+        except (OSError, UnicodeDecodeError):
+            continue
+        for key, text in catalog.items():
+            if key and isinstance(text, str) and any("\uac00" <= c <= "\ud7a3" for c in text):
+                found.add(" ".join(text.split()))
+    return sorted(found)
+
+
+def corpus_lines():
+    english = [s for doc in python_docs_corpus() for s in doc]
+    english += sorted(_docstring_sentences(_MODULES))
+    korean = korean_messages()
+    fixture = (ROOT / "tests" / "fixtures" / "korean_corpus.txt").read_text("utf-8")
+    korean += [line for line in fixture.splitlines() if line.strip()]
+    lines = english + korean
+    random.Random(0).shuffle(lines)
+    return lines, {"english_lines": len(english), "korean_lines": len(korean)}
+
+
+def wordpiece_row(vocab, full, held_out, table_words, seconds):
+    fit = train.wordpiece_fit(vocab, held_out, BasicTokenizer(**CASED))
+    return {
+        "tokens": len(vocab),
+        "overlap": round(train.vocabulary_overlap(full, vocab), 4) if full else 1.0,
+        "tokens_per_word": round(fit["tokens_per_word"], 4),
+        "unk_rate": round(fit["unk_rate"], 5),
+        "table_words": table_words,
+        "seconds": round(seconds, 1),
+    }
+
+
+def timed(call, *args, **kwargs):
+    start = time.perf_counter()
+    result = call(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def run_wordpiece(path, lines, held_out, args):
+    counter = train.count_words(path, BasicTokenizer(**CASED))
+    distinct = len(counter.counts)
+    full, seconds = timed(train.train_wordpiece, path, args.vocab_size, **CASED)
+    rows = {"full": wordpiece_row(full, None, held_out, distinct, seconds)}
+    for share in args.shares:
+        cap = max(2, int(distinct * share))
+        vocab, seconds = timed(train.train_wordpiece, path, args.vocab_size, max_words=cap, **CASED)
+        rows[f"misra_gries_{share}"] = wordpiece_row(vocab, full, held_out, cap, seconds)
+        # The alternative at the same table size: a uniform line sample
+        # large enough to hold about `cap` distinct words.
+        sample = _sample_with_words(lines, cap, args.seed)
+        sample_path = path.with_name(f"sample_{share}.txt")
+        sample_path.write_text("".join(s + "\n" for s in sample), encoding="utf-8")
+        table = len(train.count_words(sample_path, BasicTokenizer(**CASED)).counts)
+        vocab, seconds = timed(train.train_wordpiece, sample_path, args.vocab_size, **CASED)
+        row = wordpiece_row(vocab, full, held_out, table, seconds)
+        row["sampled_lines"] = len(sample)
+        rows[f"line_sample_{share}"] = row
+    return {"distinct_words": distinct, "runs": rows}
+
+
+def _sample_with_words(lines, words, seed):
+    """The largest uniform line sample (halving steps from all) whose
+    distinct words are at most `words`."""
+    tokenizer = BasicTokenizer(**CASED)
+    size = len(lines)
+    while size > 1:
+        sample, _ = sample_lines(iter(lines), size, seed)
+        distinct = {w for line in sample for w in tokenizer.tokenize(line)}
+        if len(distinct) <= words:
+            return sample
+        size = int(size * 0.8)
+    return lines[:1]
+
+
+def run_sentencepiece(path, lines, held_out, args):
+    out = Path(tempfile.mkdtemp())
+    runs, full_vocab = {}, None
+    words = sum(len(line.split()) for line in held_out)
+    for share in [1.0, *args.shares]:
+        size = max(1, int(len(lines) * share))
+        model, seconds = timed(
+            train.train_sentencepiece,
+            path,
+            args.vocab_size,
+            out / str(share),
+            max_sentences=size,
+            hard_vocab_limit=False,
+            **CASED,
+        )
+        tokenizer = SentencePieceTokenizer(model, **CASED)
+        rows = tokenizer(held_out).to_list()
+        tokens = sum(len(r) for r in rows)
+        unknown = sum(r.count(tokenizer.unk_token_id) for r in rows)
+        vocab = tokenizer.vocabulary
+        full_vocab = vocab if full_vocab is None else full_vocab
+        runs["full" if share == 1.0 else f"sample_{share}"] = {
+            "sampled_lines": size,
+            "overlap": round(train.vocabulary_overlap(full_vocab, vocab), 4),
+            "tokens_per_word": round(tokens / words, 4),
+            "unk_rate": round(unknown / tokens, 5),
+            "seconds": round(seconds, 1),
+        }
+    return {"runs": runs}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--shares", type=float, nargs="+", default=[0.5, 0.25, 0.1])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=str(RESULTS / "vocab_sampling.json"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    lines, sources = corpus_lines()
+    held_out = lines[::10]
+    training = [line for i, line in enumerate(lines) if i % 10]
+    path = Path(tempfile.mkdtemp()) / "corpus.txt"
+    path.write_text("".join(line + "\n" for line in training), encoding="utf-8")
+    result = {
+        "benchmark": "vocab_sampling",
+        "date": time.strftime("%Y-%m-%d"),
+        "command": "python benchmarks/vocab_sampling.py " + " ".join(sys.argv[1:]),
+        "machine": {**cpu_info(), "python": platform.python_version()},
+        "versions": versions("tensorflow", "tensorflow_text", "sentencepiece"),
+        "corpus": {
+            **sources,
+            "training_lines": len(training),
+            "training_bytes": path.stat().st_size,
+            "held_out_lines": len(held_out),
+        },
+        "vocab_size": args.vocab_size,
+        "wordpiece": run_wordpiece(path, training, held_out, args),
+        "sentencepiece": run_sentencepiece(path, training, held_out, args),
+    }
+    Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
