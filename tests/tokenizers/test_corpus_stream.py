@@ -246,6 +246,6 @@ def test_cli_streams_globs_and_reports(tmp_path, capsys):
     command += ["--kind", "sentencepiece", "--vocab-size", "50", "--max-sentences", "150"]
     assert cli.main(command) == 0
     assert "a uniform sample of 150 of the corpus's 400 non-empty" in capsys.readouterr().out
-    assert cli.main(["train-vocab", str(tmp_path / "*.csv"), "--output", str(output)]) == 2
+    assert cli.main(["train-vocab", str(tmp_path / "*.csv"), "--output", str(tmp_path / "v")]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "matches no file" in error[0]
