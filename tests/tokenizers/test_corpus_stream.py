@@ -249,3 +249,62 @@ def test_cli_streams_globs_and_reports(tmp_path, capsys):
     assert cli.main(["train-vocab", str(tmp_path / "*.csv"), "--output", str(tmp_path / "v")]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "matches no file" in error[0]
+
+
+# ------------------------------------------------------------------ memory
+
+
+def _distinct_word_corpus(path, distinct, seed):
+    """Lines of mostly distinct words (Hangul, Latin, digits, emoji from a
+    fixed alphabet), so the word table grows with the corpus: `distinct`
+    words, 2 occurrences each."""
+    rng = random.Random(seed)
+    syllables = [chr(0xAC00 + 37 * i) for i in range(100)] + list("abcxyz")
+    words = [
+        rng.choice(["", "e", "😂"]) + "".join(rng.choices(syllables, k=3)) + f"{i}"
+        for i in range(distinct)
+    ]
+    words = words * 2
+    rng.shuffle(words)
+    return _write(path, [" ".join(words[i : i + 12]) for i in range(0, len(words), 12)])
+
+
+def _peak(call):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_is_bounded_by_the_settings_not_the_corpus(tmp_path):
+    """tracemalloc peaks (Python allocations) of counting and sampling: a
+    corpus with 10x the cap's distinct words peaks near the 1x corpus with
+    the same settings, while counting it exactly peaks far higher."""
+    cap = 3000
+    small = _distinct_word_corpus(tmp_path / "1x.txt", cap, seed=1)
+    large = _distinct_word_corpus(tmp_path / "10x.txt", 10 * cap, seed=2)
+    assert large.stat().st_size > 9 * small.stat().st_size
+    tokenizer = BasicTokenizer(lowercase=False, strip_accents=False)
+
+    def count(path, max_words):
+        return lambda: train.count_words(path, tokenizer, max_words=max_words)
+
+    bounded_small = _peak(count(small, cap))
+    bounded_large = _peak(count(large, cap))
+    exact_large = _peak(count(large, 100 * cap))
+    assert bounded_large < 1.3 * bounded_small, (bounded_small, bounded_large)
+    assert exact_large > 4 * bounded_small, (bounded_small, exact_large)
+
+    def sample(path, max_lines):
+        return lambda: sample_lines(read_lines(path), max_lines, seed=0)
+
+    lines = 200
+    sampled_small = _peak(sample(small, lines))
+    sampled_large = _peak(sample(large, lines))
+    whole_large = _peak(sample(large, 100 * lines))
+    assert sampled_large < 1.3 * sampled_small, (sampled_small, sampled_large)
+    assert whole_large > 4 * sampled_small, (sampled_small, whole_large)
