@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, cpu_info, versions  # noqa: E402
 from texts import _MODULES, _docstring_sentences  # noqa: E402
@@ -40,7 +42,7 @@ from texts import _MODULES, _docstring_sentences  # noqa: E402
 from bertzoo.data.builtin_corpus import python_docs_corpus  # noqa: E402
 from bertzoo.tokenizers import SentencePieceTokenizer, train  # noqa: E402
 from bertzoo.tokenizers.basic import BasicTokenizer  # noqa: E402
-from bertzoo.tokenizers.corpus_stream import sample_lines  # noqa: E402
+from bertzoo.tokenizers.corpus_stream import BoundedWordCounter, sample_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CASED = dict(lowercase=False, strip_accents=False)
@@ -80,6 +82,7 @@ def wordpiece_row(vocab, full, held_out, table_words, seconds):
         "unk_rate": round(fit["unk_rate"], 5),
         "table_words": table_words,
         "seconds": round(seconds, 1),
+        "vocabulary": vocab,
     }
 
 
@@ -89,15 +92,55 @@ def timed(call, *args, **kwargs):
     return result, time.perf_counter() - start
 
 
-def run_wordpiece(path, lines, held_out, args):
+class HalfKeepCounter(BoundedWordCounter):
+    """Misra-Gries keeping half the table at each step (not 90%)."""
+
+    keep_share = 0.5
+
+
+class PruneOnlyCounter(BoundedWordCounter):
+    """Drops the words at or below the threshold without subtracting it
+    from the others (the kept counts stay exact until a word is dropped)."""
+
+    def _shrink(self):
+        values = np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts))
+        t = int(np.partition(values, len(values) - self.keep - 1)[len(values) - self.keep - 1])
+        for word in [w for w, c in self.counts.items() if c <= t]:
+            del self.counts[word]
+        self.shrinks += 1
+        self.undercount_bound += t
+
+
+COUNTERS = {
+    "misra_gries": BoundedWordCounter,  # what bertzoo uses
+    "misra_gries_keep_half": HalfKeepCounter,
+    "prune_only": PruneOnlyCounter,
+}
+
+
+def train_with(counter_class, path, vocab_size, max_words):
+    """`train_wordpiece` with another word counter (the alternatives
+    measured here); bertzoo's own when `counter_class` is its own."""
+    own = train.BoundedWordCounter
+    train.BoundedWordCounter = counter_class
+    try:
+        return timed(train.train_wordpiece, path, vocab_size, max_words=max_words, **CASED)
+    finally:
+        train.BoundedWordCounter = own
+
+
+def run_wordpiece(path, lines, held_out, args, line_samples=True):
     counter = train.count_words(path, BasicTokenizer(**CASED))
     distinct = len(counter.counts)
     full, seconds = timed(train.train_wordpiece, path, args.vocab_size, **CASED)
     rows = {"full": wordpiece_row(full, None, held_out, distinct, seconds)}
     for share in args.shares:
         cap = max(2, int(distinct * share))
-        vocab, seconds = timed(train.train_wordpiece, path, args.vocab_size, max_words=cap, **CASED)
-        rows[f"misra_gries_{share}"] = wordpiece_row(vocab, full, held_out, cap, seconds)
+        for name, counter_class in COUNTERS.items():
+            vocab, seconds = train_with(counter_class, path, args.vocab_size, cap)
+            rows[f"{name}_{share}"] = wordpiece_row(vocab, full, held_out, cap, seconds)
+        if not line_samples:
+            continue
         # The alternative at the same table size: a uniform line sample
         # large enough to hold about `cap` distinct words.
         sample = _sample_with_words(lines, cap, args.seed)
@@ -109,6 +152,16 @@ def run_wordpiece(path, lines, held_out, args):
         row["sampled_lines"] = len(sample)
         rows[f"line_sample_{share}"] = row
     return {"distinct_words": distinct, "runs": rows}
+
+
+def by_domain(path, lines):
+    """The same training lines, Korean ones first, then the English ones:
+    a corpus ordered by domain, where words first appear late."""
+    korean = [line for line in lines if any("\uac00" <= c <= "\ud7a3" for c in line)]
+    english = [line for line in lines if not any("\uac00" <= c <= "\ud7a3" for c in line)]
+    ordered = path.with_name("by_domain.txt")
+    ordered.write_text("".join(line + "\n" for line in korean + english), encoding="utf-8")
+    return ordered, english
 
 
 def _sample_with_words(lines, words, seed):
@@ -156,6 +209,24 @@ def run_sentencepiece(path, lines, held_out, args):
     return {"runs": runs}
 
 
+def _by_domain_runs(path, training, held_out, args):
+    ordered, _ = by_domain(path, training)
+    english = [line for line in held_out if not any("\uac00" <= c <= "\ud7a3" for c in line)]
+    result = run_wordpiece(ordered, training, held_out, args, line_samples=False)
+    # The late (English) lines' fit per run: what pruning without
+    # subtraction starves.
+    for row in result["runs"].values():
+        fit = train.wordpiece_fit(row.pop("vocabulary"), english, BasicTokenizer(**CASED))
+        row["english_tokens_per_word"] = round(fit["tokens_per_word"], 4)
+    return result
+
+
+def _without_vocabularies(result):
+    for row in result["runs"].values():
+        row.pop("vocabulary")
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab-size", type=int, default=8000)
@@ -182,7 +253,8 @@ def main():
             "held_out_lines": len(held_out),
         },
         "vocab_size": args.vocab_size,
-        "wordpiece": run_wordpiece(path, training, held_out, args),
+        "wordpiece": _without_vocabularies(run_wordpiece(path, training, held_out, args)),
+        "wordpiece_by_domain": _by_domain_runs(path, training, held_out, args),
         "sentencepiece": run_sentencepiece(path, training, held_out, args),
     }
     Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
