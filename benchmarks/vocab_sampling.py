@@ -17,9 +17,15 @@ kept as syllables).
 Figures per run: `overlap` = the share of the full run's tokens the bounded
 run has too; `tokens_per_word` and `unk_rate` (share of [UNK] / <unk>
 tokens) on the held-out lines; `table_words` = the distinct words the
-bounded run held (the memory that matters for WordPiece).
+bounded run held (the memory that matters for WordPiece). `memory`: peak
+RSS of counting a corpus grown to 10 and 40 MB (the training lines repeated,
+a third of each copy's words given the copy's number, so the distinct words
+grow with the size) with max_words=50,000, and of counting 40 MB exactly, each
+in a fresh process; `counts_rss_mb` is the resident memory the counts add
+(after counting, counts still held, minus after the imports: the peak RSS
+is TensorFlow's import, ~0.9 GB, at these sizes).
 
-    python benchmarks/vocab_sampling.py   # ~5 minutes on 2 cores
+    python benchmarks/vocab_sampling.py   # ~7 minutes on 2 cores
 """
 
 import argparse
@@ -221,6 +227,76 @@ def _by_domain_runs(path, training, held_out, args):
     return result
 
 
+def grown_corpus(lines, path, megabytes, seed=0):
+    """`lines` repeated to about `megabytes` MB, each copy with a third of
+    its words given a copy number (as names, numbers and typos keep coming
+    in a real corpus): the distinct words grow with the size."""
+    rng = random.Random(seed)
+    target, written, copy = megabytes * 1_000_000, 0, 0
+    with open(path, "w", encoding="utf-8") as f:
+        while written < target:
+            for line in lines:
+                words = [w + str(copy) if rng.random() < 0.33 else w for w in line.split()]
+                text = " ".join(words) + "\n"
+                f.write(text)
+                written += len(text.encode("utf-8"))
+            copy += 1
+    return path
+
+
+def count_in_subprocess(path, max_words):
+    """Time and resident memory of counting `path`'s words in a fresh
+    process: VmRSS after the imports and after counting (the counts still
+    held), and the peak (VmHWM)."""
+    import subprocess
+
+    code = (
+        "import json, time; from bertzoo.tokenizers import train; "
+        "from bertzoo.tokenizers.basic import BasicTokenizer\n"
+        "def rss(key):\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith(key): return int(line.split()[1]) / 1024\n"
+        "base = rss('VmRSS'); t = time.perf_counter()\n"
+        f"c = train.count_words({str(path)!r}, BasicTokenizer(False, False), "
+        f"max_words={max_words})\n"
+        "print(json.dumps(dict(seconds=time.perf_counter() - t, kept=len(c.counts), "
+        "total=c.total, shrinks=c.shrinks, bound=c.undercount_bound, base=base, "
+        "after=rss('VmRSS'), peak=rss('VmHWM'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def memory_runs(lines, directory, args):
+    """Peak RSS of counting corpora of growing size with a fixed cap, and
+    of counting the largest exactly (a cap above its distinct words)."""
+    rows = {}
+    for megabytes in args.memory_mb:
+        path = grown_corpus(lines, directory / f"grown_{megabytes}.txt", megabytes)
+        row = count_in_subprocess(path, args.memory_cap)
+        rows[f"{megabytes}MB_max_words_{args.memory_cap}"] = _rounded(row, path)
+    exact = count_in_subprocess(path, 100_000_000)
+    rows[f"{args.memory_mb[-1]}MB_exact"] = _rounded(exact, path)
+    return rows
+
+
+def _rounded(row, path):
+    size = path.stat().st_size
+    return {
+        "corpus_bytes": size,
+        "rss_after_imports_mb": round(row["base"], 1),
+        "rss_after_counting_mb": round(row["after"], 1),  # the counts still held
+        "counts_rss_mb": round(row["after"] - row["base"], 1),
+        "peak_rss_mb": round(row["peak"], 1),  # TensorFlow's import sets it
+        "seconds": round(row["seconds"], 1),
+        "mb_per_s": round(size / 1e6 / row["seconds"], 2),
+        "words": row["total"],
+        "kept_words": row["kept"],
+        "misra_gries_steps": row["shrinks"],
+        "undercount_bound": row["bound"],
+    }
+
+
 def _without_vocabularies(result):
     for row in result["runs"].values():
         row.pop("vocabulary")
@@ -232,6 +308,13 @@ def main():
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--shares", type=float, nargs="+", default=[0.5, 0.25, 0.1])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--memory-mb", type=int, nargs="+", default=[10, 40])
+    parser.add_argument("--memory-cap", type=int, default=50_000)
+    parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="rerun only the memory figures, into the existing results file",
+    )
     parser.add_argument("--output", default=str(RESULTS / "vocab_sampling.json"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -240,6 +323,16 @@ def main():
     training = [line for i, line in enumerate(lines) if i % 10]
     path = Path(tempfile.mkdtemp()) / "corpus.txt"
     path.write_text("".join(line + "\n" for line in training), encoding="utf-8")
+    if args.memory_only:
+        result = json.loads(Path(args.output).read_text(encoding="utf-8"))
+        result["memory"] = memory_runs(training, path.parent, args)
+        result["memory"]["date"] = time.strftime("%Y-%m-%d")
+        result["memory"]["command"] = "python benchmarks/vocab_sampling.py " + " ".join(
+            sys.argv[1:]
+        )
+        Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        print(json.dumps(result["memory"], indent=2))
+        return
     result = {
         "benchmark": "vocab_sampling",
         "date": time.strftime("%Y-%m-%d"),
@@ -256,6 +349,7 @@ def main():
         "wordpiece": _without_vocabularies(run_wordpiece(path, training, held_out, args)),
         "wordpiece_by_domain": _by_domain_runs(path, training, held_out, args),
         "sentencepiece": run_sentencepiece(path, training, held_out, args),
+        "memory": memory_runs(training, path.parent, args),
     }
     Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(result, indent=2, ensure_ascii=False))
