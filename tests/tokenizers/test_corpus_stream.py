@@ -308,3 +308,16 @@ def test_memory_is_bounded_by_the_settings_not_the_corpus(tmp_path):
     whole_large = _peak(sample(large, 100 * lines))
     assert sampled_large < 1.3 * sampled_small, (sampled_small, sampled_large)
     assert whole_large > 4 * sampled_small, (sampled_small, whole_large)
+
+
+# ------------------------------------------------------ closeness measures
+
+
+def test_vocabulary_overlap_and_wordpiece_fit():
+    full = ["[PAD]", "[UNK]", "a", "b", "##b", "ab", "한", "##국"]
+    assert train.vocabulary_overlap(full, full) == 1.0
+    assert train.vocabulary_overlap(full, full[:6] + ["zz"]) == 6 / 8
+    tokenizer = BasicTokenizer(lowercase=False, strip_accents=False)
+    fit = train.wordpiece_fit(full, ["ab abb", "한국 c", ""], tokenizer)
+    # ab -> ab; abb -> ab ##b; 한국 -> 한 ##국; c -> [UNK]: 4 words, 6 tokens.
+    assert fit == {"words": 4, "tokens_per_word": 1.5, "unk_rate": 1 / 6}
