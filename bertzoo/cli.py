@@ -290,33 +290,26 @@ def _add_train_vocab(sub):
         "all 11,172 (22,344); they count against --vocab-size. Use with --no-strip-accents "
         "(WordPiece with accent stripping gets the 67 jamo instead). Default: none",
     )
-    t.add_argument(
-        "--max-words",
-        type=int,
-        default=4_000_000,
-        metavar="N",
-        help="WordPiece: the corpus is streamed and its words counted exactly while it has at "
-        "most N distinct words; beyond, the Misra-Gries summary keeps at most N (each kept "
-        "count is at most about 1.1 x words / N below the truth, the bound met is printed; "
-        "rare words are dropped, every character is kept). About 120 bytes a word "
-        "(default 4,000,000: ~0.5 GB)",
+    limits = (
+        (
+            "--max-words",
+            4_000_000,
+            "WordPiece: words are counted exactly while the corpus has at most N distinct "
+            "words; beyond, the Misra-Gries summary keeps at most N (each kept count at most "
+            "about 1.1 x words / N below the truth, the bound met is printed; rare words are "
+            "dropped, every character kept). About 120 bytes a word (default 4,000,000)",
+        ),
+        (
+            "--max-sentences",
+            2_000_000,
+            "SentencePiece: trains on a uniform sample of at most N non-empty lines, drawn "
+            "while streaming (reservoir sampling, seed 0), in corpus order; a corpus with at "
+            "most N lines is used whole (default 2,000,000)",
+        ),
+        ("--max-line-bytes", 1 << 20, "longer lines are cut there, and counted (default 1 MiB)"),
     )
-    t.add_argument(
-        "--max-sentences",
-        type=int,
-        default=2_000_000,
-        metavar="N",
-        help="SentencePiece: trains on a uniform sample of at most N non-empty lines, drawn "
-        "while streaming (reservoir sampling, seed 0), in corpus order; a corpus with at most "
-        "N lines is used whole (default 2,000,000)",
-    )
-    t.add_argument(
-        "--max-line-bytes",
-        type=int,
-        default=1 << 20,
-        metavar="N",
-        help="longer lines are cut at N bytes (and counted) (default 1 MiB)",
-    )
+    for flag, default, text in limits:
+        t.add_argument(flag, type=int, default=default, metavar="N", help=text)
     t.add_argument(
         "--show",
         type=int,
@@ -332,12 +325,8 @@ def train_vocab(args):
 
     from bertzoo.errors import BertzooError
     from bertzoo.tokenizers import BertTokenizer, SentencePieceTokenizer
-    from bertzoo.tokenizers.train import (
-        CorpusStats,
-        read_lines,
-        train_sentencepiece,
-        train_wordpiece,
-    )
+    from bertzoo.tokenizers.corpus_stream import CorpusStats
+    from bertzoo.tokenizers.train import read_lines, train_sentencepiece, train_wordpiece
 
     if Path(args.output).is_dir():
         name = "vocab.txt" if args.kind == "wordpiece" else "spiece.model"
@@ -396,11 +385,10 @@ def train_vocab(args):
         f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens "
         f"(lowercase={tokenizer.lowercase}, strip_accents={tokenizer.strip_accents})."
     )
-    print(f"Read {stats.summary()}.")
-    if stats.word_counts:
-        print(f"Word counts: {stats.word_counts}.")
-    if stats.sampled:
-        print(f"Sample: {stats.sampled}.")
+    reports = [("Read", stats.summary()), ("Word counts:", stats.word_counts)]
+    for label, text in reports + [("Sample:", stats.sampled)]:
+        if text:
+            print(f"{label} {text}.")
     shown = 0
     for line in read_lines(args.files, args.max_line_bytes):
         if shown >= args.show:
