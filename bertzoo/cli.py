@@ -297,7 +297,8 @@ def _add_train_vocab(sub):
             "WordPiece: words are counted exactly while the corpus has at most N distinct "
             "words; beyond, the Misra-Gries summary keeps at most N (each kept count at most "
             "about 1.1 x words / N below the truth, the bound met is printed; rare words are "
-            "dropped, every character kept). About 120 bytes a word (default 4,000,000)",
+            "dropped, every character kept). About 0.9 KB a word with the learner (default "
+            "4,000,000: ~4 GB)",
         ),
         (
             "--max-sentences",

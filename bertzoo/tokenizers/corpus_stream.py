@@ -48,7 +48,7 @@ from bertzoo.tokenizers.base import TokenizerError
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB: a paragraph is far shorter
-DEFAULT_MAX_WORDS = 4_000_000  # distinct words counted exactly (~0.5 GB of Python)
+DEFAULT_MAX_WORDS = 4_000_000  # distinct words counted exactly (~0.5 GB; ~4 GB learning)
 DEFAULT_MAX_SENTENCES = 2_000_000  # lines SentencePiece trains on
 _DRAIN = 1 << 16  # the rest of a cut line is skipped in pieces this size
 

@@ -154,9 +154,11 @@ def train_wordpiece(
     count is at most about 1.1 N/max_words below its true count (N: the corpus's
     word occurrences; the exact bound met is logged), every word more
     frequent than that is kept, and rare words are dropped; the corpus's
-    characters are all kept. Memory is bounded by `max_words` (about 120
-    bytes a word in Python, ~0.5 GB at the default 4 million) and
-    `max_line_bytes`, not by the corpus's size.
+    characters are all kept. Memory is bounded by `max_words` and
+    `max_line_bytes`, not by the corpus's size: the counts take about 120
+    bytes a word and tensorflow-text's learner about 800 more while it
+    runs (measured: 31 MB for 269,940 words; +22 MB learning from 26,580),
+    so about 4 GB at the default 4 million.
 
     The vocabulary is: the reserved tokens (the first one, [PAD], gets id 0,
     which the backbone treats as padding), every character of the corpus

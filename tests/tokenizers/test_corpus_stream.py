@@ -321,3 +321,11 @@ def test_vocabulary_overlap_and_wordpiece_fit():
     fit = train.wordpiece_fit(full, ["ab abb", "한국 c", ""], tokenizer)
     # ab -> ab; abb -> ab ##b; 한국 -> 한 ##국; c -> [UNK]: 4 words, 6 tokens.
     assert fit == {"words": 4, "tokens_per_word": 1.5, "unk_rate": 1 / 6}
+
+
+def test_truncated_gzip_is_a_one_line_error(tmp_path):
+    data = gzip.compress(("한국어 text line\n" * 5000).encode(), mtime=0)
+    (tmp_path / "cut.txt.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(TokenizerError, match=r"cut.txt.gz is not a valid gzip file") as info:
+        train.train_wordpiece(tmp_path / "cut.txt.gz", 300)
+    assert "\n" not in str(info.value)
