@@ -263,10 +263,12 @@ def _add_train_vocab(sub):
             "line) with the same normalisation the tokenizer applies. For Korean and "
             "other scripts whose characters decompose, pass --no-strip-accents: "
             "accent stripping (NFD + dropping combining marks, the uncased default) "
-            "splits Hangul syllables into jamo."
+            "splits Hangul syllables into jamo. The corpus is streamed (files, glob "
+            "patterns, .gz), never held in memory: memory is bounded by --max-words "
+            "(WordPiece) or --max-sentences (SentencePiece) and --max-line-bytes."
         ),
     )
-    t.add_argument("files", nargs="+", metavar="FILE", help="text files")
+    t.add_argument("files", nargs="+", metavar="FILE", help="text files or glob patterns (.gz too)")
     t.add_argument("--output", required=True, help="the vocab.txt / spiece.model to write")
     t.add_argument(
         "--overwrite",
@@ -292,6 +294,27 @@ def _add_train_vocab(sub):
         "all 11,172 (22,344); they count against --vocab-size. Use with --no-strip-accents "
         "(WordPiece with accent stripping gets the 67 jamo instead). Default: none",
     )
+    limits = (
+        (
+            "--max-words",
+            4_000_000,
+            "WordPiece: words are counted exactly while the corpus has at most N distinct "
+            "words; beyond, the Misra-Gries summary keeps at most N (each kept count at most "
+            "about 1.1 x words / N below the truth, the bound met is printed; rare words are "
+            "dropped, every character kept). About 0.9 KB a word with the learner (default "
+            "4,000,000: ~4 GB)",
+        ),
+        (
+            "--max-sentences",
+            2_000_000,
+            "SentencePiece: trains on a uniform sample of at most N non-empty lines, drawn "
+            "while streaming (reservoir sampling, seed 0), in corpus order; a corpus with at "
+            "most N lines is used whole (default 2,000,000)",
+        ),
+        ("--max-line-bytes", 1 << 20, "longer lines are cut there, and counted (default 1 MiB)"),
+    )
+    for flag, default, text in limits:
+        t.add_argument(flag, type=int, default=default, metavar="N", help=text)
     t.add_argument(
         "--show",
         type=int,
@@ -307,6 +330,7 @@ def train_vocab(args):
 
     from bertzoo.errors import BertzooError
     from bertzoo.tokenizers import BertTokenizer, SentencePieceTokenizer
+    from bertzoo.tokenizers.corpus_stream import CorpusStats
     from bertzoo.tokenizers.train import read_lines, train_sentencepiece, train_wordpiece
 
     if Path(args.output).is_dir():
@@ -326,6 +350,8 @@ def train_vocab(args):
         return 2
     # BERT's rule: accents are stripped exactly when lowercasing, unless told.
     strip = args.lowercase if args.strip_accents is None else args.strip_accents
+    stats = CorpusStats()
+    limits = dict(max_line_bytes=args.max_line_bytes, stats=stats)
     try:
         if args.kind == "wordpiece":
             train_wordpiece(
@@ -335,6 +361,8 @@ def train_vocab(args):
                 strip_accents=strip,
                 output=args.output,
                 include_hangul=args.include_hangul,
+                max_words=args.max_words,
+                **limits,
             )
             tokenizer = BertTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
         else:
@@ -345,6 +373,8 @@ def train_vocab(args):
                 lowercase=args.lowercase,
                 strip_accents=strip,
                 include_hangul=args.include_hangul,
+                max_sentences=args.max_sentences,
+                **limits,
             )
             tokenizer = SentencePieceTokenizer(
                 args.output, lowercase=args.lowercase, strip_accents=strip
@@ -360,8 +390,12 @@ def train_vocab(args):
         f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens "
         f"(lowercase={tokenizer.lowercase}, strip_accents={tokenizer.strip_accents})."
     )
+    reports = [("Read", stats.summary()), ("Word counts:", stats.word_counts)]
+    for label, text in reports + [("Sample:", stats.sampled)]:
+        if text:
+            print(f"{label} {text}.")
     shown = 0
-    for line in read_lines(args.files):
+    for line in read_lines(args.files, args.max_line_bytes):
         if shown >= args.show:
             break
         if line.strip():
