@@ -1,0 +1,553 @@
+"""Text files -> tokenized document shards, once, in parallel, in bounded
+memory; resumable and published with a manifest.
+
+    from bertzoo.data.prepare import prepare_corpus, PrepareSettings
+    summary = prepare_corpus(["corpus/*.txt", "more.txt.gz"], tokenizer, "prepared/",
+                             PrepareSettings(shard_bytes=64 << 20, workers=2))
+
+The inputs are cut into pieces of about `shard_bytes` at document
+boundaries (`bertzoo.data.textstream`); one worker process per piece (the
+`spawn` context: TensorFlow is not fork-safe) streams its lines, tokenizes
+sentences in batches with the tokenizer's TF ops and writes one shard file
+(`bertzoo.data.shardfile`) atomically. A worker holds at most its piece's
+token ids plus one batch of text, so peak memory is about `workers` x
+(`shard_bytes` plus the tokenizer), whatever the corpus size.
+
+The output directory holds the shards, `prepared.json` (settings, tokenizer
+identity, each input's path, size, modification time and SHA-256 (over its
+pieces' SHA-256s, computed while streaming), the summary) and the manifest
+(`bertzoo-manifest.json`, kind "prepared", written last). Until the manifest
+exists the directory is a preparation in progress: `.prepare-journal.json`
+records each finished shard with the key of its piece and its SHA-256, and a
+rerun keeps every shard whose key and hash still match and prepares only the
+rest. The same inputs, settings and tokenizer give byte-identical shards,
+whatever the number of workers.
+"""
+
+import dataclasses
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bertzoo.data import shardfile, textstream
+from bertzoo.data.corpus import LAYOUTS, CorpusError
+from bertzoo.errors import OutputError
+from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.publish import atomic_write_text
+from bertzoo.io.rundir import RunDirectory
+
+logger = logging.getLogger("bertzoo.data")
+
+PREPARED_FILE = "prepared.json"
+JOURNAL_FILE = ".prepare-journal.json"
+MANIFEST_KIND = "prepared"
+FORMAT_VERSION = 1
+COUNTS = (
+    "bytes",
+    "lines",
+    "documents",
+    "sentences",
+    "tokens",
+    "unk_tokens",
+    "empty_lines",
+    "dropped_too_long",
+    "dropped_binary",
+    "invalid_utf8_lines",
+    "split_documents",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareSettings:
+    """layout: "sentences" (one sentence per line, a blank line between
+    documents) or "documents" (one document per line). shard_bytes: raw text
+    per shard (and per worker's buffer). workers: processes (None: the CPU
+    count). max_line_bytes: longer lines are skipped and counted.
+    batch_sentences: sentences per tokenizer call. seed: recorded, the
+    default seed of the examples made from the shards."""
+
+    layout: str = "sentences"
+    shard_bytes: int = 64 << 20
+    workers: int | None = None
+    max_line_bytes: int = 1 << 20
+    batch_sentences: int = 2048
+    seed: int = 12345
+
+    def check(self):
+        if self.layout not in LAYOUTS:
+            raise CorpusError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}.")
+        for name in ("shard_bytes", "max_line_bytes", "batch_sentences"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise CorpusError(f"{name} must be a positive int, got {getattr(self, name)!r}.")
+        if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
+            raise CorpusError(f"workers must be a positive int or None, got {self.workers!r}.")
+
+    def identity(self):
+        """The settings that decide the shards' bytes (not workers, seed)."""
+        return {
+            k: getattr(self, k)
+            for k in ("layout", "shard_bytes", "max_line_bytes", "batch_sentences")
+        }
+
+
+# === The tokenizer, handed to worker processes ===
+
+
+def tokenizer_spec(tokenizer):
+    """A picklable description that rebuilds `tokenizer` in a worker."""
+    source = getattr(tokenizer, "proto", None) or list(tokenizer.vocabulary)
+    return {"kind": tokenizer.kind, "source": source, "config": tokenizer.get_config()}
+
+
+def tokenizer_identity(tokenizer):
+    """{"kind", "vocabulary_size", "vocabulary_sha256", "config"}: what
+    decides the ids (the hash covers the vocabulary and the settings)."""
+    digest = hashlib.sha256("\n".join(tokenizer.vocabulary).encode("utf-8"))
+    config = tokenizer.get_config()
+    digest.update(json.dumps(config, sort_keys=True).encode("utf-8"))
+    return {
+        "kind": tokenizer.kind,
+        "vocabulary_size": tokenizer.vocabulary_size,
+        "sha256": digest.hexdigest(),
+        "config": config,
+    }
+
+
+_worker_tokenizer = {}
+
+
+def _build_tokenizer(spec):
+    from bertzoo.tokenizers import tokenizer_class
+
+    key = hashlib.sha256(repr(spec).encode()).hexdigest()
+    if key not in _worker_tokenizer:
+        _worker_tokenizer.clear()
+        cls = tokenizer_class(spec["kind"])
+        _worker_tokenizer[key] = cls(spec["source"], **spec["config"])
+    return _worker_tokenizer[key]
+
+
+# === One piece -> one shard (runs in a worker) ===
+
+
+class _ShardBuilder:
+    """Gathers documents of sentences, tokenizes them in batches and keeps
+    the ids of the piece (the only buffer that grows with the piece)."""
+
+    def __init__(self, tokenizer, settings):
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.dtype = shardfile.token_dtype(tokenizer.vocabulary_size)
+        self.pending, self.pending_docs, self.pending_bytes = [], [], 0
+        self.token_parts, self.length_parts, self.doc_sentences = [], [], []
+        self.counts = dict.fromkeys(COUNTS, 0)
+        self.buffered_tokens = 0
+        self.peak_buffer_bytes = 0
+
+    def add_document(self, sentences):
+        if not sentences:
+            return
+        self.pending.extend(sentences)
+        self.pending_docs.append(len(sentences))
+        self.pending_bytes += sum(len(s) for s in sentences)
+        if len(self.pending) >= self.settings.batch_sentences or self.pending_bytes > 1 << 22:
+            self.flush()
+
+    def flush(self):
+        if not self.pending:
+            return
+        import tensorflow as tf
+
+        ragged = self.tokenizer.tokenize_ids(tf.constant(self.pending, tf.string))
+        ids = ragged.flat_values.numpy()
+        lengths = ragged.row_lengths().numpy()
+        self.peak_buffer_bytes = max(
+            self.peak_buffer_bytes,
+            self.buffered_tokens * self.dtype.itemsize + self.pending_bytes + ids.nbytes,
+        )
+        k = 0
+        for n in self.pending_docs:  # sentences that tokenize to nothing are dropped
+            doc = lengths[k : k + n]
+            kept = int(np.count_nonzero(doc))
+            if kept:
+                self.doc_sentences.append(kept)
+            k += n
+        self.token_parts.append(ids.astype(self.dtype))
+        self.length_parts.append(lengths[lengths > 0].astype("<u4"))
+        self.buffered_tokens += len(ids)
+        self.counts["unk_tokens"] += int(np.count_nonzero(ids == self.tokenizer.unk_token_id))
+        self.pending, self.pending_docs, self.pending_bytes = [], [], 0
+
+    def arrays(self):
+        self.flush()
+        tokens = np.concatenate(self.token_parts) if self.token_parts else np.zeros(0, self.dtype)
+        lengths = np.concatenate(self.length_parts) if self.length_parts else np.zeros(0, "<u4")
+        docs = np.asarray(self.doc_sentences, "<u4")
+        self.counts.update(tokens=len(tokens), sentences=len(lengths), documents=len(docs))
+        return tokens, lengths, docs
+
+
+_progress_counter = None
+
+
+def _init_worker(counter):
+    global _progress_counter
+    _progress_counter = counter
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _report(n, state=[0]):  # noqa: B006 (bytes not yet reported, per process)
+    state[0] += n
+    if _progress_counter is not None and state[0] >= 1 << 20:
+        with _progress_counter.get_lock():
+            _progress_counter.value += state[0]
+        state[0] = 0
+
+
+def prepare_piece(task):
+    """Worker entry: (piece, tokenizer spec, settings, output dir) -> the
+    shard's journal entry. Writes `output/<piece.name>.bzshard`."""
+    piece, spec, settings, output = task
+    builder = _ShardBuilder(_build_tokenizer(spec), settings)
+    counts, holder = textstream.LineCounts(), []
+    document = []
+    for line in textstream.iter_lines(piece, settings.max_line_bytes, counts, holder, _report):
+        text = line.strip()
+        if settings.layout == "documents":
+            builder.add_document([text] if text else [])
+            builder.counts["empty_lines"] += not text
+        elif text:
+            document.append(text)
+        else:
+            builder.counts["empty_lines"] += 1
+            builder.add_document(document)
+            document = []
+    builder.add_document(document)
+    tokens, lengths, docs = builder.arrays()
+    c = builder.counts
+    c.update(
+        bytes=holder[0].bytes_read,
+        lines=counts.lines,
+        dropped_too_long=counts.too_long,
+        dropped_binary=counts.binary,
+        invalid_utf8_lines=counts.invalid_utf8,
+        split_documents=piece.split,
+    )
+    header = {
+        "format_version": FORMAT_VERSION,
+        "piece": dataclasses.asdict(piece),
+        "piece_sha256": holder[0].digest.hexdigest(),
+        "stats": c,
+        "peak_buffer_bytes": builder.peak_buffer_bytes,
+    }
+    path = Path(output) / f"{piece.name}{shardfile.SUFFIX}"
+    shardfile.write_shard(path, tokens, lengths, docs, header)
+    return {
+        "name": path.name,
+        "size": path.stat().st_size,
+        "sha256": manifest_lib.sha256_file(path),
+        "piece_sha256": header["piece_sha256"],
+        "stats": c,
+        "peak_buffer_bytes": builder.peak_buffer_bytes,
+    }
+
+
+# === Progress ===
+
+
+class _Progress:
+    """MB/s and ETA: a bar on a terminal, a log line every `interval` s
+    otherwise."""
+
+    def __init__(self, total, done=0, interval=10.0, stream=None):
+        self.total, self.base, self.done = max(1, total), done, done
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.interval = 0.2 if self.tty else interval
+        self.started = self.last = time.monotonic()
+
+    def line(self):
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = (self.done - self.base) / elapsed
+        left = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta = f"{int(left) // 60}m{int(left) % 60:02d}s" if left == left else "?"
+        share = min(1.0, self.done / self.total)
+        return (
+            share,
+            f"{share:6.1%} {self.done / 1e6:,.1f}/{self.total / 1e6:,.1f} MB {rate / 1e6:.2f} MB/s ETA {eta}",
+        )
+
+    def update(self, done, force=False):
+        self.done = max(self.done, done)
+        now = time.monotonic()
+        if not force and now - self.last < self.interval:
+            return
+        self.last = now
+        share, text = self.line()
+        if self.tty:
+            bar = "#" * int(share * 30)
+            self.stream.write(f"\rpreparing [{bar:<30}] {text}")
+            self.stream.flush()
+        else:
+            logger.info("preparing: %s", text)
+
+    def close(self):
+        self.update(self.total, force=True)
+        if self.tty:
+            self.stream.write("\n")
+
+
+class _LocalCounter:
+    """`multiprocessing.Value`'s interface, for work done in this process."""
+
+    def __init__(self):
+        import threading
+
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def get_lock(self):
+        return self._lock
+
+
+# === The whole preparation ===
+
+
+def _check_output(output):
+    """Refuses, before writing, an output that is a file, a bertzoo
+    directory of another kind, or a directory holding files bertzoo did not
+    write there."""
+    if output.exists() and not output.is_dir():
+        raise OutputError(f"--output {output} is a file; it must name a directory.")
+    if not output.is_dir():
+        return
+    found = manifest_lib.read_manifest(output)
+    if found is not None and found.get("kind") != MANIFEST_KIND:
+        raise OutputError(
+            f"{output} holds a bertzoo {found.get('kind')}, not a prepared corpus; choose another --output."
+        )
+    ours = {PREPARED_FILE, JOURNAL_FILE, manifest_lib.MANIFEST_FILE, ".bertzoo.lock"}
+    foreign = [
+        p.name
+        for p in output.iterdir()
+        if p.name not in ours and not p.name.endswith(shardfile.SUFFIX) and ".tmp-" not in p.name
+    ]
+    if foreign:
+        raise OutputError(
+            f"{output} holds files bertzoo did not write ({', '.join(sorted(foreign)[:3])}); "
+            "choose a new or empty directory, or an earlier preparation."
+        )
+
+
+def _piece_key(piece, info, settings, identity):
+    document = {
+        "piece": dataclasses.asdict(piece),
+        "input": {k: info[k] for k in ("size", "mtime_ns")},
+        "settings": settings.identity(),
+        "tokenizer": identity["sha256"],
+        "format_version": FORMAT_VERSION,
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def _load_journal(output):
+    path = output / JOURNAL_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["shards"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}  # a damaged journal only costs the work it recorded
+
+
+def _still_good(output, entry, key):
+    path = output / entry["name"]
+    return (
+        entry.get("key") == key
+        and path.is_file()
+        and path.stat().st_size == entry["size"]
+        and manifest_lib.sha256_file(path) == entry["sha256"]
+    )
+
+
+def _keep_finished(output, pieces, keys):
+    """The journal's entries still valid for this plan; stale shards of an
+    earlier plan, and an earlier manifest, are removed (all bertzoo's)."""
+    journal = _load_journal(output)
+    wanted = {p.name for p in pieces}
+    done = {
+        name: entry
+        for name, entry in journal.items()
+        if name in wanted and _still_good(output, entry, keys[name])
+    }
+    for name, entry in journal.items():
+        if name not in done and isinstance(entry, dict) and entry.get("name"):
+            (output / Path(entry["name"]).name).unlink(missing_ok=True)
+    for path in output.glob(f"*{shardfile.SUFFIX}"):
+        if path.name[: -len(shardfile.SUFFIX)] not in wanted:
+            path.unlink()  # an earlier plan's shard (only bertzoo writes this suffix here)
+    for name in (manifest_lib.MANIFEST_FILE, PREPARED_FILE):
+        (output / name).unlink(missing_ok=True)
+    _write_journal(output, done)
+    return done
+
+
+def _write_journal(output, done):
+    text = json.dumps({"format_version": FORMAT_VERSION, "shards": done}, indent=1, sort_keys=True)
+    atomic_write_text(output / JOURNAL_FILE, text)
+
+
+def _run_pieces(tasks, workers, progress, on_done):
+    """Runs `prepare_piece` over `tasks`: here when one worker (or task)
+    suffices, else in `workers` spawned processes."""
+    if workers == 1 or len(tasks) == 1:
+        counter = _LocalCounter()
+        _init_worker(counter)
+        try:
+            for task in tasks:
+                on_done(task[0], prepare_piece(task))
+                progress.update(progress.base + counter.value)
+        finally:
+            _init_worker(None)
+        return
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    context = multiprocessing.get_context("spawn")
+    counter = context.Value("q", 0)
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_init_worker, initargs=(counter,)
+    ) as pool:
+        futures = {pool.submit(prepare_piece, task): task[0] for task in tasks}
+        while futures:
+            finished, _ = wait(list(futures), timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in finished:
+                on_done(futures.pop(future), future.result())
+            progress.update(progress.base + counter.value)
+
+
+def _summary(entries, settings):
+    totals = dict.fromkeys(COUNTS, 0)
+    for entry in entries:
+        for k in COUNTS:
+            totals[k] += entry["stats"][k]
+    totals["unk_share"] = totals["unk_tokens"] / max(1, totals["tokens"])
+    totals["shards"] = len(entries)
+    return totals
+
+
+def _input_records(paths, infos, pieces, done):
+    records = []
+    for i, (path, info) in enumerate(zip(paths, infos, strict=True)):
+        digest = hashlib.sha256()
+        for piece in pieces:
+            if piece.input_index == i:
+                digest.update(done[piece.name]["piece_sha256"].encode())
+        records.append({**info, "path": str(path.resolve()), "sha256": digest.hexdigest()})
+    return records
+
+
+def _publish(output, settings, identity, inputs, pieces, done):
+    entries = [done[p.name] for p in pieces]
+    summary = _summary(entries, settings)
+    if not summary["documents"]:
+        raise CorpusError(
+            f"The corpus is empty: {', '.join(i['path'] for i in inputs)} yield no tokenized "
+            f"sentence ({summary['dropped_binary']} binary and {summary['dropped_too_long']} "
+            "over-long lines dropped). Give UTF-8 text, one sentence per line."
+        )
+    document = {
+        "format_version": FORMAT_VERSION,
+        "settings": {**settings.identity(), "seed": settings.seed},
+        "tokenizer": identity,
+        "inputs": inputs,
+        "shards": [
+            {
+                "name": e["name"],
+                **{k: e["stats"][k] for k in ("documents", "sentences", "tokens")},
+                "input": p.input_index,
+                "start": p.start,
+                "end": p.end,
+            }
+            for p, e in zip(pieces, entries, strict=True)
+        ],
+        "summary": summary,
+    }
+    atomic_write_text(output / PREPARED_FILE, json.dumps(document, indent=1, sort_keys=True))
+    files = {e["name"]: {"size": e["size"], "sha256": e["sha256"]} for e in entries}
+    files.update(manifest_lib.describe_files(output, [PREPARED_FILE]))
+    atomic_write_text(
+        output / manifest_lib.MANIFEST_FILE, manifest_lib.manifest_text(MANIFEST_KIND, files)
+    )
+    return document
+
+
+def _log_summary(output, s):
+    logger.info(
+        "Prepared %s: %d shards, %d documents, %d sentences, %d tokens (%.3f%% [UNK]); "
+        "%d empty lines; dropped %d too-long and %d binary lines; %d lines with invalid "
+        "UTF-8 (replaced); %d documents split across shards.",
+        output,
+        s["shards"],
+        s["documents"],
+        s["sentences"],
+        s["tokens"],
+        100 * s["unk_share"],
+        s["empty_lines"],
+        s["dropped_too_long"],
+        s["dropped_binary"],
+        s["invalid_utf8_lines"],
+        s["split_documents"],
+    )
+
+
+def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=None):
+    """Prepares `inputs` (paths and globs, `.gz` too) into `output` (see the
+    module docstring) and returns the `prepared.json` document. Every input
+    check runs before anything is written; an earlier, interrupted
+    preparation into `output` is continued."""
+    settings = settings or PrepareSettings()
+    settings.check()
+    paths = textstream.expand_inputs(inputs)
+    output = Path(output)
+    _check_output(output)
+    infos = []
+    for p in paths:
+        st = p.stat()
+        infos.append({"size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    pieces = textstream.plan_pieces(paths, settings.shard_bytes, settings.layout)
+    identity = tokenizer_identity(tokenizer)
+    keys = {p.name: _piece_key(p, infos[p.input_index], settings, identity) for p in pieces}
+    with RunDirectory(output):
+        done = _keep_finished(output, pieces, keys)
+        todo = [p for p in pieces if p.name not in done]
+        if done:
+            logger.info("Resuming: %d of %d shards already prepared.", len(done), len(pieces))
+        size = lambda p: (p.end if p.end is not None else infos[p.input_index]["size"]) - p.start
+        todo.sort(key=lambda p: (-size(p), p.name))  # largest first: balanced workers
+        progress = _Progress(
+            sum(size(p) for p in pieces),
+            sum(size(p) for p in pieces) - sum(size(p) for p in todo),
+            stream=progress_stream,
+        )
+        spec = tokenizer_spec(tokenizer)
+        workers = min(settings.workers or os.cpu_count() or 1, max(1, len(todo)))
+
+        def on_done(piece, entry):
+            done[piece.name] = {**entry, "key": keys[piece.name]}
+            _write_journal(output, done)
+
+        tasks = [(p, spec, settings, str(output)) for p in todo]
+        if tasks:
+            _run_pieces(tasks, workers, progress, on_done)
+        progress.close()
+        inputs_info = _input_records(paths, infos, pieces, done)
+        document = _publish(output, settings, identity, inputs_info, pieces, done)
+    _log_summary(output, document["summary"])
+    return document
