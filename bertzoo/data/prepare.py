@@ -200,15 +200,20 @@ _progress_counter = None
 def _init_worker(counter):
     global _progress_counter
     _progress_counter = counter
+    _unreported[0] = 0
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _report(n, state=[0]):  # noqa: B006 (bytes not yet reported, per process)
-    state[0] += n
-    if _progress_counter is not None and state[0] >= 1 << 20:
+_unreported = [0]  # bytes read by this process and not yet added to the counter
+
+
+def _report(n, flush=False):
+    _unreported[0] += n
+    if _progress_counter is not None and (flush or _unreported[0] >= 1 << 20):
         with _progress_counter.get_lock():
-            _progress_counter.value += state[0]
-        state[0] = 0
+            _progress_counter.value += _unreported[0]
+    if flush or _unreported[0] >= 1 << 20:
+        _unreported[0] = 0
 
 
 def prepare_piece(task):
@@ -230,6 +235,7 @@ def prepare_piece(task):
             builder.add_document(document)
             document = []
     builder.add_document(document)
+    _report(0, flush=True)
     tokens, lengths, docs = builder.arrays()
     c = builder.counts
     c.update(

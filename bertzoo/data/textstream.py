@@ -99,19 +99,21 @@ def _line_end(f):
 
 
 def _next_cut(f, target, shard_bytes, layout):
-    """The cut at or after `target`: (offset, split) where `split` says the
-    cut is inside a document too large for one shard."""
+    """The cut at or after `target`: (offset, split). "sentences": the end
+    of the first blank line within `shard_bytes` after `target`; without
+    one, the document there is larger than a shard and is cut at the end of
+    the line `target` falls in (split 1). "documents": that line's end."""
     f.seek(target)
-    pos = target + _line_end(f)[0]  # finish the line `target` falls in
+    first = pos = target + _line_end(f)[0]  # finish the line `target` falls in
     while layout == "sentences":
         read, blank = _line_end(f)
         if not read:
             break
         pos += read
         if blank:
-            break
+            return pos, 0
         if pos - target > shard_bytes:
-            return pos, 1
+            return first, 1
     return pos, 0
 
 
