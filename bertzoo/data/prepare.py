@@ -40,7 +40,7 @@ from bertzoo.data import shardfile, textstream
 from bertzoo.data.corpus import LAYOUTS, CorpusError
 from bertzoo.errors import OutputError
 from bertzoo.io import manifest as manifest_lib
-from bertzoo.io.publish import atomic_write_text
+from bertzoo.io.publish import atomic_path, atomic_write_text
 from bertzoo.io.rundir import RunDirectory
 
 logger = logging.getLogger("bertzoo.data")
@@ -340,6 +340,7 @@ def _check_output(output):
             f"{output} holds a bertzoo {found.get('kind')}, not a prepared corpus; choose another --output."
         )
     ours = {PREPARED_FILE, JOURNAL_FILE, manifest_lib.MANIFEST_FILE, ".bertzoo.lock"}
+    ours |= {"vocab.txt", "spiece.model"}  # the tokenizer's vocabulary, written last
     foreign = [
         p.name
         for p in output.iterdir()
@@ -459,6 +460,16 @@ def _input_records(paths, infos, pieces, done):
     return records
 
 
+def _write_vocabulary(output, tokenizer):
+    """The tokenizer's vocabulary file beside the shards, so a training run
+    rebuilds the exact tokenizer from the directory alone."""
+    source = tokenizer_spec(tokenizer)["source"]
+    data = source if isinstance(source, bytes) else ("\n".join(source) + "\n").encode("utf-8")
+    with atomic_path(output / tokenizer.vocabulary_file) as tmp:
+        Path(tmp).write_bytes(data)
+    return tokenizer.vocabulary_file
+
+
 def _publish(output, settings, identity, inputs, pieces, done):
     entries = [done[p.name] for p in pieces]
     summary = _summary(entries, settings)
@@ -487,7 +498,7 @@ def _publish(output, settings, identity, inputs, pieces, done):
     }
     atomic_write_text(output / PREPARED_FILE, json.dumps(document, indent=1, sort_keys=True))
     files = {e["name"]: {"size": e["size"], "sha256": e["sha256"]} for e in entries}
-    files.update(manifest_lib.describe_files(output, [PREPARED_FILE]))
+    files.update(manifest_lib.describe_files(output, [PREPARED_FILE, identity["file"]]))
     atomic_write_text(
         output / manifest_lib.MANIFEST_FILE, manifest_lib.manifest_text(MANIFEST_KIND, files)
     )
@@ -554,6 +565,7 @@ def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=Non
             _run_pieces(tasks, workers, progress, on_done)
         progress.close()
         inputs_info = _input_records(paths, infos, pieces, done)
+        identity = {**identity, "file": _write_vocabulary(output, tokenizer)}
         document = _publish(output, settings, identity, inputs_info, pieces, done)
     _log_summary(output, document["summary"])
     return document

@@ -40,6 +40,7 @@ from bertzoo.data.corpus import CorpusError
 from bertzoo.data.examples import PretrainingExamples, create_examples, min_seq_len
 from bertzoo.data.prepare import MANIFEST_KIND, PREPARED_FILE, tokenizer_identity
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.tokenizers import tokenizer_class
 
 PACKINGS = (None, "full_sentences")
 
@@ -71,6 +72,13 @@ class PreparedCorpus:
     @functools.lru_cache(maxsize=4)  # noqa: B019 (a few mapped shards per corpus)
     def shard(self, index):
         return shardfile.Shard(self.shard_paths[index])
+
+    def tokenizer(self):
+        """The tokenizer the corpus was prepared with (its vocabulary file
+        and settings are in the directory)."""
+        record = self.document["tokenizer"]
+        cls = tokenizer_class(record["kind"])
+        return cls(str(self.directory / record["file"]), **record["config"])
 
     def check_tokenizer(self, tokenizer):
         want, got = self.document["tokenizer"]["sha256"], tokenizer_identity(tokenizer)["sha256"]

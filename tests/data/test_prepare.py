@@ -71,7 +71,7 @@ def test_shards_hold_the_documents_tokenize_documents_makes(tmp_path, tokenizer)
     manifest = manifest_lib.verify_directory(out, force=True)
     assert manifest["kind"] == "prepared"
     assert sorted(manifest["files"]) == sorted(
-        [e["name"] for e in doc["shards"]] + ["prepared.json"]
+        [e["name"] for e in doc["shards"]] + ["prepared.json", "vocab.txt"]
     )
     # uint16 ids: the vocabulary fits.
     assert Shard(out / doc["shards"][0]["name"]).tokens.dtype == np.uint16
@@ -344,3 +344,35 @@ def test_header_records_the_piece(tmp_path, tokenizer):
     header = Shard(tmp_path / "out" / doc["shards"][0]["name"]).header
     assert header["piece"]["path"] == str(path) and header["stats"]["documents"] == 5
     assert os.path.getsize(path) == header["piece"]["end"]
+
+
+def test_command_line_prepare_and_records(tmp_path, tokenizer, capsys):
+    from bertzoo.cli import main
+    from bertzoo.data import read_pretraining_dataset
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
+    write_documents(tmp_path / "a.txt", mixed_documents(30, seed=1))
+    write_documents(tmp_path / "b.txt", mixed_documents(30, seed=2))
+    out = tmp_path / "prepared"
+    argv = ["prepare", str(tmp_path / "*.txt"), "--vocabulary", str(vocab), "--output", str(out)]
+    argv += ["--shard-mb", "0.004", "--workers", "1", "--no-strip-accents"]
+    assert main(argv) == 0
+    assert "shards" in capsys.readouterr().out
+    prepared = open_prepared(out, check_inputs=True)
+    assert prepared.tokenizer().vocabulary == tokenizer.vocabulary  # rebuilt from the directory
+    prepared.check_tokenizer(tokenizer)
+    records = tmp_path / "records"
+    argv = ["prepare-records", str(out), "--output", str(records), "--sequence-length", "40"]
+    argv += ["--max-predictions", "6", "--objective", "sop", "--dupe-factor", "2"]
+    assert main(argv) == 0
+    assert "examples" in capsys.readouterr().out
+    assert next(iter(read_pretraining_dataset(records, 4, 40)))[0]["token_ids"].shape == (4, 40)
+    # Bad input: exit status 2 and one line, nothing written.
+    argv = ["prepare", str(tmp_path / "none-*.txt"), "--vocabulary", str(vocab)]
+    assert main([*argv, "--output", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "matches no file" in err
+    assert not (tmp_path / "x").exists()
+    assert main([*argv[:1], str(tmp_path), *argv[2:], "--output", str(tmp_path / "x")]) == 2
+    assert "is a directory" in capsys.readouterr().err
