@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
 from bertzoo.data import shardfile, textstream
 from bertzoo.data.corpus import LAYOUTS, CorpusError
@@ -42,6 +43,7 @@ from bertzoo.errors import OutputError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import atomic_path, atomic_write_text
 from bertzoo.io.rundir import RunDirectory
+from bertzoo.tokenizers import tokenizer_class
 
 logger = logging.getLogger("bertzoo.data")
 
@@ -124,13 +126,17 @@ _worker_tokenizer = {}
 
 
 def _build_tokenizer(spec):
-    from bertzoo.tokenizers import tokenizer_class
-
+    """-> (tokenizer, its `tokenize_ids` as one graph function), made once
+    per process and tokenizer (eager op-by-op dispatch costs about as much
+    as the tokenization itself)."""
     key = hashlib.sha256(repr(spec).encode()).hexdigest()
     if key not in _worker_tokenizer:
         _worker_tokenizer.clear()
-        cls = tokenizer_class(spec["kind"])
-        _worker_tokenizer[key] = cls(spec["source"], **spec["config"])
+        tokenizer = tokenizer_class(spec["kind"])(spec["source"], **spec["config"])
+        graph = tf.function(
+            tokenizer.tokenize_ids, input_signature=[tf.TensorSpec([None], tf.string)]
+        )
+        _worker_tokenizer[key] = (tokenizer, graph)
     return _worker_tokenizer[key]
 
 
@@ -141,10 +147,10 @@ class _ShardBuilder:
     """Gathers documents of sentences, tokenizes them in batches and keeps
     the ids of the piece (the only buffer that grows with the piece)."""
 
-    def __init__(self, tokenizer, settings):
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer_and_graph, settings):
+        self.tokenizer, self.tokenize = tokenizer_and_graph
         self.settings = settings
-        self.dtype = shardfile.token_dtype(tokenizer.vocabulary_size)
+        self.dtype = shardfile.token_dtype(self.tokenizer.vocabulary_size)
         self.pending, self.pending_docs, self.pending_bytes = [], [], 0
         self.token_parts, self.length_parts, self.doc_sentences = [], [], []
         self.counts = dict.fromkeys(COUNTS, 0)
@@ -163,9 +169,7 @@ class _ShardBuilder:
     def flush(self):
         if not self.pending:
             return
-        import tensorflow as tf
-
-        ragged = self.tokenizer.tokenize_ids(tf.constant(self.pending, tf.string))
+        ragged = self.tokenize(tf.constant(self.pending, tf.string))
         ids = ragged.flat_values.numpy()
         lengths = ragged.row_lengths().numpy()
         self.peak_buffer_bytes = max(
