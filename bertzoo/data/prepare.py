@@ -71,7 +71,8 @@ class PrepareSettings:
     """layout: "sentences" (one sentence per line, a blank line between
     documents) or "documents" (one document per line). shard_bytes: raw text
     per shard (and per worker's buffer). workers: processes (None: the CPU
-    count). max_line_bytes: longer lines are skipped and counted.
+    count, at most one per `BYTES_PER_WORKER` of text; 1: in this process).
+    max_line_bytes: longer lines are skipped and counted.
     batch_sentences: sentences per tokenizer call. seed: recorded, the
     default seed of the examples made from the shards."""
 
@@ -415,6 +416,21 @@ def _write_journal(output, done):
     atomic_write_text(output / JOURNAL_FILE, text)
 
 
+# A spawned worker starts in about 4 s (importing TensorFlow, tracing the
+# tokenizer) and then tokenizes about 4.5 MB/s: it pays for itself from about
+# this much text (benchmarks/prepare.py).
+BYTES_PER_WORKER = 64 << 20
+
+
+def _worker_count(workers, sizes):
+    """`workers` when given, else the CPU count, but no more workers than
+    pieces; by default also no more than one per BYTES_PER_WORKER of text
+    (a small corpus is prepared in this process, without spawning)."""
+    if workers is None:
+        workers = min(os.cpu_count() or 1, max(1, sum(sizes) // BYTES_PER_WORKER))
+    return max(1, min(workers, len(sizes)))
+
+
 def _run_pieces(tasks, workers, progress, on_done):
     """Runs `prepare_piece` over `tasks`: here when one worker (or task)
     suffices, else in `workers` spawned processes."""
@@ -432,15 +448,20 @@ def _run_pieces(tasks, workers, progress, on_done):
 
     context = multiprocessing.get_context("spawn")
     counter = context.Value("q", 0)
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         workers, mp_context=context, initializer=_init_worker, initargs=(counter,)
-    ) as pool:
+    )
+    try:
         futures = {pool.submit(prepare_piece, task): task[0] for task in tasks}
         while futures:
             finished, _ = wait(list(futures), timeout=0.5, return_when=FIRST_COMPLETED)
             for future in finished:
                 on_done(futures.pop(future), future.result())
             progress.update(progress.base + counter.value)
+    finally:
+        # Idle workers exit on their own; waiting for TensorFlow's teardown
+        # in each would add seconds. On an error, pending pieces are dropped.
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _summary(entries, settings):
@@ -558,7 +579,7 @@ def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=Non
             stream=progress_stream,
         )
         spec = tokenizer_spec(tokenizer)
-        workers = min(settings.workers or os.cpu_count() or 1, max(1, len(todo)))
+        workers = _worker_count(settings.workers, [size(p) for p in todo])
 
         def on_done(piece, entry):
             done[piece.name] = {**entry, "key": keys[piece.name]}

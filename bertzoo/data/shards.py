@@ -50,8 +50,10 @@ class CorpusChangedError(CorpusError):
 
 
 class PreparedCorpus:
-    """An opened, verified prepared directory: `document` (prepared.json),
-    `shard_paths`, `shard(i)` (a mapped `Shard`)."""
+    """An opened prepared directory: `document` (prepared.json),
+    `shard_paths`, `shard(i)` (a mapped `Shard`). With `verify`, its small
+    files are verified against the manifest at once and each shard when it
+    is first opened."""
 
     def __init__(self, directory, verify=True):
         self.directory = Path(directory)
@@ -61,8 +63,10 @@ class PreparedCorpus:
                 f"{self.directory} is not a finished prepared corpus (no {manifest_lib.MANIFEST_FILE} "
                 "of kind 'prepared'); run `python -m bertzoo prepare` (again) to finish it."
             )
-        if verify:
-            manifest_lib.verify_directory(self.directory, manifest=found)
+        self.manifest, self.verify = found, verify
+        if verify:  # the small files now, each shard when it is opened
+            small = [n for n in found["files"] if not n.endswith(shardfile.SUFFIX)]
+            manifest_lib.verify_directory(self.directory, names=small, manifest=found)
         self.document = json.loads((self.directory / PREPARED_FILE).read_text(encoding="utf-8"))
         self.shard_paths = [self.directory / s["name"] for s in self.document["shards"]]
 
@@ -71,7 +75,16 @@ class PreparedCorpus:
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 (a few mapped shards per corpus)
     def shard(self, index):
+        """Shard `index`, verified against the manifest as it is opened (so
+        opening a corpus costs the same at any size)."""
+        if self.verify:
+            name = self.shard_paths[index].name
+            manifest_lib.verify_directory(self.directory, names=[name], manifest=self.manifest)
         return shardfile.Shard(self.shard_paths[index])
+
+    def verify_all(self):
+        """Checks every file against the manifest now (reads them all)."""
+        manifest_lib.verify_directory(self.directory, manifest=self.manifest, force=True)
 
     def tokenizer(self):
         """The tokenizer the corpus was prepared with (its vocabulary file
@@ -271,8 +284,7 @@ class ExampleStream:
         self._shards = [i for i, s in enumerate(prepared.document["shards"]) if s["documents"] > 0]
         if not self._shards:
             raise CorpusError(f"{prepared.directory} holds no documents.")
-        self._counts = {}
-        self._cached = (None, None)
+        self._counts = {}  # (epoch, shard) -> examples, for position_after
 
     def shard_order(self, epoch):
         """The shard indices of `epoch`, in the order the stream visits them."""
@@ -282,18 +294,17 @@ class ExampleStream:
         return [self._shards[i] for i in rng.permutation(len(self._shards))]
 
     def examples(self, epoch, shard):
-        """Examples of the `shard`-th shard of `epoch`'s order (the last
-        one is kept)."""
-        key = (epoch, shard)
-        if self._cached[0] != key:
-            index = self.shard_order(epoch)[shard]
-            seed = _derive_seed(self.settings.seed, epoch, index)
-            examples = shard_examples(self.prepared, index, self.tokenizer, self.settings, seed)
-            self._counts[key] = len(examples)
-            self._cached = (key, examples)
-        return self._cached[1]
+        """Examples of the `shard`-th shard of `epoch`'s order (made anew on
+        every call; their number is remembered)."""
+        index = self.shard_order(epoch)[shard]
+        seed = _derive_seed(self.settings.seed, epoch, index)
+        examples = shard_examples(self.prepared, index, self.tokenizer, self.settings, seed)
+        self._counts[(epoch, shard)] = len(examples)
+        return examples
 
     def _count(self, epoch, shard):
+        """Examples in a shard of an epoch: remembered once the stream (or
+        an earlier call) made them."""
         if (epoch, shard) not in self._counts:
             self.examples(epoch, shard)
         return self._counts[(epoch, shard)]
@@ -324,9 +335,12 @@ class ExampleStream:
         """Unmasked batches (numpy dicts) from `start` on, endlessly."""
         B = self.settings.batch_size
         position = start
-        parts, have = [], 0
+        parts, have, current = [], 0, (None, None)
         while True:
-            examples = self.examples(position.epoch, position.shard)
+            if current[0] != (position.epoch, position.shard):
+                key = (position.epoch, position.shard)
+                current = (key, self.examples(*key))
+            examples = current[1]
             take = min(B - have, len(examples) - position.example)
             sl = slice(position.example, position.example + take)
             parts.append(

@@ -309,7 +309,13 @@ def test_a_damaged_shard_fails_verification(tmp_path, tokenizer):
     data = bytearray(shard.read_bytes())
     data[-1] ^= 1
     shard.write_bytes(bytes(data))
+    prepared = open_prepared(out)  # opening reads only the small files
     with pytest.raises(IntegrityError, match=shard.name):
+        prepared.shard(0)  # each shard is verified as it is opened
+    with pytest.raises(IntegrityError, match=shard.name):
+        prepared.verify_all()
+    (out / "prepared.json").write_text("{}")
+    with pytest.raises(IntegrityError, match="prepared.json"):
         open_prepared(out)
 
 
@@ -376,3 +382,13 @@ def test_command_line_prepare_and_records(tmp_path, tokenizer, capsys):
     assert not (tmp_path / "x").exists()
     assert main([*argv[:1], str(tmp_path), *argv[2:], "--output", str(tmp_path / "x")]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_worker_count(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    per = prepare_lib.BYTES_PER_WORKER
+    assert prepare_lib._worker_count(None, [per // 4] * 3) == 1  # small: in this process
+    assert prepare_lib._worker_count(None, [per] * 3) == 3
+    assert prepare_lib._worker_count(None, [per] * 20) == 8
+    assert prepare_lib._worker_count(4, [10] * 2) == 2  # never more than the pieces
+    assert prepare_lib._worker_count(2, [10] * 5) == 2
