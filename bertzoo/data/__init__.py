@@ -65,6 +65,7 @@ _SUBMODULES = (
     "pipeline",
     "prepare",
     "prepared_records",
+    "progress",
     "readers",
     "shardfile",
     "shards",

@@ -30,13 +30,12 @@ import json
 import logging
 import multiprocessing
 import os
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
+from bertzoo.data import progress as progress_lib
 from bertzoo.data import shardfile, textstream
 from bertzoo.data.corpus import LAYOUTS, CorpusError
 from bertzoo.errors import OutputError
@@ -270,64 +269,6 @@ def prepare_piece(task):
     }
 
 
-# === Progress ===
-
-
-class _Progress:
-    """MB/s and ETA: a bar on a terminal, a log line every `interval` s
-    otherwise."""
-
-    def __init__(self, total, done=0, interval=10.0, stream=None):
-        self.total, self.base, self.done = max(1, total), done, done
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.interval = 0.2 if self.tty else interval
-        self.started = self.last = time.monotonic()
-
-    def line(self):
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        rate = (self.done - self.base) / elapsed
-        left = (self.total - self.done) / rate if rate > 0 else float("nan")
-        eta = f"{int(left) // 60}m{int(left) % 60:02d}s" if left == left else "?"
-        share = min(1.0, self.done / self.total)
-        return (
-            share,
-            f"{share:6.1%} {self.done / 1e6:,.1f}/{self.total / 1e6:,.1f} MB {rate / 1e6:.2f} MB/s ETA {eta}",
-        )
-
-    def update(self, done, force=False):
-        self.done = max(self.done, done)
-        now = time.monotonic()
-        if not force and now - self.last < self.interval:
-            return
-        self.last = now
-        share, text = self.line()
-        if self.tty:
-            bar = "#" * int(share * 30)
-            self.stream.write(f"\rpreparing [{bar:<30}] {text}")
-            self.stream.flush()
-        else:
-            logger.info("preparing: %s", text)
-
-    def close(self):
-        self.update(self.total, force=True)
-        if self.tty:
-            self.stream.write("\n")
-
-
-class _LocalCounter:
-    """`multiprocessing.Value`'s interface, for work done in this process."""
-
-    def __init__(self):
-        import threading
-
-        self.value = 0
-        self._lock = threading.Lock()
-
-    def get_lock(self):
-        return self._lock
-
-
 # === The whole preparation ===
 
 
@@ -435,7 +376,7 @@ def _run_pieces(tasks, workers, progress, on_done):
     """Runs `prepare_piece` over `tasks`: here when one worker (or task)
     suffices, else in `workers` spawned processes."""
     if workers == 1 or len(tasks) == 1:
-        counter = _LocalCounter()
+        counter = progress_lib.LocalCounter()
         _init_worker(counter)
         try:
             for task in tasks:
@@ -530,22 +471,14 @@ def _publish(output, settings, identity, inputs, pieces, done):
     return document
 
 
-def _log_summary(output, s):
-    logger.info(
-        "Prepared %s: %d shards, %d documents, %d sentences, %d tokens (%.3f%% [UNK]); "
-        "%d empty lines; dropped %d too-long and %d binary lines; %d lines with invalid "
-        "UTF-8 (replaced); %d documents split across shards.",
-        output,
-        s["shards"],
-        s["documents"],
-        s["sentences"],
-        s["tokens"],
-        100 * s["unk_share"],
-        s["empty_lines"],
-        s["dropped_too_long"],
-        s["dropped_binary"],
-        s["invalid_utf8_lines"],
-        s["split_documents"],
+def summary_line(s):
+    """The summary as one sentence."""
+    return (
+        f"{s['shards']} shards, {s['documents']} documents, {s['sentences']} sentences, "
+        f"{s['tokens']} tokens ({100 * s['unk_share']:.3f}% [UNK]); {s['empty_lines']} empty "
+        f"lines; dropped {s['dropped_too_long']} too-long and {s['dropped_binary']} binary "
+        f"lines; {s['invalid_utf8_lines']} lines with invalid UTF-8 (replaced); "
+        f"{s['split_documents']} documents split across shards."
     )
 
 
@@ -573,7 +506,7 @@ def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=Non
             logger.info("Resuming: %d of %d shards already prepared.", len(done), len(pieces))
         size = lambda p: (p.end if p.end is not None else infos[p.input_index]["size"]) - p.start
         todo.sort(key=lambda p: (-size(p), p.name))  # largest first: balanced workers
-        progress = _Progress(
+        progress = progress_lib.Progress(
             sum(size(p) for p in pieces),
             sum(size(p) for p in pieces) - sum(size(p) for p in todo),
             stream=progress_stream,
@@ -592,5 +525,5 @@ def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=Non
         inputs_info = _input_records(paths, infos, pieces, done)
         identity = {**identity, "file": _write_vocabulary(output, tokenizer)}
         document = _publish(output, settings, identity, inputs_info, pieces, done)
-    _log_summary(output, document["summary"])
+    logger.info("Prepared %s: %s", output, summary_line(document["summary"]))
     return document
