@@ -392,3 +392,53 @@ def test_worker_count(monkeypatch):
     assert prepare_lib._worker_count(None, [per] * 20) == 8
     assert prepare_lib._worker_count(4, [10] * 2) == 2  # never more than the pieces
     assert prepare_lib._worker_count(2, [10] * 5) == 2
+
+
+@pytest.mark.slow
+def test_a_killed_preparation_resumes_with_its_finished_shards(tmp_path, tokenizer, monkeypatch):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import FIXTURES
+
+    path = write_documents(tmp_path / "c.txt", mixed_documents(300) * 12)
+    out = tmp_path / "out"
+    script = tmp_path / "run.py"
+    script.write_text(
+        "from bertzoo.data.prepare import PrepareSettings, prepare_corpus\n"
+        "from tests.data.prepared_corpus import character_tokenizer\n"
+        "if __name__ == '__main__':\n"
+        f"    prepare_corpus([{str(path)!r}], character_tokenizer(), {str(out)!r},\n"
+        "                   PrepareSettings(shard_bytes=20_000, workers=2))\n"
+    )
+    root = str(FIXTURES.parent.parent)
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    child = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=root,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    journal = out / prepare_lib.JOURNAL_FILE
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.poll() is None:
+        if journal.is_file() and len(json.loads(journal.read_text())["shards"]) >= 3:
+            break
+        time.sleep(0.01)
+    os.killpg(child.pid, signal.SIGKILL)  # the main process and its workers
+    child.wait()
+    assert not (out / manifest_lib.MANIFEST_FILE).exists(), "finished before the kill"
+    kept = json.loads(journal.read_text())["shards"]
+    mtimes = {n: (out / e["name"]).stat().st_mtime_ns for n, e in kept.items()}
+    real, ran = prepare_lib.prepare_piece, []
+    monkeypatch.setattr(prepare_lib, "prepare_piece", lambda t: ran.append(t[0].name) or real(t))
+    doc = prepare_corpus([path], tokenizer, out, PrepareSettings(shard_bytes=20_000, workers=1))
+    assert not set(ran) & set(kept) and len(ran) == len(doc["shards"]) - len(kept) > 0
+    assert mtimes == {n: (out / e["name"]).stat().st_mtime_ns for n, e in kept.items()}
+    fresh = tmp_path / "fresh"
+    prepare_corpus([path], tokenizer, fresh, PrepareSettings(shard_bytes=20_000, workers=1))
+    assert shard_bytes_of(out) == shard_bytes_of(fresh)
