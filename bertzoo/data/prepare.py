@@ -8,19 +8,22 @@ memory; resumable and published with a manifest.
 The inputs are cut into pieces of about `shard_bytes` at document
 boundaries (`bertzoo.data.textstream`); one worker process per piece (the
 `spawn` context: TensorFlow is not fork-safe) streams its lines, tokenizes
-sentences in batches with the tokenizer's TF ops and writes one shard file
-(`bertzoo.data.shardfile`) atomically. A worker holds at most its piece's
-token ids plus one batch of text, so peak memory is about `workers` x
-(`shard_bytes` plus the tokenizer), whatever the corpus size.
+sentences in batches with the tokenizer's TF ops and writes shard files
+(`bertzoo.data.shardfile`) atomically (`bertzoo.data.prepare_worker`): one
+per piece of a plain file, one per `shard_bytes` of text of a `.gz` file. A
+worker holds at most one shard's token ids plus one batch of text, so peak
+memory is about `workers` x (`shard_bytes` plus the tokenizer and
+TensorFlow), whatever the corpus size.
 
 The output directory holds the shards, `prepared.json` (settings, tokenizer
 identity, each input's path, size, modification time and SHA-256 (over its
 pieces' SHA-256s, computed while streaming), the summary) and the manifest
 (`bertzoo-manifest.json`, kind "prepared", written last). Until the manifest
 exists the directory is a preparation in progress: `.prepare-journal.json`
-records each finished shard with the key of its piece and its SHA-256, and a
-rerun keeps every shard whose key and hash still match and prepares only the
-rest. The same inputs, settings and tokenizer give byte-identical shards,
+records each finished piece with its key (piece, input size and mtime,
+settings, tokenizer) and its shards' SHA-256s, and a rerun keeps every piece
+whose key and hashes still match and prepares only the rest (a `.gz` file is
+one piece: it restarts from its beginning). The same inputs, settings and tokenizer give byte-identical shards,
 whatever the number of workers.
 """
 
@@ -32,37 +35,27 @@ import multiprocessing
 import os
 from pathlib import Path
 
-import numpy as np
-import tensorflow as tf
-
 from bertzoo.data import progress as progress_lib
 from bertzoo.data import shardfile, textstream
 from bertzoo.data.corpus import LAYOUTS, CorpusError
+from bertzoo.data.prepare_worker import (
+    COUNTS,
+    FORMAT_VERSION,
+    init_worker,
+    prepare_piece,
+    tokenizer_identity,
+    tokenizer_spec,
+)
 from bertzoo.errors import OutputError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import atomic_path, atomic_write_text
 from bertzoo.io.rundir import RunDirectory
-from bertzoo.tokenizers import tokenizer_class
 
 logger = logging.getLogger("bertzoo.data")
 
 PREPARED_FILE = "prepared.json"
 JOURNAL_FILE = ".prepare-journal.json"
 MANIFEST_KIND = "prepared"
-FORMAT_VERSION = 1
-COUNTS = (
-    "bytes",
-    "lines",
-    "documents",
-    "sentences",
-    "tokens",
-    "unk_tokens",
-    "empty_lines",
-    "dropped_too_long",
-    "dropped_binary",
-    "invalid_utf8_lines",
-    "split_documents",
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,176 +90,6 @@ class PrepareSettings:
             k: getattr(self, k)
             for k in ("layout", "shard_bytes", "max_line_bytes", "batch_sentences")
         }
-
-
-# === The tokenizer, handed to worker processes ===
-
-
-def tokenizer_spec(tokenizer):
-    """A picklable description that rebuilds `tokenizer` in a worker."""
-    source = getattr(tokenizer, "proto", None) or list(tokenizer.vocabulary)
-    return {"kind": tokenizer.kind, "source": source, "config": tokenizer.get_config()}
-
-
-def tokenizer_identity(tokenizer):
-    """{"kind", "vocabulary_size", "vocabulary_sha256", "config"}: what
-    decides the ids (the hash covers the vocabulary and the settings)."""
-    digest = hashlib.sha256("\n".join(tokenizer.vocabulary).encode("utf-8"))
-    config = tokenizer.get_config()
-    digest.update(json.dumps(config, sort_keys=True).encode("utf-8"))
-    return {
-        "kind": tokenizer.kind,
-        "vocabulary_size": tokenizer.vocabulary_size,
-        "sha256": digest.hexdigest(),
-        "config": config,
-    }
-
-
-_worker_tokenizer = {}
-
-
-def _build_tokenizer(spec):
-    """-> (tokenizer, its `tokenize_ids` as one graph function), made once
-    per process and tokenizer (eager op-by-op dispatch costs about as much
-    as the tokenization itself)."""
-    key = hashlib.sha256(repr(spec).encode()).hexdigest()
-    if key not in _worker_tokenizer:
-        _worker_tokenizer.clear()
-        tokenizer = tokenizer_class(spec["kind"])(spec["source"], **spec["config"])
-        graph = tf.function(
-            tokenizer.tokenize_ids, input_signature=[tf.TensorSpec([None], tf.string)]
-        )
-        _worker_tokenizer[key] = (tokenizer, graph)
-    return _worker_tokenizer[key]
-
-
-# === One piece -> one shard (runs in a worker) ===
-
-
-class _ShardBuilder:
-    """Gathers documents of sentences, tokenizes them in batches and keeps
-    the ids of the piece (the only buffer that grows with the piece)."""
-
-    def __init__(self, tokenizer_and_graph, settings):
-        self.tokenizer, self.tokenize = tokenizer_and_graph
-        self.settings = settings
-        self.dtype = shardfile.token_dtype(self.tokenizer.vocabulary_size)
-        self.pending, self.pending_docs, self.pending_bytes = [], [], 0
-        self.token_parts, self.length_parts, self.doc_sentences = [], [], []
-        self.counts = dict.fromkeys(COUNTS, 0)
-        self.buffered_tokens = 0
-        self.peak_buffer_bytes = 0
-
-    def add_document(self, sentences):
-        if not sentences:
-            return
-        self.pending.extend(sentences)
-        self.pending_docs.append(len(sentences))
-        self.pending_bytes += sum(len(s) for s in sentences)
-        if len(self.pending) >= self.settings.batch_sentences or self.pending_bytes > 1 << 22:
-            self.flush()
-
-    def flush(self):
-        if not self.pending:
-            return
-        ragged = self.tokenize(tf.constant(self.pending, tf.string))
-        ids = ragged.flat_values.numpy()
-        lengths = ragged.row_lengths().numpy()
-        self.peak_buffer_bytes = max(
-            self.peak_buffer_bytes,
-            self.buffered_tokens * self.dtype.itemsize + self.pending_bytes + ids.nbytes,
-        )
-        k = 0
-        for n in self.pending_docs:  # sentences that tokenize to nothing are dropped
-            doc = lengths[k : k + n]
-            kept = int(np.count_nonzero(doc))
-            if kept:
-                self.doc_sentences.append(kept)
-            k += n
-        self.token_parts.append(ids.astype(self.dtype))
-        self.length_parts.append(lengths[lengths > 0].astype("<u4"))
-        self.buffered_tokens += len(ids)
-        self.counts["unk_tokens"] += int(np.count_nonzero(ids == self.tokenizer.unk_token_id))
-        self.pending, self.pending_docs, self.pending_bytes = [], [], 0
-
-    def arrays(self):
-        self.flush()
-        tokens = np.concatenate(self.token_parts) if self.token_parts else np.zeros(0, self.dtype)
-        lengths = np.concatenate(self.length_parts) if self.length_parts else np.zeros(0, "<u4")
-        docs = np.asarray(self.doc_sentences, "<u4")
-        self.counts.update(tokens=len(tokens), sentences=len(lengths), documents=len(docs))
-        return tokens, lengths, docs
-
-
-_progress_counter = None
-
-
-def _init_worker(counter):
-    global _progress_counter
-    _progress_counter = counter
-    _unreported[0] = 0
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-_unreported = [0]  # bytes read by this process and not yet added to the counter
-
-
-def _report(n, flush=False):
-    _unreported[0] += n
-    if _progress_counter is not None and (flush or _unreported[0] >= 1 << 20):
-        with _progress_counter.get_lock():
-            _progress_counter.value += _unreported[0]
-    if flush or _unreported[0] >= 1 << 20:
-        _unreported[0] = 0
-
-
-def prepare_piece(task):
-    """Worker entry: (piece, tokenizer spec, settings, output dir) -> the
-    shard's journal entry. Writes `output/<piece.name>.bzshard`."""
-    piece, spec, settings, output = task
-    builder = _ShardBuilder(_build_tokenizer(spec), settings)
-    counts, holder = textstream.LineCounts(), []
-    document = []
-    for line in textstream.iter_lines(piece, settings.max_line_bytes, counts, holder, _report):
-        text = line.strip()
-        if settings.layout == "documents":
-            builder.add_document([text] if text else [])
-            builder.counts["empty_lines"] += not text
-        elif text:
-            document.append(text)
-        else:
-            builder.counts["empty_lines"] += 1
-            builder.add_document(document)
-            document = []
-    builder.add_document(document)
-    _report(0, flush=True)
-    tokens, lengths, docs = builder.arrays()
-    c = builder.counts
-    c.update(
-        bytes=holder[0].bytes_read,
-        lines=counts.lines,
-        dropped_too_long=counts.too_long,
-        dropped_binary=counts.binary,
-        invalid_utf8_lines=counts.invalid_utf8,
-        split_documents=piece.split,
-    )
-    header = {
-        "format_version": FORMAT_VERSION,
-        "piece": dataclasses.asdict(piece),
-        "piece_sha256": holder[0].digest.hexdigest(),
-        "stats": c,
-        "peak_buffer_bytes": builder.peak_buffer_bytes,
-    }
-    path = Path(output) / f"{piece.name}{shardfile.SUFFIX}"
-    shardfile.write_shard(path, tokens, lengths, docs, header)
-    return {
-        "name": path.name,
-        "size": path.stat().st_size,
-        "sha256": manifest_lib.sha256_file(path),
-        "piece_sha256": header["piece_sha256"],
-        "stats": c,
-        "peak_buffer_bytes": builder.peak_buffer_bytes,
-    }
 
 
 # === The whole preparation ===
@@ -320,13 +143,21 @@ def _load_journal(output):
         return {}  # a damaged journal only costs the work it recorded
 
 
-def _still_good(output, entry, key):
-    path = output / entry["name"]
+def _shard_good(output, shard):
+    path = output / Path(shard["name"]).name
     return (
-        entry.get("key") == key
-        and path.is_file()
-        and path.stat().st_size == entry["size"]
-        and manifest_lib.sha256_file(path) == entry["sha256"]
+        path.is_file()
+        and path.stat().st_size == shard["size"]
+        and manifest_lib.sha256_file(path) == shard["sha256"]
+    )
+
+
+def _still_good(output, entry, key):
+    """A journal entry of a finished piece: same key, every shard intact."""
+    return (
+        isinstance(entry, dict)
+        and entry.get("key") == key
+        and all(_shard_good(output, shard) for shard in entry.get("shards", [None]))
     )
 
 
@@ -340,12 +171,10 @@ def _keep_finished(output, pieces, keys):
         for name, entry in journal.items()
         if name in wanted and _still_good(output, entry, keys[name])
     }
-    for name, entry in journal.items():
-        if name not in done and isinstance(entry, dict) and entry.get("name"):
-            (output / Path(entry["name"]).name).unlink(missing_ok=True)
+    kept = {shard["name"] for entry in done.values() for shard in entry["shards"]}
     for path in output.glob(f"*{shardfile.SUFFIX}"):
-        if path.name[: -len(shardfile.SUFFIX)] not in wanted:
-            path.unlink()  # an earlier plan's shard (only bertzoo writes this suffix here)
+        if path.name not in kept:
+            path.unlink()  # unfinished or stale (only bertzoo writes this suffix here)
     for name in (manifest_lib.MANIFEST_FILE, PREPARED_FILE):
         (output / name).unlink(missing_ok=True)
     _write_journal(output, done)
@@ -377,20 +206,20 @@ def _run_pieces(tasks, workers, progress, on_done):
     suffices, else in `workers` spawned processes."""
     if workers == 1 or len(tasks) == 1:
         counter = progress_lib.LocalCounter()
-        _init_worker(counter)
+        init_worker(counter)
         try:
             for task in tasks:
                 on_done(task[0], prepare_piece(task))
                 progress.update(progress.base + counter.value)
         finally:
-            _init_worker(None)
+            init_worker(None)
         return
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     context = multiprocessing.get_context("spawn")
     counter = context.Value("q", 0)
     pool = ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_init_worker, initargs=(counter,)
+        workers, mp_context=context, initializer=init_worker, initargs=(counter,)
     )
     try:
         futures = {pool.submit(prepare_piece, task): task[0] for task in tasks}
@@ -405,13 +234,13 @@ def _run_pieces(tasks, workers, progress, on_done):
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _summary(entries, settings):
-    totals = dict.fromkeys(COUNTS, 0)
-    for entry in entries:
+def _summary(shards, infos):
+    totals = {"bytes": sum(i["size"] for i in infos), **dict.fromkeys(COUNTS, 0)}
+    for shard in shards:
         for k in COUNTS:
-            totals[k] += entry["stats"][k]
+            totals[k] += shard["stats"][k]
     totals["unk_share"] = totals["unk_tokens"] / max(1, totals["tokens"])
-    totals["shards"] = len(entries)
+    totals["shards"] = len(shards)
     return totals
 
 
@@ -437,8 +266,9 @@ def _write_vocabulary(output, tokenizer):
 
 
 def _publish(output, settings, identity, inputs, pieces, done):
-    entries = [done[p.name] for p in pieces]
-    summary = _summary(entries, settings)
+    shards = [(p, shard) for p in pieces for shard in done[p.name]["shards"]]
+    entries = [shard for _, shard in shards]
+    summary = _summary(entries, inputs)
     if not summary["documents"]:
         raise CorpusError(
             f"The corpus is empty: {', '.join(i['path'] for i in inputs)} yield no tokenized "
@@ -455,10 +285,11 @@ def _publish(output, settings, identity, inputs, pieces, done):
                 "name": e["name"],
                 **{k: e["stats"][k] for k in ("documents", "sentences", "tokens")},
                 "input": p.input_index,
+                "piece": p.piece_index,
                 "start": p.start,
                 "end": p.end,
             }
-            for p, e in zip(pieces, entries, strict=True)
+            for p, e in shards
         ],
         "summary": summary,
     }
@@ -503,7 +334,7 @@ def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=Non
         done = _keep_finished(output, pieces, keys)
         todo = [p for p in pieces if p.name not in done]
         if done:
-            logger.info("Resuming: %d of %d shards already prepared.", len(done), len(pieces))
+            logger.info("Resuming: %d of %d pieces already prepared.", len(done), len(pieces))
         size = lambda p: (p.end if p.end is not None else infos[p.input_index]["size"]) - p.start
         todo.sort(key=lambda p: (-size(p), p.name))  # largest first: balanced workers
         progress = progress_lib.Progress(

@@ -38,7 +38,8 @@ import tensorflow as tf
 from bertzoo.data import pipeline, shardfile
 from bertzoo.data.corpus import CorpusError
 from bertzoo.data.examples import PretrainingExamples, create_examples, min_seq_len
-from bertzoo.data.prepare import MANIFEST_KIND, PREPARED_FILE, tokenizer_identity
+from bertzoo.data.prepare import MANIFEST_KIND, PREPARED_FILE
+from bertzoo.data.prepare_worker import tokenizer_identity
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.tokenizers import tokenizer_class
 

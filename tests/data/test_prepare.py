@@ -88,7 +88,7 @@ def test_same_inputs_give_byte_identical_shards(tmp_path, tokenizer):
     first, second = shard_bytes_of(tmp_path / "one"), shard_bytes_of(tmp_path / "two")
     assert first == second and len(first) > 4
     # Names come from input order and piece index.
-    assert "shard-00001-00000.bzshard" in first and "shard-00000-00001.bzshard" in first
+    assert "shard-00001-00000-00000.bzshard" in first and "shard-00000-00001-00000.bzshard" in first
 
 
 @pytest.mark.slow
@@ -148,6 +148,34 @@ def test_a_document_larger_than_a_shard_is_split_and_counted(tmp_path, tokenizer
     assert doc["summary"]["sentences"] == 403  # nothing lost at the cuts
 
 
+def test_a_gz_file_is_cut_into_shards_while_it_streams(tmp_path, tokenizer):
+    documents = mixed_documents(150)
+    big = [f"sentence {i} of one document larger than a shard." for i in range(300)]
+    documents.insert(70, big)
+    plain = write_documents(tmp_path / "c.txt", documents)
+    gz = tmp_path / "c.txt.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    shard = 6000
+    doc = prepare_corpus(
+        [gz], tokenizer, tmp_path / "out", PrepareSettings(shard_bytes=shard, workers=1)
+    )
+    names = [e["name"] for e in doc["shards"]]
+    assert len(names) >= plain.stat().st_size // shard - 2  # cut while streaming
+    assert names[:2] == ["shard-00000-00000-00000.bzshard", "shard-00000-00000-00001.bzshard"]
+    s = doc["summary"]
+    assert s["split_documents"] >= 2 and s["sentences"] == sum(len(d) for d in documents)
+    assert s["documents"] == len(documents) + s["split_documents"]
+    assert s["bytes"] == gz.stat().st_size
+    for name in names:  # each shard holds about shard_bytes of text, never much more
+        header = Shard(tmp_path / "out" / name).header
+        assert header["stats"]["text_bytes"] < shard + 200
+    # Joined back at the cuts, the documents are those of the plain file.
+    got = shard_documents(tmp_path / "out")
+    assert sum(len(d) for d in got) == sum(len(d) for d in reference_documents([plain], tokenizer))
+    flat = lambda docs: [s for d in docs for s in d]
+    assert flat(got) == flat(reference_documents([plain], tokenizer))
+
+
 def test_documents_layout(tmp_path, tokenizer):
     path = tmp_path / "d.txt"
     path.write_text("one doc here.\n\nanother doc.\nthird.\n", encoding="utf-8")
@@ -186,12 +214,12 @@ def test_resume_keeps_finished_shards(tmp_path, tokenizer, monkeypatch):
     assert not (out / manifest_lib.MANIFEST_FILE).exists()
     with pytest.raises(BertzooError, match="not a finished prepared corpus"):
         open_prepared(out)
-    finished = {n: (out / f"{n}.bzshard").stat().st_mtime_ns for n in calls}
+    finished = {n: (out / f"{n}-00000.bzshard").stat().st_mtime_ns for n in calls}
     assert len(finished) == 3
 
     # A finished shard damaged meanwhile is prepared again; the others are kept.
     damaged = sorted(finished)[0]
-    (out / f"{damaged}.bzshard").write_bytes(b"BZSHARD1 damaged")
+    (out / f"{damaged}-00000.bzshard").write_bytes(b"BZSHARD1 damaged")
     rewritten = []
     monkeypatch.setattr(
         prepare_lib, "prepare_piece", lambda task: rewritten.append(task[0].name) or real(task)
@@ -200,7 +228,7 @@ def test_resume_keeps_finished_shards(tmp_path, tokenizer, monkeypatch):
     assert damaged in rewritten and not set(rewritten) & (set(finished) - {damaged})
     for name, mtime in finished.items():
         if name != damaged:
-            assert (out / f"{name}.bzshard").stat().st_mtime_ns == mtime
+            assert (out / f"{name}-00000.bzshard").stat().st_mtime_ns == mtime
     assert shard_bytes_of(out) == shard_bytes_of(fresh)
     assert (out / "prepared.json").read_bytes() != b""
     # A finished preparation rerun does nothing.
@@ -433,12 +461,13 @@ def test_a_killed_preparation_resumes_with_its_finished_shards(tmp_path, tokeniz
     child.wait()
     assert not (out / manifest_lib.MANIFEST_FILE).exists(), "finished before the kill"
     kept = json.loads(journal.read_text())["shards"]
-    mtimes = {n: (out / e["name"]).stat().st_mtime_ns for n, e in kept.items()}
+    names = [shard["name"] for e in kept.values() for shard in e["shards"]]
+    mtimes = {n: (out / n).stat().st_mtime_ns for n in names}
     real, ran = prepare_lib.prepare_piece, []
     monkeypatch.setattr(prepare_lib, "prepare_piece", lambda t: ran.append(t[0].name) or real(t))
     doc = prepare_corpus([path], tokenizer, out, PrepareSettings(shard_bytes=20_000, workers=1))
     assert not set(ran) & set(kept) and len(ran) == len(doc["shards"]) - len(kept) > 0
-    assert mtimes == {n: (out / e["name"]).stat().st_mtime_ns for n, e in kept.items()}
+    assert mtimes == {n: (out / n).stat().st_mtime_ns for n in names}
     fresh = tmp_path / "fresh"
     prepare_corpus([path], tokenizer, fresh, PrepareSettings(shard_bytes=20_000, workers=1))
     assert shard_bytes_of(out) == shard_bytes_of(fresh)
