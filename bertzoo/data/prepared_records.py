@@ -6,8 +6,8 @@ Each shard's documents become examples with `create_examples` (its
 and written with `write_pretraining_tfrecords`, so `read_pretraining_dataset`
 reads the directory as it reads any other. Shards are written one at a time
 (memory: one shard's examples), each renamed into place when complete; a
-journal records finished ones, and a rerun after an interruption writes only
-the rest. `pretraining_metadata.json` and the manifest (kind "records") are
+journal records finished ones (key and SHA-256), and a rerun after an
+interruption writes only the rest. `pretraining_metadata.json` and the manifest (kind "records") are
 written last: until then the directory is not readable as a whole.
 """
 
@@ -83,6 +83,14 @@ def _key(prepared, index, settings, masker):
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
+def _still_good(output, entry, key):
+    """A finished file of the journal: same key, same SHA-256."""
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return False
+    path = output / Path(entry.get("name", "")).name
+    return path.is_file() and manifest_lib.sha256_file(path) == entry.get("sha256")
+
+
 def _load_journal(output):
     try:
         return json.loads((output / JOURNAL_FILE).read_text(encoding="utf-8"))
@@ -130,11 +138,12 @@ def write_prepared_records(prepared, output, tokenizer, masker, settings=None):
         for index in shards:
             key = _key(prepared, index, settings, masker)
             entry = journal.get(str(index))
-            if entry and entry["key"] == key and (output / entry["name"]).is_file():
+            if _still_good(output, entry, key):
                 done[str(index)] = entry
                 continue
             name, count = _write_shard(prepared, index, tokenizer, masker, settings, output)
-            done[str(index)] = {"key": key, "name": name, "examples": count}
+            digest = manifest_lib.sha256_file(output / name)
+            done[str(index)] = {"key": key, "name": name, "examples": count, "sha256": digest}
             atomic_write_text(output / JOURNAL_FILE, json.dumps(done, indent=1, sort_keys=True))
         entries = [done[str(i)] for i in shards]
         metadata = {

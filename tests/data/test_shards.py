@@ -225,10 +225,17 @@ def test_records_per_shard_read_back(prepared, tokenizer, masker, tmp_path):
         for i in range(len(prepared))
     )
     assert n == meta["num_examples"] and 1.7 * once < n < 2.3 * once
-    # A rerun keeps finished files.
-    mtimes = {p.name: p.stat().st_mtime_ns for p in out.glob("*.tfrecord")}
+    # A rerun keeps finished files, and writes a damaged one again.
+    files = sorted(out.glob("*.tfrecord"))
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    files[1].write_bytes(b"damaged")
     write_prepared_records(prepared, out, tokenizer, masker, settings)
-    assert mtimes == {p.name: p.stat().st_mtime_ns for p in out.glob("*.tfrecord")}
+    after = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    assert {n: v for n, v in after.items() if n != files[1].name} == {
+        n: v for n, v in before.items() if n != files[1].name
+    }
+    assert after[files[1].name][1] == before[files[1].name][1]  # the same bytes again
+    manifest_lib.verify_directory(out, force=True)
 
 
 def test_an_unfinished_preparation_is_not_read(tmp_path, tokenizer):
