@@ -86,6 +86,10 @@ def child_prepare(args):
     document = prepare_corpus([args.corpus], tokenizer, args.out, settings)
     seconds = time.perf_counter() - start
     kib = lambda who: resource.getrusage(who).ru_maxrss / 1024
+    # Spawned workers are not waited for at the end, so getrusage's children
+    # miss them: each piece's journal entry records its worker's peak RSS.
+    journal = json.loads((Path(args.out) / ".prepare-journal.json").read_text())
+    worker_kib = max(e["peak_rss_kib"] for e in journal["shards"].values())
     print(
         json.dumps(
             {
@@ -93,7 +97,7 @@ def child_prepare(args):
                 "seconds": round(seconds, 2),
                 "mb_per_s": round(os.path.getsize(args.corpus) / 2**20 / seconds, 2),
                 "peak_rss_main_mib": round(kib(resource.RUSAGE_SELF), 1),
-                "peak_rss_worker_mib": round(kib(resource.RUSAGE_CHILDREN), 1),
+                "peak_rss_worker_mib": round(worker_kib / 1024, 1) if args.child > 1 else None,
                 "summary": document["summary"],
             }
         )

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import resource
 from pathlib import Path
 
 import numpy as np
@@ -261,4 +262,9 @@ def prepare_piece(task):
     writer.add_document(document, size)
     _report(0, flush=True)
     writer.finish()
-    return {"piece_sha256": holder[0].digest.hexdigest(), "shards": writer.entries}
+    return {
+        "piece_sha256": holder[0].digest.hexdigest(),
+        "shards": writer.entries,
+        # This process's peak RSS so far (diagnostics; not in the shards).
+        "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }

@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import os
 import random
 from pathlib import Path
@@ -42,6 +43,8 @@ from bertzoo.data.prepare import MANIFEST_KIND, PREPARED_FILE
 from bertzoo.data.prepare_worker import tokenizer_identity
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.tokenizers import tokenizer_class
+
+logger = logging.getLogger("bertzoo.data")
 
 PACKINGS = (None, "full_sentences")
 
@@ -103,14 +106,24 @@ class PreparedCorpus:
                 "with this tokenizer or use the one it was prepared with."
             )
 
-    def check_inputs_unchanged(self):
-        """Stats every recorded input (no reading): a file that is gone, or
-        whose size or modification time differs, is a `CorpusChangedError`."""
+    def check_inputs_unchanged(self, missing="error"):
+        """Stats every recorded input (no reading): a file whose size or
+        modification time differs is a `CorpusChangedError`; so is a file
+        that is gone, or with `missing="warn"` a logged warning (the shards
+        do not need the corpus: it may stay where it was prepared)."""
         for record in self.document["inputs"]:
             path = record["path"]
             try:
                 st = os.stat(path)
             except OSError:
+                if missing == "warn":
+                    logger.warning(
+                        "Corpus file %s, prepared into %s, is not here; the prepared shards "
+                        "are used as they are.",
+                        path,
+                        self.directory,
+                    )
+                    continue
                 raise CorpusChangedError(
                     f"Corpus file {path} was prepared into {self.directory} but is gone; "
                     "restore it or prepare the corpus again."
@@ -125,10 +138,11 @@ class PreparedCorpus:
 
 def open_prepared(directory, verify=True, check_inputs=False):
     """Opens a prepared directory, verifying its files against the manifest
-    (and, with `check_inputs`, that no corpus file changed since)."""
+    (and, with `check_inputs`, that no corpus file changed since: True, or
+    "warn" to only log files that are gone)."""
     prepared = PreparedCorpus(directory, verify=verify)
     if check_inputs:
-        prepared.check_inputs_unchanged()
+        prepared.check_inputs_unchanged(missing="warn" if check_inputs == "warn" else "error")
     return prepared
 
 
@@ -391,8 +405,11 @@ class ExampleStream:
 
 def prepared_dataset(directory, tokenizer, masker, settings, start=None):
     """For a training run: the batches of `directory` (a prepared corpus,
-    verified, its inputs checked unchanged) from `start`. Returns
-    (dataset, stream); `stream.position_after(n, start)` gives the position
-    to record with a checkpoint after n batches."""
-    stream = ExampleStream(open_prepared(directory, check_inputs=True), tokenizer, masker, settings)
+    verified, its inputs checked unchanged where they still are) from
+    `start` (a `StreamPosition` or its dict). Returns (dataset, stream);
+    `stream.position_after(n, start)` is the position to record with a
+    checkpoint after n batches."""
+    stream = ExampleStream(
+        open_prepared(directory, check_inputs="warn"), tokenizer, masker, settings
+    )
     return stream.dataset(start), stream

@@ -471,3 +471,16 @@ def test_a_killed_preparation_resumes_with_its_finished_shards(tmp_path, tokeniz
     fresh = tmp_path / "fresh"
     prepare_corpus([path], tokenizer, fresh, PrepareSettings(shard_bytes=20_000, workers=1))
     assert shard_bytes_of(out) == shard_bytes_of(fresh)
+
+
+def test_a_corpus_gone_from_this_machine_is_only_logged_for_training(tmp_path, tokenizer, caplog):
+    path = write_documents(tmp_path / "c.txt", mixed_documents(10))
+    out = tmp_path / "out"
+    prepare_corpus([path], tokenizer, out, PrepareSettings(workers=1))
+    path.unlink()
+    caplog.set_level(logging.WARNING, logger="bertzoo.data")
+    open_prepared(out, check_inputs="warn")
+    assert "c.txt, prepared into" in caplog.text and "is not here" in caplog.text
+    path.write_text("other text\n")
+    with pytest.raises(CorpusChangedError, match="changed after"):
+        open_prepared(out, check_inputs="warn")
