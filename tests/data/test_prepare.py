@@ -484,3 +484,20 @@ def test_a_corpus_gone_from_this_machine_is_only_logged_for_training(tmp_path, t
     path.write_text("other text\n")
     with pytest.raises(CorpusChangedError, match="changed after"):
         open_prepared(out, check_inputs="warn")
+
+
+def test_a_sentencepiece_corpus_is_prepared_and_its_tokenizer_rebuilt(tmp_path):
+    from bertzoo.tokenizers import SentencePieceTokenizer
+    from tests.conftest import FIXTURES
+
+    tokenizer = SentencePieceTokenizer(FIXTURES / "sentencepiece" / "spiece.model")
+    path = write_documents(tmp_path / "c.txt", mixed_documents(20))
+    out = tmp_path / "out"
+    doc = prepare_corpus([path], tokenizer, out, PrepareSettings(workers=1))
+    assert (
+        doc["tokenizer"]["kind"] == "sentencepiece" and doc["tokenizer"]["file"] == "spiece.model"
+    )
+    assert shard_documents(out) == reference_documents([path], tokenizer)
+    rebuilt = open_prepared(out).tokenizer()
+    assert rebuilt.proto == tokenizer.proto and rebuilt.get_config() == tokenizer.get_config()
+    open_prepared(out).check_tokenizer(rebuilt)
