@@ -232,7 +232,11 @@ class StreamSettings:
     """batch_size, seq_len, objective ("nsp", "sop", "none"), seed (shard
     order, examples and masks), short_seq_prob (as `create_examples`),
     packing (None or "full_sentences", objective "none" only), shuffle
-    (shard order per epoch, and the examples within a shard)."""
+    (shard order per epoch, and the examples within a shard), num_readers
+    and reader_index (input pipelines of a multi-worker or TPU run: reader
+    i streams the non-empty shards i, i + n, i + 2n, ..., disjoint from the
+    others'; e.g. `tf.distribute.InputContext.num_input_pipelines` and
+    `.input_pipeline_id`)."""
 
     batch_size: int
     seq_len: int = 128
@@ -241,6 +245,8 @@ class StreamSettings:
     short_seq_prob: float = 0.1
     packing: str | None = None
     shuffle: bool = True
+    num_readers: int = 1
+    reader_index: int = 0
 
     def check(self):
         if self.packing not in PACKINGS:
@@ -252,6 +258,10 @@ class StreamSettings:
             )
         if self.batch_size < 1:
             raise CorpusError(f"batch_size must be >= 1, got {self.batch_size}.")
+        if not 0 <= self.reader_index < self.num_readers:
+            raise CorpusError(
+                f"reader_index must be in [0, num_readers={self.num_readers}), got {self.reader_index}."
+            )
         if self.seq_len < min_seq_len(self.objective):
             raise CorpusError(
                 f"seq_len={self.seq_len} is too small for objective {self.objective!r} "
@@ -296,9 +306,13 @@ class ExampleStream:
             masker,
             settings,
         )
-        self._shards = [i for i, s in enumerate(prepared.document["shards"]) if s["documents"] > 0]
-        if not self._shards:
-            raise CorpusError(f"{prepared.directory} holds no documents.")
+        shards = [i for i, s in enumerate(prepared.document["shards"]) if s["documents"] > 0]
+        if len(shards) < settings.num_readers:
+            raise CorpusError(
+                f"{prepared.directory} has {len(shards)} shard(s) with documents, fewer than "
+                f"num_readers={settings.num_readers}: prepare it with a smaller --shard-mb."
+            )
+        self._shards = shards[settings.reader_index :: settings.num_readers]
         self._counts = {}  # (epoch, shard) -> examples, for position_after
 
     def shard_order(self, epoch):

@@ -242,3 +242,20 @@ def test_an_unfinished_preparation_is_not_read(tmp_path, tokenizer):
     (tmp_path / "x").mkdir()
     with pytest.raises(CorpusError, match="not a finished prepared corpus"):
         open_prepared(tmp_path / "x")
+
+
+def test_readers_of_a_multi_worker_run_stream_disjoint_shards(prepared, tokenizer, masker):
+    n = len(prepared)
+    readers = [stream(prepared, tokenizer, masker, num_readers=3, reader_index=i) for i in range(3)]
+    owned = [set(r.shard_order(0)) for r in readers]
+    assert set().union(*owned) == set(range(n)) and sum(map(len, owned)) == n
+    assert all(set(r.shard_order(5)) == o for r, o in zip(readers, owned, strict=True))
+    # A reader resumes exactly too.
+    r = readers[1]
+    full = take(r.dataset(), 12)
+    again = stream(prepared, tokenizer, masker, num_readers=3, reader_index=1)
+    assert_batches_equal(take(again.dataset(r.position_after(5)), 7), full[5:])
+    with pytest.raises(CorpusError, match="reader_index must be in"):
+        stream(prepared, tokenizer, masker, num_readers=2, reader_index=2)
+    with pytest.raises(CorpusError, match="fewer than num_readers"):
+        stream(prepared, tokenizer, masker, num_readers=n + 1)
