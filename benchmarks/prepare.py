@@ -22,6 +22,9 @@ kept so Hangul stays whole).
     from opening the directory to the first batch at a recorded position
     (what a resumed run pays; the same at any corpus size).
 
+(c) objective "none": the share of padding with one document's chunks
+    (as `create_examples` makes them) and with full-sentence packing.
+
 Each --mb run is added to the results file under its size, so sizes can be
 compared (peak RSS should stay flat).
 """
@@ -134,6 +137,26 @@ def stream_throughput(prepared_dir, seq_len, batches=40):
     }
 
 
+def padding_shares(prepared_dir, seq_len, batches=20):
+    """Objective "none": the share of padding in the batches, one
+    document's chunks (create_examples) vs full-sentence packing."""
+    import numpy as np
+
+    from bertzoo.data import MaskedLMMasker
+    from bertzoo.data.shards import ExampleStream, StreamSettings, open_prepared
+
+    prepared = open_prepared(prepared_dir)
+    tokenizer = prepared.tokenizer()
+    masker = MaskedLMMasker(tokenizer, seq_len, round(seq_len * 0.15))
+    shares = {}
+    for packing in (None, "full_sentences"):
+        settings = StreamSettings(256, seq_len, objective="none", packing=packing)
+        ds = ExampleStream(prepared, tokenizer, masker, settings).dataset().take(batches)
+        masks = [x["padding_mask"] for x, _, _ in ds.as_numpy_iterator()]
+        shares[packing or "chunks"] = round(1 - float(np.mean(masks)), 3)
+    return {"seq_len": seq_len, "padding_share": shares}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=20)
@@ -163,6 +186,8 @@ def main():
         print(json.dumps(runs[-1]))
     streams = [stream_throughput(work / f"prepared-{args.workers[-1]}", s) for s in (128, 512)]
     print(json.dumps(streams))
+    padding = [padding_shares(work / f"prepared-{args.workers[-1]}", s) for s in (128, 512)]
+    print(json.dumps(padding))
     run = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python", "benchmarks/prepare.py", *sys.argv[1:]]),
@@ -179,6 +204,7 @@ def main():
         "shard_mb": args.shard_mb,
         "preparation": runs,
         "stream": streams,
+        "objective_none_padding": padding,
     }
     output = Path(args.output)
     results = {"benchmark": "prepare", "runs": {}}
