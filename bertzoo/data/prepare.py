@@ -6,14 +6,16 @@ memory; resumable and published with a manifest.
                              PrepareSettings(shard_bytes=64 << 20, workers=2))
 
 The inputs are cut into pieces of about `shard_bytes` at document
-boundaries (`bertzoo.data.textstream`); one worker process per piece (the
-`spawn` context: TensorFlow is not fork-safe) streams its lines, tokenizes
-sentences in batches with the tokenizer's TF ops and writes shard files
-(`bertzoo.data.shardfile`) atomically (`bertzoo.data.prepare_worker`): one
-per piece of a plain file, one per `shard_bytes` of text of a `.gz` file. A
-worker holds at most one shard's token ids plus one batch of text, so peak
-memory is about `workers` x (`shard_bytes` plus the tokenizer and
-TensorFlow), whatever the corpus size.
+boundaries (`bertzoo.data.textstream`). `workers` workers take the pieces
+one at a time, largest first: the calling process (in a thread) and
+`workers - 1` processes of the `spawn` context (TensorFlow is not
+fork-safe). A worker streams its piece's lines, tokenizes sentences in
+batches with the tokenizer's TF ops and writes shard files atomically
+(`bertzoo.data.prepare_worker`, `bertzoo.data.shardfile`): one per piece of
+a plain file, one per `shard_bytes` of text of a `.gz` file. A worker holds
+at most one shard's token ids plus one batch of text, so peak memory is
+about `workers` x (`shard_bytes` plus TensorFlow and the tokenizer),
+whatever the corpus size.
 
 The output directory holds the shards, `prepared.json` (settings, tokenizer
 identity, each input's path, size, modification time and SHA-256 (over its
@@ -62,8 +64,9 @@ MANIFEST_KIND = "prepared"
 class PrepareSettings:
     """layout: "sentences" (one sentence per line, a blank line between
     documents) or "documents" (one document per line). shard_bytes: raw text
-    per shard (and per worker's buffer). workers: processes (None: the CPU
-    count, at most one per `BYTES_PER_WORKER` of text; 1: in this process).
+    per shard (and per worker's buffer). workers: this process and `workers - 1`
+    spawned ones (None: the CPU count, at most one per `BYTES_PER_WORKER`
+    of text; 1: this process only).
     max_line_bytes: longer lines are skipped and counted.
     batch_sentences: sentences per tokenizer call. seed: recorded, the
     default seed of the examples made from the shards."""
@@ -186,9 +189,10 @@ def _write_journal(output, done):
     atomic_write_text(output / JOURNAL_FILE, text)
 
 
-# A spawned worker starts in about 4 s (importing TensorFlow, tracing the
-# tokenizer) and then tokenizes about 4.5 MB/s: it pays for itself from about
-# this much text (benchmarks/prepare.py).
+# A spawned worker starts in about 4 s on an idle machine (importing
+# TensorFlow, tracing the tokenizer; 10 s or more on a busy one) and then
+# tokenizes about 4-5 MB/s: it pays for itself from about this much text
+# (benchmarks/prepare.py).
 BYTES_PER_WORKER = 64 << 20
 
 
@@ -202,36 +206,48 @@ def _worker_count(workers, sizes):
 
 
 def _run_pieces(tasks, workers, progress, on_done):
-    """Runs `prepare_piece` over `tasks`: here when one worker (or task)
-    suffices, else in `workers` spawned processes."""
-    if workers == 1 or len(tasks) == 1:
-        counter = progress_lib.LocalCounter()
-        init_worker(counter)
-        try:
-            for task in tasks:
-                on_done(task[0], prepare_piece(task))
-                progress.update(progress.base + counter.value)
-        finally:
-            init_worker(None)
-        return
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    """Runs `prepare_piece` over `tasks` with `workers` workers: this
+    process (in a thread: it has TensorFlow and the tokenizer loaded, so it
+    starts at once) and `workers - 1` spawned processes. Each worker takes
+    the next task when it finishes one, so the largest-first order
+    balances them."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 
-    context = multiprocessing.get_context("spawn")
-    counter = context.Value("q", 0)
-    pool = ProcessPoolExecutor(
-        workers, mp_context=context, initializer=init_worker, initargs=(counter,)
-    )
+    local_counter = progress_lib.LocalCounter()
+    init_worker(local_counter)
+    executors = [(ThreadPoolExecutor(1), 1)]
+    counters = [local_counter]
+    if workers > 1:
+        context = multiprocessing.get_context("spawn")
+        counters.append(context.Value("q", 0))
+        pool = ProcessPoolExecutor(
+            workers - 1, mp_context=context, initializer=init_worker, initargs=(counters[1],)
+        )
+        executors.append((pool, workers - 1))
+    pending, running = list(reversed(tasks)), {}
+
+    def fill():
+        for executor, slots in executors:
+            busy = sum(1 for e, _ in running.values() if e is executor)
+            for _ in range(slots - busy):
+                if pending:
+                    task = pending.pop()
+                    running[executor.submit(prepare_piece, task)] = (executor, task[0])
+
     try:
-        futures = {pool.submit(prepare_piece, task): task[0] for task in tasks}
-        while futures:
-            finished, _ = wait(list(futures), timeout=0.5, return_when=FIRST_COMPLETED)
+        fill()
+        while running:
+            finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
             for future in finished:
-                on_done(futures.pop(future), future.result())
-            progress.update(progress.base + counter.value)
+                on_done(running.pop(future)[1], future.result())
+            fill()
+            progress.update(progress.base + sum(c.value for c in counters))
     finally:
         # Idle workers exit on their own; waiting for TensorFlow's teardown
         # in each would add seconds. On an error, pending pieces are dropped.
-        pool.shutdown(wait=False, cancel_futures=True)
+        for executor, _ in executors:
+            executor.shutdown(wait=False, cancel_futures=True)
+        init_worker(None)
 
 
 def _summary(shards, infos):
