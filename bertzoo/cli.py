@@ -590,8 +590,15 @@ def _add_prepare(sub):
     p.add_argument("--output", required=True, help="the directory of shards to write")
     p.add_argument("--layout", choices=("sentences", "documents"), default="sentences")
     p.add_argument("--shard-mb", type=float, default=64.0, help="raw text per shard (default 64)")
-    p.add_argument("--workers", type=int, default=None, help="processes (default: CPU count)")
-    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="this process and N-1 spawned ones (default: the CPU count, at most one per 64 MB)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=12345, help="recorded: the default seed of the examples"
+    )
     p.add_argument(
         "--max-line-mb", type=float, default=1.0, help="longer lines are skipped (default 1)"
     )
