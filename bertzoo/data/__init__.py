@@ -14,6 +14,15 @@ QA features, readers and metrics are their kinds': `bertzoo.tasks.tagging`,
     # or dynamic masking, re-drawn every epoch:
     ds = make_pretraining_dataset(examples, batch_size=32, masker=masker, seed=0)
 
+A corpus of any size: prepared once into document shards (parallel,
+resumable, bounded memory), then streamed from them:
+
+    prepare_corpus(["corpus/*.txt.gz"], tokenizer, "prepared/", PrepareSettings(workers=8))
+    ds, stream = prepared_dataset("prepared/", tokenizer, masker,
+                                  StreamSettings(batch_size=32, seq_len=128), start=position)
+    position = stream.position_after(steps_done, position)     # for the checkpoint
+    write_prepared_records(open_prepared("prepared/"), "records/", tokenizer, masker)
+
 Names are imported on first use (`bertzoo.lazy`), so `bertzoo.data.readers`
 imports without TensorFlow.
 """
@@ -21,7 +30,17 @@ imports without TensorFlow.
 from bertzoo.lazy import lazy_exports
 
 _EXPORTS = {
+    "CorpusChangedError": "bertzoo.data.shards",
     "CorpusError": "bertzoo.data.corpus",
+    "ExampleStream": "bertzoo.data.shards",
+    "PrepareSettings": "bertzoo.data.prepare",
+    "RecordSettings": "bertzoo.data.prepared_records",
+    "StreamPosition": "bertzoo.data.shards",
+    "StreamSettings": "bertzoo.data.shards",
+    "open_prepared": "bertzoo.data.shards",
+    "prepare_corpus": "bertzoo.data.prepare",
+    "prepared_dataset": "bertzoo.data.shards",
+    "write_prepared_records": "bertzoo.data.prepared_records",
     "MASKING_KINDS": "bertzoo.data.masking:KINDS",
     "METADATA_FILE": "bertzoo.data.pipeline",
     "MaskedLMMasker": "bertzoo.data.masking",
@@ -44,7 +63,13 @@ _SUBMODULES = (
     "examples",
     "masking",
     "pipeline",
+    "prepare",
+    "prepared_records",
+    "progress",
     "readers",
+    "shardfile",
+    "shards",
+    "textstream",
 )
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

@@ -1,0 +1,169 @@
+"""A prepared corpus -> masked TFRecords, written once, one file per shard
+(static masking with a dupe factor, for TPUs reading from a bucket).
+
+Each shard's documents become examples with `create_examples` (its
+`dupe_factor` passes re-chunk the shard with fresh randomness), are masked
+and written with `write_pretraining_tfrecords`, so `read_pretraining_dataset`
+reads the directory as it reads any other. Shards are written one at a time
+(memory: one shard's examples), each renamed into place when complete; a
+journal records finished ones (key and SHA-256), and a rerun after an
+interruption writes only the rest. `pretraining_metadata.json` and the manifest (kind "records") are
+written last: until then the directory is not readable as a whole.
+"""
+
+import dataclasses
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from bertzoo.data import pipeline
+from bertzoo.data.corpus import CorpusError
+from bertzoo.data.examples import create_examples
+from bertzoo.data.shards import StreamSettings, _derive_seed
+from bertzoo.errors import OutputError
+from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.publish import atomic_write_text
+from bertzoo.io.rundir import RunDirectory
+
+JOURNAL_FILE = ".records-journal.json"
+MANIFEST_KIND = "records"
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordSettings:
+    """seq_len, objective, dupe_factor, seed, short_seq_prob: as
+    `create_examples` takes them (per shard)."""
+
+    seq_len: int = 128
+    objective: str = "nsp"
+    dupe_factor: int = 1
+    seed: int = 12345
+    short_seq_prob: float = 0.1
+
+    def check(self):
+        StreamSettings(batch_size=1, seq_len=self.seq_len, objective=self.objective).check()
+        if self.dupe_factor < 1:
+            raise CorpusError(f"dupe_factor must be >= 1, got {self.dupe_factor}.")
+
+
+def _check_output(output):
+    if output.exists() and not output.is_dir():
+        raise OutputError(f"--output {output} is a file; it must name a directory.")
+    if not output.is_dir():
+        return
+    found = manifest_lib.read_manifest(output)
+    if found is not None and found.get("kind") != MANIFEST_KIND:
+        raise OutputError(
+            f"{output} holds a bertzoo {found.get('kind')}, not pre-training records; "
+            "choose another --output."
+        )
+    ours = {JOURNAL_FILE, manifest_lib.MANIFEST_FILE, pipeline.METADATA_FILE, ".bertzoo.lock"}
+    foreign = [
+        p.name
+        for p in output.iterdir()
+        if p.name not in ours and not p.name.endswith(".tfrecord") and not p.name.startswith(".")
+    ]
+    if foreign:
+        raise OutputError(
+            f"{output} holds files bertzoo did not write ({', '.join(sorted(foreign)[:3])}); "
+            "choose a new or empty directory, or an earlier records directory."
+        )
+
+
+def _key(prepared, index, settings, masker):
+    document = {
+        "shard": prepared.document["shards"][index]["name"],
+        "shard_sha256": manifest_lib.read_manifest(prepared.directory)["files"][
+            prepared.document["shards"][index]["name"]
+        ]["sha256"],
+        "settings": dataclasses.asdict(settings),
+        "masking": masker.config(),
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def _still_good(output, entry, key):
+    """A finished file of the journal: same key, same SHA-256."""
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return False
+    path = output / Path(entry.get("name", "")).name
+    return path.is_file() and manifest_lib.sha256_file(path) == entry.get("sha256")
+
+
+def _load_journal(output):
+    try:
+        return json.loads((output / JOURNAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_shard(prepared, index, tokenizer, masker, settings, output):
+    """-> (file name, number of examples); the file is renamed into place."""
+    seed = _derive_seed(settings.seed, index)
+    examples = create_examples(
+        prepared.shard(index).document_list(),
+        tokenizer,
+        seq_len=settings.seq_len,
+        objective=settings.objective,
+        short_seq_prob=settings.short_seq_prob,
+        dupe_factor=settings.dupe_factor,
+        seed=seed,
+    )
+    stem = Path(prepared.document["shards"][index]["name"]).stem
+    work = output / f".work-{stem}"
+    shutil.rmtree(work, ignore_errors=True)
+    (path,) = pipeline.write_pretraining_tfrecords(
+        examples, work, num_shards=1, masker=masker, seed=seed, prefix=stem
+    )
+    name = f"{stem}.tfrecord"
+    path.replace(output / name)
+    shutil.rmtree(work, ignore_errors=True)
+    return name, len(examples)
+
+
+def write_prepared_records(prepared, output, tokenizer, masker, settings=None):
+    """Writes masked TFRecords for every non-empty shard of `prepared` (a
+    `PreparedCorpus`) into `output` and returns the metadata document."""
+    settings = settings or RecordSettings()
+    settings.check()
+    prepared.check_tokenizer(tokenizer)
+    pipeline._check_masker(masker, settings.seq_len)
+    output = Path(output)
+    _check_output(output)
+    shards = [i for i, s in enumerate(prepared.document["shards"]) if s["documents"] > 0]
+    with RunDirectory(output):
+        (output / manifest_lib.MANIFEST_FILE).unlink(missing_ok=True)
+        journal, done = _load_journal(output), {}
+        for index in shards:
+            key = _key(prepared, index, settings, masker)
+            entry = journal.get(str(index))
+            if _still_good(output, entry, key):
+                done[str(index)] = entry
+                continue
+            name, count = _write_shard(prepared, index, tokenizer, masker, settings, output)
+            digest = manifest_lib.sha256_file(output / name)
+            done[str(index)] = {"key": key, "name": name, "examples": count, "sha256": digest}
+            atomic_write_text(output / JOURNAL_FILE, json.dumps(done, indent=1, sort_keys=True))
+        entries = [done[str(i)] for i in shards]
+        metadata = {
+            "format_version": pipeline.FORMAT_VERSION,
+            "seq_len": settings.seq_len,
+            "objective": settings.objective,
+            "vocabulary_size": tokenizer.vocabulary_size,
+            "masked": True,
+            "max_predictions_per_seq": masker.max_predictions_per_seq,
+            "masking": masker.config(),
+            "num_examples": sum(e["examples"] for e in entries),
+            "shards": [e["name"] for e in entries],
+            "seed": settings.seed,
+            "dupe_factor": settings.dupe_factor,
+            "prepared": str(prepared.directory.resolve()),
+        }
+        atomic_write_text(output / pipeline.METADATA_FILE, json.dumps(metadata, indent=2))
+        names = [e["name"] for e in entries] + [pipeline.METADATA_FILE]
+        files = manifest_lib.describe_files(output, names)
+        atomic_write_text(
+            output / manifest_lib.MANIFEST_FILE, manifest_lib.manifest_text(MANIFEST_KIND, files)
+        )
+    return metadata

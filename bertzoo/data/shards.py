@@ -1,0 +1,429 @@
+"""A prepared corpus (`bertzoo.data.prepare`) -> pre-training examples,
+streaming, in either of two modes:
+
+* on the fly in `tf.data` (`ExampleStream`): each shard's documents become
+  examples exactly as `create_examples` makes them for one input file (NSP or
+  SOP pairs within the shard, as the reference pairs within a file), shards
+  are visited in a seeded order that changes every epoch, and batches are
+  masked dynamically as `make_pretraining_dataset` masks them (batch b of
+  the stream with the seed pair (seed, b)). Only one shard's examples are in
+  memory at a time.
+* written once as masked TFRecords per shard (`write_prepared_records`), in
+  the format `read_pretraining_dataset` reads, for TPUs reading a bucket.
+
+The stream's position is a `StreamPosition` (epoch, index in the epoch's
+shard order, example in that shard, batches so far). `ExampleStream
+.dataset(start)` begins exactly there, building one shard's examples and
+skipping into them; `position_after(start, n)` walks n batches forward by
+counting examples shard by shard. Both cost the shards they touch, never the
+corpus: a resumed run trains the same batches as an uninterrupted one, and
+resuming takes the same time at any corpus size.
+
+For MLM only (objective "none") `packing="full_sentences"` packs whole
+consecutive sentences into full sequences, crossing document ends with a
+[SEP] between documents (RoBERTa's FULL-SENTENCES).
+"""
+
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from bertzoo.data import pipeline, shardfile
+from bertzoo.data.corpus import CorpusError
+from bertzoo.data.examples import PretrainingExamples, create_examples, min_seq_len
+from bertzoo.data.prepare import MANIFEST_KIND, PREPARED_FILE
+from bertzoo.data.prepare_worker import tokenizer_identity
+from bertzoo.io import manifest as manifest_lib
+from bertzoo.tokenizers import tokenizer_class
+
+logger = logging.getLogger("bertzoo.data")
+
+PACKINGS = (None, "full_sentences")
+
+
+class CorpusChangedError(CorpusError):
+    """A corpus file changed after it was prepared."""
+
+
+class PreparedCorpus:
+    """An opened prepared directory: `document` (prepared.json),
+    `shard_paths`, `shard(i)` (a mapped `Shard`). With `verify`, its small
+    files are verified against the manifest at once and each shard when it
+    is first opened."""
+
+    def __init__(self, directory, verify=True):
+        self.directory = Path(directory)
+        found = manifest_lib.read_manifest(self.directory)
+        if found is None or found.get("kind") != MANIFEST_KIND:
+            raise CorpusError(
+                f"{self.directory} is not a finished prepared corpus (no {manifest_lib.MANIFEST_FILE} "
+                "of kind 'prepared'); run `python -m bertzoo prepare` (again) to finish it."
+            )
+        self.manifest, self.verify = found, verify
+        if verify:  # the small files now, each shard when it is opened
+            small = [n for n in found["files"] if not n.endswith(shardfile.SUFFIX)]
+            manifest_lib.verify_directory(self.directory, names=small, manifest=found)
+        self.document = json.loads((self.directory / PREPARED_FILE).read_text(encoding="utf-8"))
+        self.shard_paths = [self.directory / s["name"] for s in self.document["shards"]]
+
+    def __len__(self):
+        return len(self.shard_paths)
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 (a few mapped shards per corpus)
+    def shard(self, index):
+        """Shard `index`, verified against the manifest as it is opened (so
+        opening a corpus costs the same at any size)."""
+        if self.verify:
+            name = self.shard_paths[index].name
+            manifest_lib.verify_directory(self.directory, names=[name], manifest=self.manifest)
+        return shardfile.Shard(self.shard_paths[index])
+
+    def verify_all(self):
+        """Checks every file against the manifest now (reads them all)."""
+        manifest_lib.verify_directory(self.directory, manifest=self.manifest, force=True)
+
+    def tokenizer(self):
+        """The tokenizer the corpus was prepared with (its vocabulary file
+        and settings are in the directory)."""
+        record = self.document["tokenizer"]
+        cls = tokenizer_class(record["kind"])
+        return cls(str(self.directory / record["file"]), **record["config"])
+
+    def check_tokenizer(self, tokenizer):
+        want, got = self.document["tokenizer"]["sha256"], tokenizer_identity(tokenizer)["sha256"]
+        if want != got:
+            raise CorpusError(
+                f"{self.directory} was prepared with another vocabulary or tokenizer settings "
+                f"(hash {want[:12]}, this tokenizer's {got[:12]}); prepare the corpus again "
+                "with this tokenizer or use the one it was prepared with."
+            )
+
+    def check_inputs_unchanged(self, missing="error"):
+        """Stats every recorded input (no reading): a file whose size or
+        modification time differs is a `CorpusChangedError`; so is a file
+        that is gone, or with `missing="warn"` a logged warning (the shards
+        do not need the corpus: it may stay where it was prepared)."""
+        for record in self.document["inputs"]:
+            path = record["path"]
+            try:
+                st = os.stat(path)
+            except OSError:
+                if missing == "warn":
+                    logger.warning(
+                        "Corpus file %s, prepared into %s, is not here; the prepared shards "
+                        "are used as they are.",
+                        path,
+                        self.directory,
+                    )
+                    continue
+                raise CorpusChangedError(
+                    f"Corpus file {path} was prepared into {self.directory} but is gone; "
+                    "restore it or prepare the corpus again."
+                ) from None
+            if (st.st_size, st.st_mtime_ns) != (record["size"], record["mtime_ns"]):
+                raise CorpusChangedError(
+                    f"Corpus file {path} changed after it was prepared into {self.directory} "
+                    f"(size {record['size']} -> {st.st_size} bytes, or its modification time); "
+                    "prepare the corpus again."
+                )
+
+
+def open_prepared(directory, verify=True, check_inputs=False):
+    """Opens a prepared directory, verifying its files against the manifest
+    (and, with `check_inputs`, that no corpus file changed since: True, or
+    "warn" to only log files that are gone)."""
+    prepared = PreparedCorpus(directory, verify=verify)
+    if check_inputs:
+        prepared.check_inputs_unchanged(missing="warn" if check_inputs == "warn" else "error")
+    return prepared
+
+
+def check_inputs_unchanged(directory):
+    open_prepared(directory, verify=False).check_inputs_unchanged()
+
+
+# === Examples ===
+
+
+def _derive_seed(*parts):
+    """One int in [0, 2**62) from a tuple of ints (fits a TF int64 seed)."""
+    text = ",".join(str(int(p)) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") >> 2
+
+
+def pack_full_sentences(documents, tokenizer, seq_len, seed):
+    """RoBERTa's FULL-SENTENCES: documents (shuffled with `seed`) are read
+    as one stream of sentences, and each sequence `[CLS] ... [SEP]` is
+    filled with whole consecutive sentences; a document's end inside a
+    sequence adds a [SEP]. A sentence longer than a sequence is cut to fit.
+    Returns `PretrainingExamples` (objective "none"), in a shuffled order."""
+    rng = random.Random(seed)
+    order = list(range(len(documents)))
+    rng.shuffle(order)
+    capacity, sep = seq_len - 2, tokenizer.sep_token_id
+    rows, current, doc_of = [], [], []
+
+    def emit():
+        if current and current[-1] == sep:
+            current.pop()  # the closing [SEP] is added below
+        if current:
+            rows.append(np.asarray(current, np.int32))
+            doc_of.append(d)
+        current.clear()
+
+    for d in order:
+        for sentence in documents[d]:
+            if len(current) + len(sentence) > capacity:
+                emit()
+            current.extend(sentence[:capacity].tolist())
+        if current and len(current) < capacity:
+            current.append(sep)
+    emit()
+    index = list(range(len(rows)))
+    rng.shuffle(index)
+    n = len(rows)
+    token_ids = np.full((n, seq_len), tokenizer.pad_token_id, np.int32)
+    padding_mask = np.zeros((n, seq_len), np.int32)
+    for k, i in enumerate(index):
+        row = np.concatenate([[tokenizer.cls_token_id], rows[i], [sep]])
+        token_ids[k, : len(row)] = row
+        padding_mask[k, : len(row)] = 1
+    return PretrainingExamples(
+        token_ids=token_ids,
+        segment_ids=np.zeros((n, seq_len), np.int32),
+        padding_mask=padding_mask,
+        labels=np.zeros(n, np.int32),
+        document_ids=np.asarray(doc_of, np.int32)[index] if n else np.zeros(0, np.int32),
+        seq_len=seq_len,
+        objective="none",
+        vocabulary_size=tokenizer.vocabulary_size,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamPosition:
+    """Where an on-the-fly stream stands: `epoch`, `shard` (index into that
+    epoch's shard order), `example` (in that shard's examples), `batch`
+    (batches yielded since the stream's beginning; masking is keyed by it)."""
+
+    epoch: int = 0
+    shard: int = 0
+    example: int = 0
+    batch: int = 0
+
+    def as_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**{k: int(d[k]) for k in ("epoch", "shard", "example", "batch")})
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamSettings:
+    """batch_size, seq_len, objective ("nsp", "sop", "none"), seed (shard
+    order, examples and masks), short_seq_prob (as `create_examples`),
+    packing (None or "full_sentences", objective "none" only), shuffle
+    (shard order per epoch, and the examples within a shard), num_readers
+    and reader_index (input pipelines of a multi-worker or TPU run: reader
+    i streams the non-empty shards i, i + n, i + 2n, ..., disjoint from the
+    others'; e.g. `tf.distribute.InputContext.num_input_pipelines` and
+    `.input_pipeline_id`)."""
+
+    batch_size: int
+    seq_len: int = 128
+    objective: str = "nsp"
+    seed: int = 0
+    short_seq_prob: float = 0.1
+    packing: str | None = None
+    shuffle: bool = True
+    num_readers: int = 1
+    reader_index: int = 0
+
+    def check(self):
+        if self.packing not in PACKINGS:
+            raise CorpusError(f"packing must be one of {PACKINGS}, got {self.packing!r}.")
+        if self.packing and self.objective != "none":
+            raise CorpusError(
+                f"packing={self.packing!r} makes single-segment sequences: it needs "
+                f"objective 'none', got {self.objective!r}."
+            )
+        if self.batch_size < 1:
+            raise CorpusError(f"batch_size must be >= 1, got {self.batch_size}.")
+        if not 0 <= self.reader_index < self.num_readers:
+            raise CorpusError(
+                f"reader_index must be in [0, num_readers={self.num_readers}), got {self.reader_index}."
+            )
+        if self.seq_len < min_seq_len(self.objective):
+            raise CorpusError(
+                f"seq_len={self.seq_len} is too small for objective {self.objective!r} "
+                f"(at least {min_seq_len(self.objective)})."
+            )
+
+
+def shard_examples(prepared, index, tokenizer, settings, seed):
+    """The unmasked examples of shard `index`: `create_examples` over its
+    documents with `seed` (dupe_factor 1), or full-sentence packing."""
+    documents = prepared.shard(index).document_list()
+    if settings.packing == "full_sentences":
+        return pack_full_sentences(documents, tokenizer, settings.seq_len, seed)
+    return create_examples(
+        documents,
+        tokenizer,
+        seq_len=settings.seq_len,
+        objective=settings.objective,
+        short_seq_prob=settings.short_seq_prob,
+        seed=seed,
+        shuffle=settings.shuffle,
+    )
+
+
+class ExampleStream:
+    """The endless on-the-fly stream of masked batches over a prepared
+    corpus (see the module docstring).
+
+        stream = ExampleStream(open_prepared("prepared/"), tokenizer, masker,
+                               StreamSettings(batch_size=32, seq_len=128))
+        ds = stream.dataset(start)                  # start: a StreamPosition
+        position = stream.position_after(steps, start)  # for the checkpoint
+    """
+
+    def __init__(self, prepared, tokenizer, masker, settings):
+        settings.check()
+        pipeline._check_masker(masker, settings.seq_len)
+        prepared.check_tokenizer(tokenizer)
+        self.prepared, self.tokenizer, self.masker, self.settings = (
+            prepared,
+            tokenizer,
+            masker,
+            settings,
+        )
+        shards = [i for i, s in enumerate(prepared.document["shards"]) if s["documents"] > 0]
+        if len(shards) < settings.num_readers:
+            raise CorpusError(
+                f"{prepared.directory} has {len(shards)} shard(s) with documents, fewer than "
+                f"num_readers={settings.num_readers}: prepare it with a smaller --shard-mb."
+            )
+        self._shards = shards[settings.reader_index :: settings.num_readers]
+        self._counts = {}  # (epoch, shard) -> examples, for position_after
+
+    def shard_order(self, epoch):
+        """The shard indices of `epoch`, in the order the stream visits them."""
+        if not self.settings.shuffle:
+            return list(self._shards)
+        rng = np.random.default_rng([self.settings.seed, epoch])
+        return [self._shards[i] for i in rng.permutation(len(self._shards))]
+
+    def examples(self, epoch, shard):
+        """Examples of the `shard`-th shard of `epoch`'s order (made anew on
+        every call; their number is remembered)."""
+        index = self.shard_order(epoch)[shard]
+        seed = _derive_seed(self.settings.seed, epoch, index)
+        examples = shard_examples(self.prepared, index, self.tokenizer, self.settings, seed)
+        self._counts[(epoch, shard)] = len(examples)
+        return examples
+
+    def _count(self, epoch, shard):
+        """Examples in a shard of an epoch: remembered once the stream (or
+        an earlier call) made them."""
+        if (epoch, shard) not in self._counts:
+            self.examples(epoch, shard)
+        return self._counts[(epoch, shard)]
+
+    def _next_shard(self, position):
+        shard, epoch = position.shard + 1, position.epoch
+        if shard == len(self._shards):
+            shard, epoch = 0, epoch + 1
+        return StreamPosition(epoch, shard, 0, position.batch)
+
+    def position_after(self, num_batches, start=None):
+        """The position `num_batches` batches after `start` (the stream's
+        beginning when None). Costs the shards in between, not the corpus."""
+        position = start or StreamPosition()
+        left = int(num_batches) * self.settings.batch_size
+        while True:
+            available = self._count(position.epoch, position.shard) - position.example
+            if left < available:
+                return dataclasses.replace(
+                    position,
+                    example=position.example + left,
+                    batch=position.batch + int(num_batches),
+                )
+            left -= available
+            position = self._next_shard(position)
+
+    def _batches(self, start):
+        """Unmasked batches (numpy dicts) from `start` on, endlessly."""
+        B = self.settings.batch_size
+        position = start
+        parts, have, current = [], 0, (None, None)
+        while True:
+            if current[0] != (position.epoch, position.shard):
+                key = (position.epoch, position.shard)
+                current = (key, self.examples(*key))
+            examples = current[1]
+            take = min(B - have, len(examples) - position.example)
+            sl = slice(position.example, position.example + take)
+            parts.append(
+                (
+                    examples.token_ids[sl],
+                    examples.segment_ids[sl],
+                    examples.padding_mask[sl],
+                    examples.labels[sl],
+                )
+            )
+            have += take
+            position = dataclasses.replace(position, example=position.example + take)
+            if position.example == len(examples):
+                position = self._next_shard(position)
+            if have == B:
+                columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
+                yield dict(
+                    zip(("token_ids", "segment_ids", "padding_mask", "label"), columns, strict=True)
+                )
+                parts, have = [], 0
+
+    def dataset(self, start=None):
+        """The batched `tf.data.Dataset` of (x, y, sample_weight) from
+        `start` (a `StreamPosition`, or its dict; None: the beginning)."""
+        if isinstance(start, dict):
+            start = StreamPosition.from_dict(start)
+        start = start or StreamPosition()
+        B, S = self.settings.batch_size, self.settings.seq_len
+        spec = {
+            k: tf.TensorSpec((B, S), tf.int32) for k in ("token_ids", "segment_ids", "padding_mask")
+        }
+        spec["label"] = tf.TensorSpec((B,), tf.int32)
+        batches = tf.data.Dataset.from_generator(
+            lambda: self._batches(start), output_signature=spec
+        )
+        seeds = tf.data.Dataset.counter(start.batch).map(
+            lambda b: tf.stack([tf.constant(self.settings.seed, tf.int64), b])
+        )
+        objective = self.settings.objective
+        ds = tf.data.Dataset.zip((batches, seeds)).map(
+            lambda batch, pair: pipeline._mask_batch(batch, self.masker, pair, objective),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def prepared_dataset(directory, tokenizer, masker, settings, start=None):
+    """For a training run: the batches of `directory` (a prepared corpus,
+    verified, its inputs checked unchanged where they still are) from
+    `start` (a `StreamPosition` or its dict). Returns (dataset, stream);
+    `stream.position_after(n, start)` is the position to record with a
+    checkpoint after n batches."""
+    stream = ExampleStream(
+        open_prepared(directory, check_inputs="warn"), tokenizer, masker, settings
+    )
+    return stream.dataset(start), stream

@@ -1,0 +1,222 @@
+"""Raw corpus files -> pieces -> checked lines, in bounded memory.
+
+* `expand_inputs`: paths and globs -> files, with one-line errors for a
+  missing file, a glob that matches nothing and a directory where a file
+  belongs (all raised before anything is written).
+* `plan_pieces`: each plain file is cut into pieces of about `shard_bytes`
+  at document boundaries (a blank line in the "sentences" layout, any line
+  end in the "documents" layout). A document larger than `shard_bytes` is
+  cut at a line (sentence) end and counted in `split_documents`. A `.gz`
+  file is one piece (finding boundaries would mean decompressing it twice).
+  Planning reads only the bytes near each cut.
+* `iter_lines`: the lines of one piece, read through a bounded buffer: a
+  line over `max_line_bytes` is skipped (and counted) without ever being
+  held whole; NUL bytes or mostly-undecodable lines count as binary junk
+  and are dropped; other invalid UTF-8 is replaced by U+FFFD and counted.
+  The bytes read are hashed (SHA-256) and counted as they stream by.
+"""
+
+import dataclasses
+import glob
+import gzip
+import hashlib
+import io
+import os
+from pathlib import Path
+
+from bertzoo.data.corpus import CorpusError
+
+_CHUNK = 1 << 16
+
+
+def _is_glob(pattern):
+    return any(c in pattern for c in "*?[")
+
+
+def expand_inputs(inputs):
+    """Paths and glob patterns -> a list of files (Paths), in the order
+    given, each glob's matches sorted. Raises `CorpusError` (one line)."""
+    if isinstance(inputs, str | os.PathLike):
+        inputs = [inputs]
+    inputs = [str(i) for i in inputs]
+    if not inputs:
+        raise CorpusError("No corpus files given: pass text files or glob patterns (.gz too).")
+    paths = []
+    for item in inputs:
+        matches = sorted(glob.glob(item)) if _is_glob(item) else [item]
+        if not matches:
+            raise CorpusError(
+                f"The glob {item!r} matches no file; give existing text files or a pattern "
+                "that matches some (quote it so the shell does not expand it)."
+            )
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                raise CorpusError(
+                    f"{path} is a directory, where a corpus file belongs; give the files in "
+                    f"it, e.g. '{path / '*.txt'}'."
+                )
+            if not path.is_file():
+                raise CorpusError(f"Corpus file {path} not found (or not a regular file).")
+            paths.append(path)
+    return paths
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Bytes [start, end) of the input file `input_index` (end None: to the
+    end, for .gz). `split`: 1 when the piece begins inside a document that
+    was too large for one shard."""
+
+    input_index: int
+    piece_index: int
+    path: str
+    start: int
+    end: int | None
+    split: int = 0
+
+    @property
+    def name(self):
+        return f"shard-{self.input_index:05d}-{self.piece_index:05d}"
+
+
+def is_gzip(path):
+    return str(path).endswith(".gz")
+
+
+def _line_end(f):
+    """Reads to the end of the current line. -> (bytes read, blank)."""
+    read, blank = 0, True
+    while True:
+        chunk = f.readline(_CHUNK)
+        if not chunk:
+            return read, blank
+        read += len(chunk)
+        if chunk.strip():
+            blank = False
+        if chunk.endswith(b"\n"):
+            return read, blank
+
+
+def _next_cut(f, target, shard_bytes, layout):
+    """The cut at or after `target`: (offset, split). "sentences": the end
+    of the first blank line within `shard_bytes` after `target`; without
+    one, the document there is larger than a shard and is cut at the end of
+    the line `target` falls in (split 1). "documents": that line's end."""
+    f.seek(target)
+    first = pos = target + _line_end(f)[0]  # finish the line `target` falls in
+    while layout == "sentences":
+        read, blank = _line_end(f)
+        if not read:
+            break
+        pos += read
+        if blank:
+            return pos, 0
+        if pos - target > shard_bytes:
+            return first, 1
+    return pos, 0
+
+
+def plan_pieces(paths, shard_bytes, layout):
+    """-> list of `Piece`s covering every input, in input order."""
+    pieces = []
+    for i, path in enumerate(paths):
+        size = os.path.getsize(path)
+        if is_gzip(path) or size <= shard_bytes:
+            pieces.append(Piece(i, 0, str(path), 0, None if is_gzip(path) else size))
+            continue
+        with open(path, "rb") as f:
+            start, split, k = 0, 0, 0
+            while start < size:
+                cut, next_split = size, 0
+                if start + shard_bytes < size:
+                    cut, next_split = _next_cut(f, start + shard_bytes, shard_bytes, layout)
+                    cut = min(cut, size)
+                pieces.append(Piece(i, k, str(path), start, cut, split))
+                start, split, k = cut, next_split, k + 1
+    return pieces
+
+
+class _HashingRange(io.RawIOBase):
+    """Bytes [start, end) of a file, hashed and counted as they are read."""
+
+    def __init__(self, path, start, end, progress=None):
+        self._file = open(path, "rb")  # noqa: SIM115 (closed in close())
+        self._file.seek(start)
+        self._left = None if end is None else end - start
+        self.digest = hashlib.sha256()
+        self.bytes_read = 0
+        self._progress = progress
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = len(buffer) if self._left is None else min(len(buffer), self._left)
+        data = self._file.read(n)
+        buffer[: len(data)] = data
+        self.digest.update(data)
+        self.bytes_read += len(data)
+        if self._left is not None:
+            self._left -= len(data)
+        if self._progress is not None:
+            self._progress(len(data))
+        return len(data)
+
+    def close(self):
+        self._file.close()
+        super().close()
+
+
+@dataclasses.dataclass
+class LineCounts:
+    lines: int = 0
+    too_long: int = 0
+    binary: int = 0
+    invalid_utf8: int = 0
+
+
+def _decode(raw, counts):
+    """-> str, or None for binary junk."""
+    if b"\x00" in raw:
+        counts.binary += 1
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    text = raw.decode("utf-8", errors="replace")
+    if text.count("\ufffd") * 2 > len(text.strip()):
+        counts.binary += 1  # mostly undecodable: not text
+        return None
+    counts.invalid_utf8 += 1
+    return text
+
+
+def iter_lines(piece, max_line_bytes, counts, stream_holder, progress=None):
+    """Yields the decoded lines of `piece` (line ends kept off; lines that
+    were dropped are not yielded). `stream_holder` (a list) receives the
+    `_HashingRange`, whose `digest` covers the piece's bytes when done."""
+    raw = _HashingRange(piece.path, piece.start, piece.end, progress)
+    stream_holder.append(raw)
+    buffered = io.BufferedReader(raw, _CHUNK)
+    f = gzip.GzipFile(fileobj=buffered) if is_gzip(piece.path) else buffered
+    try:
+        while True:
+            line = f.readline(max_line_bytes + 1)
+            if not line:
+                break
+            counts.lines += 1
+            if len(line) > max_line_bytes and not line.endswith(b"\n"):
+                counts.too_long += 1
+                while line and not line.endswith(b"\n"):  # skip the rest, chunk by chunk
+                    line = f.readline(_CHUNK)
+                continue
+            text = _decode(line, counts)
+            if text is not None:
+                yield text
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise CorpusError(f"{piece.path} cannot be read: {e}.") from None
+    finally:
+        f.close()
+        raw.close()

@@ -1,0 +1,261 @@
+import json
+
+import numpy as np
+import pytest
+
+from bertzoo.data import MaskedLMMasker, create_examples, read_metadata, read_pretraining_dataset
+from bertzoo.data.corpus import CorpusError
+from bertzoo.data.prepare import PrepareSettings, prepare_corpus
+from bertzoo.data.prepared_records import RecordSettings, write_prepared_records
+from bertzoo.data.shards import (
+    ExampleStream,
+    StreamPosition,
+    StreamSettings,
+    _derive_seed,
+    open_prepared,
+    pack_full_sentences,
+    prepared_dataset,
+)
+from bertzoo.io import manifest as manifest_lib
+from tests.data.prepared_corpus import character_tokenizer, mixed_documents, write_documents
+
+pytestmark = pytest.mark.backend_independent
+
+S, P, B = 48, 7, 6
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return character_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory, tokenizer):
+    d = tmp_path_factory.mktemp("prepared")
+    path = write_documents(d / "c.txt", mixed_documents(60, seed=3))
+    prepare_corpus([path], tokenizer, d / "out", PrepareSettings(shard_bytes=4000, workers=1))
+    return open_prepared(d / "out")
+
+
+@pytest.fixture(scope="module")
+def masker(tokenizer):
+    return MaskedLMMasker(tokenizer, S, P, kind="whole_word")
+
+
+def stream(prepared, tokenizer, masker, **kw):
+    settings = dict(batch_size=B, seq_len=S, objective="sop", seed=5) | kw
+    return ExampleStream(prepared, tokenizer, masker, StreamSettings(**settings))
+
+
+def take(ds, n):
+    return list(ds.take(n).as_numpy_iterator())
+
+
+def assert_batches_equal(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        for part_x, part_y in zip(x, y, strict=True):
+            assert part_x.keys() == part_y.keys()
+            for k in part_x:
+                np.testing.assert_array_equal(part_x[k], part_y[k])
+
+
+def test_a_shards_examples_are_create_examples_on_its_documents(prepared, tokenizer, masker):
+    s = stream(prepared, tokenizer, masker)
+    first = s.shard_order(0)[0]
+    documents = prepared.shard(first).document_list()
+    expected = create_examples(
+        documents, tokenizer, seq_len=S, objective="sop", seed=_derive_seed(5, 0, first)
+    )
+    got = s.examples(0, 0)
+    for k in ("token_ids", "segment_ids", "padding_mask", "labels"):
+        np.testing.assert_array_equal(getattr(got, k), getattr(expected, k))
+    # The stream's first batches are those examples, in order, masked.
+    x, y, w = take(s.dataset(), 1)[0]
+    np.testing.assert_array_equal(x["segment_ids"], expected.segment_ids[:B])
+    np.testing.assert_array_equal(x["padding_mask"], expected.padding_mask[:B])
+    np.testing.assert_array_equal(y["sentence"], expected.labels[:B])
+    unmasked = x["token_ids"].copy()
+    np.put_along_axis(unmasked, x["mask_positions"], y["mlm"], axis=1)
+    real = w["mlm"] > 0
+    restored = np.where(
+        np.isin(np.arange(S)[None, :], x["mask_positions"] * real), unmasked, x["token_ids"]
+    )
+    np.testing.assert_array_equal(restored[:, 1:], expected.token_ids[:B, 1:])
+
+
+def test_epochs_visit_every_shard_in_a_new_order(prepared, tokenizer, masker):
+    s = stream(prepared, tokenizer, masker)
+    orders = [s.shard_order(e) for e in range(4)]
+    assert all(sorted(o) == list(range(len(prepared))) for o in orders)
+    assert len({tuple(o) for o in orders}) > 1
+    assert stream(prepared, tokenizer, masker, shuffle=False).shard_order(3) == list(
+        range(len(prepared))
+    )
+
+
+def test_resume_gives_the_batches_of_the_uninterrupted_stream(prepared, tokenizer, masker):
+    s = stream(prepared, tokenizer, masker)
+    per_epoch = sum(s._count(0, i) for i in range(len(prepared))) // B
+    total = per_epoch + 12  # into the second epoch
+    full = take(s.dataset(), total)
+    for k in (0, 5, per_epoch - 1, per_epoch + 3):
+        position = s.position_after(k)
+        # A new stream (a restarted process) from the recorded position.
+        fresh = stream(prepared, tokenizer, masker)
+        resumed = take(fresh.dataset(StreamPosition.from_dict(position.as_dict())), total - k)
+        assert_batches_equal(resumed, full[k:])
+        assert position.batch == k
+    # Positions compose: n then m batches is n + m.
+    assert s.position_after(7, s.position_after(9)) == s.position_after(16)
+    assert s.position_after(per_epoch + 3).epoch == 1
+    # Every iterator over one dataset yields the same batches.
+    ds = s.dataset(s.position_after(3))
+    assert_batches_equal(take(ds, 4), take(ds, 4))
+
+
+def test_masking_statistics_are_bert_s(prepared, tokenizer):
+    masker = MaskedLMMasker(tokenizer, S, 10, kind="token")
+    s = stream(prepared, tokenizer, masker, objective="nsp")
+    masked = real = same = randomised = tokens = 0
+    for x, y, w in take(s.dataset(), 200):
+        sel = w["mlm"] > 0
+        at = np.take_along_axis(x["token_ids"], x["mask_positions"], axis=1)
+        masked += np.sum((at == tokenizer.mask_token_id) & sel)
+        same += np.sum((at == y["mlm"]) & sel)
+        randomised += np.sum((at != y["mlm"]) & (at != tokenizer.mask_token_id) & sel)
+        real += sel.sum()
+        tokens += x["padding_mask"].sum()
+    assert abs(masked / real - 0.8) < 0.03
+    assert abs(same / real - 0.1) < 0.025 and abs(randomised / real - 0.1) < 0.025
+    assert 0.12 < real / tokens < 0.16  # 15% of tokens (incl. [CLS]/[SEP]), rounded per row
+
+
+def test_full_sentence_packing_fills_sequences(prepared, tokenizer):
+    # Character-level ids make long sentences (59 tokens on average): at
+    # 512, whole-sentence packing leaves about 15% padding (the last
+    # sentence that does not fit, and each shard's last sequence), chunks
+    # of one document 56%.
+    masker = MaskedLMMasker(tokenizer, 512, 77)
+    packed = stream(
+        prepared, tokenizer, masker, seq_len=512, objective="none", packing="full_sentences"
+    )
+    plain = stream(prepared, tokenizer, masker, seq_len=512, objective="none")
+
+    def padding_share(s):
+        rows = [x["padding_mask"] for x, _, _ in take(s.dataset(), 30)]
+        return 1 - np.mean(rows)
+
+    packed_share, plain_share = padding_share(packed), padding_share(plain)
+    assert packed_share < 0.2 and packed_share < plain_share / 2
+    # Whole sentences, in order, a [SEP] at each document end, nothing lost.
+    documents = prepared.shard(0).document_list()
+    examples = pack_full_sentences(documents, tokenizer, 512, seed=1)  # no sentence cut
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    assert (examples.token_ids[:, 0] == cls).all() and not examples.segment_ids.any()
+    body = [
+        row[1 : mask.sum() - 1]
+        for row, mask in zip(examples.token_ids, examples.padding_mask, strict=True)
+    ]
+    total = sum(len(b) - np.sum(b == sep) for b in body)
+    assert total == sum(len(s) for d in documents for s in d)
+    seps = sum(np.sum(b == sep) for b in body)
+    assert len(documents) - len(body) <= seps < len(documents)
+
+
+def test_packing_needs_objective_none(prepared, tokenizer, masker):
+    with pytest.raises(CorpusError, match="objective 'none'"):
+        stream(prepared, tokenizer, masker, packing="full_sentences")
+    with pytest.raises(CorpusError, match="packing must be"):
+        stream(prepared, tokenizer, masker, objective="none", packing="docs")
+
+
+def test_another_tokenizer_is_refused(prepared, masker):
+    from bertzoo.tokenizers import BertTokenizer
+
+    other = BertTokenizer(character_tokenizer().vocabulary, lowercase=False)
+    with pytest.raises(CorpusError, match="another vocabulary or tokenizer settings"):
+        stream(prepared, other, masker)
+
+
+def test_prepared_dataset_checks_inputs_and_gives_positions(prepared, tokenizer, masker):
+    settings = StreamSettings(batch_size=B, seq_len=S, objective="nsp", seed=2)
+    ds, s = prepared_dataset(prepared.directory, tokenizer, masker, settings)
+    batches = take(ds, 6)
+    ds2, _ = prepared_dataset(
+        prepared.directory, tokenizer, masker, settings, start=s.position_after(2).as_dict()
+    )
+    assert_batches_equal(take(ds2, 4), batches[2:])
+
+
+def test_records_per_shard_read_back(prepared, tokenizer, masker, tmp_path):
+    out = tmp_path / "records"
+    settings = RecordSettings(seq_len=S, objective="sop", dupe_factor=2, seed=9)
+    meta = write_prepared_records(prepared, out, tokenizer, masker, settings)
+    assert len(meta["shards"]) == len(prepared)
+    assert read_metadata(out)["num_examples"] == meta["num_examples"]
+    manifest = manifest_lib.verify_directory(out, force=True)
+    assert manifest["kind"] == "records"
+    # Shard 0's records: create_examples with two dupe passes, then masked.
+    expected = create_examples(
+        prepared.shard(0).document_list(),
+        tokenizer,
+        seq_len=S,
+        objective="sop",
+        dupe_factor=2,
+        seed=_derive_seed(9, 0),
+    )
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / meta["shards"][0]).symlink_to(out / meta["shards"][0])
+    (one / "pretraining_metadata.json").write_text(
+        json.dumps({**meta, "shards": meta["shards"][:1], "num_examples": len(expected)})
+    )
+    ds = read_pretraining_dataset(one, 8, S, shuffle=False, drop_remainder=False)
+    xs, ys, _ = zip(*ds.as_numpy_iterator(), strict=True)
+    np.testing.assert_array_equal(
+        np.concatenate([x["segment_ids"] for x in xs]), expected.segment_ids
+    )
+    np.testing.assert_array_equal(np.concatenate([y["sentence"] for y in ys]), expected.labels)
+    # All shards read back as one dataset; two dupe passes, about twice the examples.
+    ds = read_pretraining_dataset(out, 8, S, drop_remainder=False)
+    n = sum(len(x["token_ids"]) for x, _, _ in ds.as_numpy_iterator())
+    once = sum(
+        len(create_examples(prepared.shard(i).document_list(), tokenizer, seq_len=S, seed=1))
+        for i in range(len(prepared))
+    )
+    assert n == meta["num_examples"] and 1.7 * once < n < 2.3 * once
+    # A rerun keeps finished files, and writes a damaged one again.
+    files = sorted(out.glob("*.tfrecord"))
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    files[1].write_bytes(b"damaged")
+    write_prepared_records(prepared, out, tokenizer, masker, settings)
+    after = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    assert {n: v for n, v in after.items() if n != files[1].name} == {
+        n: v for n, v in before.items() if n != files[1].name
+    }
+    assert after[files[1].name][1] == before[files[1].name][1]  # the same bytes again
+    manifest_lib.verify_directory(out, force=True)
+
+
+def test_an_unfinished_preparation_is_not_read(tmp_path, tokenizer):
+    (tmp_path / "x").mkdir()
+    with pytest.raises(CorpusError, match="not a finished prepared corpus"):
+        open_prepared(tmp_path / "x")
+
+
+def test_readers_of_a_multi_worker_run_stream_disjoint_shards(prepared, tokenizer, masker):
+    n = len(prepared)
+    readers = [stream(prepared, tokenizer, masker, num_readers=3, reader_index=i) for i in range(3)]
+    owned = [set(r.shard_order(0)) for r in readers]
+    assert set().union(*owned) == set(range(n)) and sum(map(len, owned)) == n
+    assert all(set(r.shard_order(5)) == o for r, o in zip(readers, owned, strict=True))
+    # A reader resumes exactly too.
+    r = readers[1]
+    full = take(r.dataset(), 12)
+    again = stream(prepared, tokenizer, masker, num_readers=3, reader_index=1)
+    assert_batches_equal(take(again.dataset(r.position_after(5)), 7), full[5:])
+    with pytest.raises(CorpusError, match="reader_index must be in"):
+        stream(prepared, tokenizer, masker, num_readers=2, reader_index=2)
+    with pytest.raises(CorpusError, match="fewer than num_readers"):
+        stream(prepared, tokenizer, masker, num_readers=n + 1)
