@@ -48,9 +48,8 @@ from bertzoo.data.prepare_worker import (
     tokenizer_identity,
     tokenizer_spec,
 )
-from bertzoo.errors import OutputError
 from bertzoo.io import manifest as manifest_lib
-from bertzoo.io.publish import atomic_path, atomic_write_text
+from bertzoo.io.publish import atomic_path, atomic_write_text, check_output_directory
 from bertzoo.io.rundir import RunDirectory
 
 logger = logging.getLogger("bertzoo.data")
@@ -102,27 +101,14 @@ def _check_output(output):
     """Refuses, before writing, an output that is a file, a bertzoo
     directory of another kind, or a directory holding files bertzoo did not
     write there."""
-    if output.exists() and not output.is_dir():
-        raise OutputError(f"--output {output} is a file; it must name a directory.")
-    if not output.is_dir():
-        return
-    found = manifest_lib.read_manifest(output)
-    if found is not None and found.get("kind") != MANIFEST_KIND:
-        raise OutputError(
-            f"{output} holds a bertzoo {found.get('kind')}, not a prepared corpus; choose another --output."
-        )
     ours = {PREPARED_FILE, JOURNAL_FILE, manifest_lib.MANIFEST_FILE, ".bertzoo.lock"}
     ours |= {"vocab.txt", "spiece.model"}  # the tokenizer's vocabulary, written last
-    foreign = [
-        p.name
-        for p in output.iterdir()
-        if p.name not in ours and not p.name.endswith(shardfile.SUFFIX) and ".tmp-" not in p.name
-    ]
-    if foreign:
-        raise OutputError(
-            f"{output} holds files bertzoo did not write ({', '.join(sorted(foreign)[:3])}); "
-            "choose a new or empty directory, or an earlier preparation."
-        )
+    check_output_directory(
+        output,
+        MANIFEST_KIND,
+        "a prepared corpus",
+        lambda name: name in ours or name.endswith(shardfile.SUFFIX) or ".tmp-" in name,
+    )
 
 
 def _piece_key(piece, info, settings, identity):

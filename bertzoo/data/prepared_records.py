@@ -21,9 +21,8 @@ from bertzoo.data import pipeline
 from bertzoo.data.corpus import CorpusError
 from bertzoo.data.examples import create_examples
 from bertzoo.data.shards import StreamSettings, _derive_seed
-from bertzoo.errors import OutputError
 from bertzoo.io import manifest as manifest_lib
-from bertzoo.io.publish import atomic_write_text
+from bertzoo.io.publish import atomic_write_text, check_output_directory
 from bertzoo.io.rundir import RunDirectory
 
 JOURNAL_FILE = ".records-journal.json"
@@ -48,27 +47,13 @@ class RecordSettings:
 
 
 def _check_output(output):
-    if output.exists() and not output.is_dir():
-        raise OutputError(f"--output {output} is a file; it must name a directory.")
-    if not output.is_dir():
-        return
-    found = manifest_lib.read_manifest(output)
-    if found is not None and found.get("kind") != MANIFEST_KIND:
-        raise OutputError(
-            f"{output} holds a bertzoo {found.get('kind')}, not pre-training records; "
-            "choose another --output."
-        )
     ours = {JOURNAL_FILE, manifest_lib.MANIFEST_FILE, pipeline.METADATA_FILE, ".bertzoo.lock"}
-    foreign = [
-        p.name
-        for p in output.iterdir()
-        if p.name not in ours and not p.name.endswith(".tfrecord") and not p.name.startswith(".")
-    ]
-    if foreign:
-        raise OutputError(
-            f"{output} holds files bertzoo did not write ({', '.join(sorted(foreign)[:3])}); "
-            "choose a new or empty directory, or an earlier records directory."
-        )
+    check_output_directory(
+        output,
+        MANIFEST_KIND,
+        "pre-training records",
+        lambda name: name in ours or name.endswith(".tfrecord") or name.startswith("."),
+    )
 
 
 def _key(prepared, index, settings, masker):

@@ -203,6 +203,30 @@ def check_target(target, kind, overwrite=True):
     return found
 
 
+def check_output_directory(output, kind, what, owned):
+    """Refuses, before anything is written, an `output` that is a file, a
+    directory bertzoo wrote as another kind than `kind` (its manifest says),
+    or a directory holding files bertzoo did not write: `owned(name)` says
+    which names a run of this kind writes there; `what` names the kind for
+    the user ("a prepared corpus")."""
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise OutputError(f"--output {output} is a file; it must name a directory.")
+    if not output.is_dir():
+        return
+    found = manifest_lib.read_manifest(output)
+    if found is not None and found.get("kind") != kind:
+        raise OutputError(
+            f"{output} holds a bertzoo {found.get('kind')}, not {what}; choose another --output."
+        )
+    foreign = sorted(p.name for p in output.iterdir() if not owned(p.name))
+    if foreign:
+        raise OutputError(
+            f"{output} holds files bertzoo did not write ({', '.join(foreign[:3])}); "
+            f"choose a new or empty directory, or one that holds {what} already."
+        )
+
+
 def is_staging(path):
     """True for a staging folder of a publication in progress in this
     process (saves into it write directly)."""
