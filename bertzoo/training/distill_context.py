@@ -5,6 +5,7 @@ publication of the student."""
 import dataclasses
 import logging
 
+from bertzoo.distill.distillers import TinyBertDistiller
 from bertzoo.io.publish import atomic_directory
 from bertzoo.models.tasks import BertClassifier
 from bertzoo.training.optimizers import make_optimizer
@@ -39,6 +40,20 @@ class Distillation:
     @property
     def student_dir(self):
         return self.run.output / STUDENT_DIR
+
+
+def tinybert_distiller(context, teacher, student):
+    """TinyBERT's layer-to-layer distiller of `student` (a backbone or a task
+    model) from `teacher`, with the run's layer map and loss weights."""
+    config = context.config
+    return TinyBertDistiller(
+        teacher,
+        student,
+        layer_map=context.layer_map,
+        attention_weight=config.attention_weight,
+        hidden_weight=config.hidden_weight,
+        embedding_weight=config.embedding_weight,
+    )
 
 
 def stage_optimizer(config, steps):

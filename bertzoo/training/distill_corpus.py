@@ -14,13 +14,12 @@ from bertzoo.data.masking import MaskedLMMasker
 from bertzoo.data.pipeline import make_pretraining_dataset
 from bertzoo.distill.distillers import (
     DistilBertDistiller,
-    TinyBertDistiller,
     as_pretrainer,
 )
 from bertzoo.distill.evaluate import hidden_cosine
 from bertzoo.distill.init import init_student_from_teacher
 from bertzoo.models.pretrainer import BertPretrainer
-from bertzoo.training.distill_context import STUDENT_DIR, stage_optimizer
+from bertzoo.training.distill_context import STUDENT_DIR, stage_optimizer, tinybert_distiller
 from bertzoo.training.guards import NonFiniteGuard
 from bertzoo.training.runs import (
     CORPUS_FILE,
@@ -146,14 +145,7 @@ def _build_distiller(context):
             )
             models = (t_model, s_model)
         else:
-            distiller = TinyBertDistiller(
-                teacher,
-                s_backbone,
-                layer_map=context.layer_map,
-                attention_weight=config.attention_weight,
-                hidden_weight=config.hidden_weight,
-                embedding_weight=config.embedding_weight,
-            )
+            distiller = tinybert_distiller(context, teacher, s_backbone)
         distiller.compile(
             optimizer=stage_optimizer(config, config.steps),
             jit_compile=context.distribution.resolve_jit_compile(None),

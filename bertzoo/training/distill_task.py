@@ -15,7 +15,6 @@ import keras
 
 from bertzoo import batching
 from bertzoo.distill.distillers import (
-    TinyBertDistiller,
     prediction_distiller,
 )
 from bertzoo.distill.evaluate import (
@@ -24,7 +23,7 @@ from bertzoo.distill.evaluate import (
 )
 from bertzoo.models.tasks import BertClassifier
 from bertzoo.training.checkpoint import CheckpointManager
-from bertzoo.training.distill_context import save_student, stage_optimizer
+from bertzoo.training.distill_context import save_student, stage_optimizer, tinybert_distiller
 from bertzoo.training.distill_task_data import task_data, teacher_quality, teacher_record
 from bertzoo.training.guards import NonFiniteGuard
 from bertzoo.training.runs import CHECKPOINTS_DIR
@@ -80,14 +79,7 @@ def _build_distillers(context, data, plan):
         student = BertClassifier(
             context.student, teacher.num_classes, label_names=teacher.label_names
         )
-        inter = TinyBertDistiller(
-            teacher,
-            student,
-            layer_map=context.layer_map,
-            attention_weight=config.attention_weight,
-            hidden_weight=config.hidden_weight,
-            embedding_weight=config.embedding_weight,
-        )
+        inter = tinybert_distiller(context, teacher, student)
         inter.compile(
             optimizer=stage_optimizer(config, plan["intermediate"][0] * plan["intermediate"][1]),
             jit_compile=jit_compile,
