@@ -35,11 +35,13 @@ Distributed runs: only the chief worker (`Distribution.is_chief`) locks,
 claims and removes; on the other workers every method does nothing.
 """
 
+import errno
 import fcntl
 import fnmatch
 import json
 import os
 import shutil
+import stat
 from pathlib import Path, PurePosixPath
 
 from bertzoo.errors import OutputError
@@ -87,13 +89,29 @@ class RunDirectory:
             raise OutputError(
                 f"--output {self.path} is a file; it must name a directory (a new one, or one a run wrote)."
             )
+        lock_path = self.path / LOCK_FILE
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            # Never through a link: a symlink (or hard link) planted as the
+            # lock file would have another file emptied and overwritten.
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(lock_path, flags, 0o644)
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OutputError(
+                    f"{lock_path} is a symbolic link, not a lock file bertzoo wrote; remove it "
+                    "or choose another --output."
+                ) from None
             raise OutputError(
                 f"--output {self.path} cannot be created or written ({e.strerror or e}); choose a writable directory."
             ) from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            raise OutputError(
+                f"{lock_path} is not a lock file bertzoo wrote (a hard link or a special file); "
+                "remove it or choose another --output."
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:

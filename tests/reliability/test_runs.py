@@ -275,6 +275,27 @@ def test_a_second_lock_fails_at_once_naming_the_holder(tmp_path):
     assert (out / LOCK_FILE).exists()  # never deleted
 
 
+@backend_independent
+@pytest.mark.parametrize("link", ["symlink", "hardlink", "dangling symlink"])
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_untouched(tmp_path, link):
+    """Anyone who can write a shared runs/ folder could plant the lock file
+    as a link to another user's file: the lock must neither follow it nor
+    empty the file behind it."""
+    out, victim = tmp_path / "out", tmp_path / "someone_elses.txt"
+    out.mkdir()
+    victim.write_text("precious\n")
+    if link == "hardlink":
+        os.link(victim, out / LOCK_FILE)
+    elif link == "symlink":
+        (out / LOCK_FILE).symlink_to(victim)
+    else:
+        (out / LOCK_FILE).symlink_to(tmp_path / "not_there")
+    with pytest.raises(OutputError, match=r"\.bertzoo\.lock is (a symbolic link|not a lock file)"):
+        RunDirectory(out).lock()
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "not_there").exists()  # nothing created through the link
+
+
 # Holds the lock in a child process without importing TensorFlow: `bertzoo`
 # is stubbed as a bare package (rundir needs only bertzoo.errors).
 _LOCK_HOLDER = f"""
