@@ -93,6 +93,14 @@ def manifest_text(kind, entries):
     return json.dumps(document, indent=1, sort_keys=True) + "\n"
 
 
+def _inside(name):
+    """Whether a manifest's file name stays inside its directory: a relative
+    POSIX path of plain parts (no '..', '.', empty part, backslash or NUL)."""
+    if not isinstance(name, str) or not name or "\\" in name or "\x00" in name:
+        return False
+    return not name.startswith("/") and all(part not in ("", ".", "..") for part in name.split("/"))
+
+
 def read_manifest(directory):
     """The manifest document of `directory`, or None when it has none.
     A manifest that cannot be read is an `IntegrityError`."""
@@ -115,6 +123,12 @@ def read_manifest(directory):
         )
     ):
         raise IntegrityError(f"{path} is damaged: not a {FORMAT} document with a 'files' table.")
+    outside = next((name for name in files if not _inside(name)), None)
+    if outside is not None:
+        raise IntegrityError(
+            f"{path} is damaged: it lists {outside!r}, which is not a file inside "
+            f"{Path(directory)} (names are relative paths without '..'); write it again."
+        )
     if document.get("version", 0) > VERSION:
         raise IntegrityError(
             f"{path} has manifest version {document['version']}, written by a newer bertzoo; "

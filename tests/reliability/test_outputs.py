@@ -136,3 +136,24 @@ def test_train_vocab_does_not_replace_a_file_without_overwrite(tmp_path):
     done = subprocess.run(command + ["--overwrite"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert target.read_text().startswith("[PAD]\n")
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "name", ["../outside.txt", "/etc/hostname", "a/../../outside.txt", "./x", "a//b", "a\\..\\b"]
+)
+def test_a_manifest_naming_files_outside_its_directory_is_refused(tmp_path, name, capsys):
+    """A hostile manifest must not make `verify` hash files elsewhere and
+    then call a system file damaged."""
+    directory = tmp_path / "preset"
+    directory.mkdir()
+    (tmp_path / "outside.txt").write_text("not bertzoo's\n")
+    entry = {"sha256": "0" * 64, "size": 14}
+    (directory / manifest_lib.MANIFEST_FILE).write_text(
+        manifest_lib.manifest_text("preset", {name: entry})
+    )
+    with pytest.raises(IntegrityError, match="not a file inside"):
+        manifest_lib.verify_directory(directory, force=True)
+    assert cli.main(["verify", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert "not a file inside" in err and len(err.strip().splitlines()) == 1
