@@ -36,7 +36,8 @@ def expand_files(files):
     paths, missing = [], []
     for f in files:
         f = str(f)
-        if any(c in f for c in "*?["):
+        # A file whose name has glob characters (wiki[1].txt) is that file.
+        if any(c in f for c in "*?[") and not Path(f).exists():
             matches = sorted(glob.glob(f))
             if not matches:
                 missing.append(f)

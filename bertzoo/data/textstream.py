@@ -43,7 +43,9 @@ def expand_inputs(inputs):
         raise CorpusError("No corpus files given: pass text files or glob patterns (.gz too).")
     paths = []
     for item in inputs:
-        matches = sorted(glob.glob(item)) if _is_glob(item) else [item]
+        # A file whose name has glob characters (wiki[1].txt) is that file.
+        literal = not _is_glob(item) or Path(item).exists()
+        matches = [item] if literal else sorted(glob.glob(item))
         if not matches:
             raise CorpusError(
                 f"The glob {item!r} matches no file; give existing text files or a pattern "

@@ -80,3 +80,18 @@ def test_korean_corpus_tokenizes(tmp_path):
     flat = np.concatenate([s for d in ids for s in d])
     assert tokenizer.unk_token_id not in set(flat.tolist())  # the vocabulary covers its corpus
     assert flat.max() < len(vocab)
+
+
+def test_a_file_named_like_a_glob_is_read_as_that_file(tmp_path):
+    """`wiki[1].txt` names that file (as the shell's quoting would), not
+    `wiki1.txt`, which the pattern would match."""
+    (tmp_path / "wiki[1].txt").write_text("the bracketed file\n", encoding="utf-8")
+    (tmp_path / "wiki1.txt").write_text("another file\n", encoding="utf-8")
+    assert data.read_corpus(str(tmp_path / "wiki[1].txt")) == [["the bracketed file"]]
+    from bertzoo.data.textstream import expand_inputs
+
+    assert expand_inputs([str(tmp_path / "wiki[1].txt")]) == [tmp_path / "wiki[1].txt"]
+    # Without such a file, the pattern is still a pattern.
+    (tmp_path / "wiki[1].txt").unlink()
+    assert data.read_corpus(str(tmp_path / "wiki[1].txt")) == [["another file"]]
+    assert expand_inputs([str(tmp_path / "wiki[1].txt")]) == [tmp_path / "wiki1.txt"]
