@@ -33,6 +33,15 @@ RECIPES = {"pretrain": pretrain_recipe, "finetune": finetune_recipe, "distill": 
 # Outputs of the same weights on the same inputs, on the same kind of
 # machine: float32 reassociation only (measured difference at 39b0335: 0).
 TOLERANCE = 1e-5
+# The generator trains under TensorFlow (make_compat_v0_1.py sets it). A
+# resumed run under that backend ends as the uninterrupted one did (rel 1e-4;
+# measured at 39b0335: equal). Under another backend the epochs trained after
+# resuming run on that backend's kernels, which round differently (measured
+# under JAX: the fine-tuning loss of the epoch after the checkpoint 4e-4
+# apart), so the results are compared at rel 5e-3 there; that the run resumed
+# rather than restarted is checked from its log line either way.
+WRITTEN_UNDER = "tensorflow"
+RESULTS_REL = 1e-4 if keras.backend.backend() == WRITTEN_UNDER else 5e-3
 MODELS = {
     "backbone": bertzoo.BertBackbone,
     "classifier": bertzoo.BertClassifier,
@@ -88,8 +97,8 @@ def test_presets_give_the_outputs_they_gave(fixture_copy, name):
 
 
 def _assert_close(actual, expected, where):
-    """Same structure, numbers within rel 1e-4 (abs 1e-6): the uninterrupted
-    run at 0.1.0 against the resumed run now (measured at 39b0335: equal)."""
+    """Same structure, numbers within `RESULTS_REL` (abs 1e-6): the
+    uninterrupted run at 0.1.0 against the resumed run now."""
     if isinstance(expected, dict):
         assert isinstance(actual, dict) and set(actual) == set(expected), (where, actual)
         for key in expected:
@@ -99,7 +108,7 @@ def _assert_close(actual, expected, where):
         for i, (a, b) in enumerate(zip(actual, expected)):
             _assert_close(a, b, f"{where}[{i}]")
     elif isinstance(expected, float):
-        assert actual == pytest.approx(expected, rel=1e-4, abs=1e-6), where
+        assert actual == pytest.approx(expected, rel=RESULTS_REL, abs=1e-6), where
     else:
         assert actual == expected, where
 
@@ -132,7 +141,7 @@ def test_interrupted_runs_resume_and_finish(fixture_copy, run, monkeypatch, capl
         metrics = json.loads((output / "metrics.json").read_text(encoding="utf-8"))
         assert metrics["resumed_from_step"] == int(checkpoints[-1].split("-")[1]) == 4
         assert metrics["steps"] == finished["steps"]
-        assert metrics["final_loss"] == pytest.approx(finished["final_loss"], rel=1e-4)
+        assert metrics["final_loss"] == pytest.approx(finished["final_loss"], rel=RESULTS_REL)
         model = bertzoo.BertBackbone.from_preset(output / "preset")
     elif run == "finetune":
         metrics = json.loads((output / "metrics.json").read_text(encoding="utf-8"))
