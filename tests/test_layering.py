@@ -26,6 +26,7 @@ FLOORS = {
     "bertzoo.layers": 1,
     "bertzoo.tokenizers": 1,
     "bertzoo.presets": 1,
+    "bertzoo.settings": 1,
     "bertzoo.loader_registry": 1,
     "bertzoo.input_checks": 1,
     "bertzoo.batching": 1,

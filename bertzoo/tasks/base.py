@@ -34,6 +34,7 @@ never sees a run's configuration.
 
 import dataclasses
 
+from bertzoo import settings as settings_lib
 from bertzoo.errors import BertzooError
 
 
@@ -41,15 +42,11 @@ class UnknownTaskKindError(BertzooError, ValueError):
     """A task kind name that is not registered."""
 
 
-def setting(default, help, *, flag=None, choices=None, parse=None, group="data", **more):
-    """A field of a kind's settings dataclass, with its command-line flag:
-    the metadata the runs' flag builder reads (`help`, `flag`, `choices`,
-    `parse`, `group`, `compared`, `piped_default`; see
-    `bertzoo.training.runs.setting`). `kind_only=True` marks a setting that
-    is an error, when given, under a kind whose settings lack it."""
-    metadata = {"help": help, "flag": flag, "choices": choices, "parse": parse, "group": group}
-    metadata.update({"compared": True, "piped_default": None, "kind_only": False, **more})
-    return dataclasses.field(default=default, metadata=metadata)
+def setting(default, help, *, group="data", **more):
+    """A field of a kind's settings dataclass, with its command-line flag
+    (`bertzoo.settings.setting`; a kind's flags go to the "data" group
+    unless it says otherwise)."""
+    return settings_lib.setting(default, help, group=group, **more)
 
 
 @dataclasses.dataclass

@@ -34,6 +34,7 @@ from pathlib import Path
 from bertzoo.batching import BATCHING_MODES
 from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
 from bertzoo.io.publish import atomic_write_text
+from bertzoo.settings import setting
 
 logger = logging.getLogger(__name__)
 
@@ -50,38 +51,6 @@ VERBOSITY = (0, 1, 2)  # Keras: silent, progress bar, one line per epoch
 
 
 # === Settings ===
-
-
-def setting(
-    default,
-    help,
-    *,
-    flag=None,
-    choices=None,
-    parse=None,
-    group=None,
-    compared=True,
-    piped_default=None,
-):
-    """A settings dataclass field with its command-line flag.
-
-    `help` and `choices` go to the flag; `flag` names it when it is not
-    `--` plus the field name with dashes; `parse` turns the flag's text into
-    the value (default: from the field's type; tuple fields need one);
-    `group` is the help section. `compared=False` marks a setting that may
-    differ between a run and its resumption (it does not change what is
-    trained, or on what data). `piped_default`, when given, is the flag's
-    default when stdout is not a terminal (`config_from_args`)."""
-    metadata = {
-        "help": help,
-        "flag": flag,
-        "choices": choices,
-        "parse": parse,
-        "group": group,
-        "compared": compared,
-        "piped_default": piped_default,
-    }
-    return dataclasses.field(default=default, metadata=metadata)
 
 
 def batching_setting():
