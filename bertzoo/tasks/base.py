@@ -33,9 +33,11 @@ never sees a run's configuration.
 """
 
 import dataclasses
+from pathlib import Path
 
 from bertzoo import settings as settings_lib
 from bertzoo.errors import BertzooError
+from bertzoo.io.publish import atomic_write_text
 
 
 class UnknownTaskKindError(BertzooError, ValueError):
@@ -134,10 +136,24 @@ class TaskKind:
         """`settings` as the built-in dataset needs them (e.g. its columns)."""
         return settings
 
-    def write_builtin(self, directory, seed=0):
-        """Writes the built-in dataset's `builtin_files` into `directory`;
-        returns the (train, validation) paths."""
+    def builtin_splits(self, seed):
+        """The built-in dataset's (train, validation) rows, drawn with `seed`."""
         raise NotImplementedError(f"task kind {self.name!r} has no built-in dataset")
+
+    def builtin_text(self, rows):
+        """One split's rows as the text of its file (in the kind's format)."""
+        raise NotImplementedError(f"task kind {self.name!r} has no built-in dataset")
+
+    def write_builtin(self, directory, seed=0):
+        """Writes the built-in dataset (`builtin_splits`, as `builtin_text`)
+        into `directory` as `builtin_files`, atomically; returns the
+        (train, validation) paths."""
+        paths = []
+        for file_name, rows in zip(self.builtin_files, self.builtin_splits(seed), strict=True):
+            path = Path(directory) / file_name
+            atomic_write_text(path, self.builtin_text(rows))
+            paths.append(path)
+        return tuple(paths)
 
     def evaluate(self, settings, predictions, data):
         """Scores (name -> float, `main_metric` among them) of the model's

@@ -40,8 +40,11 @@ class Classification(TaskKind):
             settings, text_columns=builtin.TEXT_COLUMNS, label_column=builtin.LABEL_COLUMN
         )
 
-    def write_builtin(self, directory, seed=0):
-        return builtin.write_builtin(directory, seed)
+    def builtin_splits(self, seed):
+        return builtin.sentiment(seed)
+
+    def builtin_text(self, rows):
+        return builtin.text(rows)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Labels are class names; without `label_set` the GLUE task's label

@@ -4,9 +4,6 @@
 validation split uses adjectives the training split never shows."""
 
 import random
-from pathlib import Path
-
-from bertzoo.io.publish import atomic_write_text
 
 DESCRIPTION = "sentiment (positive/negative sentences; unseen adjectives in validation)"
 TEXT_COLUMNS, LABEL_COLUMN = ("sentence",), "label"
@@ -114,14 +111,6 @@ def sentiment(seed=0, train_size=400, validation_size=200):
     return rows(0, train_size), rows(1, validation_size)
 
 
-def write_builtin(directory, seed=0):
-    """Writes train.tsv and validation.tsv into `directory`; returns their
-    paths."""
-    directory = Path(directory)
-    train, validation = sentiment(seed)
-    paths = []
-    for file_name, rows in (("train.tsv", train), ("validation.tsv", validation)):
-        text = "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows)
-        atomic_write_text(directory / file_name, text)
-        paths.append(directory / file_name)
-    return paths[0], paths[1]
+def text(rows):
+    """One split as TSV: a header, then sentence and label per line."""
+    return "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows)

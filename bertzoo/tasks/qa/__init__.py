@@ -74,8 +74,11 @@ class QuestionAnswering(TaskKind):
             return dataclasses.replace(settings, max_query_length=_BUILTIN_QUERY_LENGTH)
         return settings
 
-    def write_builtin(self, directory, seed=0):
-        return builtin.write_builtin(directory, seed)
+    def builtin_splits(self, seed):
+        return builtin.questions(seed)
+
+    def builtin_text(self, rows):
+        return builtin.text(rows)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """One model row per context window (`settings.doc_stride`,

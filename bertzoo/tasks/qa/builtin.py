@@ -5,10 +5,8 @@ colours, days and ages the training split never shows."""
 
 import json
 import random
-from pathlib import Path
 
 from bertzoo.data.builtin_words import AGES, COLORS, DAYS, PEOPLE, PLACES, name
-from bertzoo.io.publish import atomic_write_text
 
 DESCRIPTION = (
     "questions about short made-up notes (unseen names, places, colours, days and ages in "
@@ -54,38 +52,29 @@ def questions(seed=0, train_size=300, validation_size=100):
     return rows(0, train_size), rows(1, validation_size)
 
 
-def write_builtin(directory, seed=0):
-    """Writes train.json and validation.json into `directory`; returns
-    their paths."""
-    directory = Path(directory)
-    train, validation = questions(seed)
-    paths = []
-    for file_name, rows in (("train.json", train), ("validation.json", validation)):
-        data = {
-            "version": "1.1",
-            "data": [
-                {
-                    "title": "builtin",
-                    "paragraphs": [
-                        {
-                            "context": r["context"],
-                            "qas": [
-                                {
-                                    "id": r["id"],
-                                    "question": r["question"],
-                                    "answers": [
-                                        {"text": r["answer"], "answer_start": r["answer_start"]}
-                                    ],
-                                }
-                            ],
-                        }
-                        for r in rows
-                    ],
-                }
-            ],
-        }
-        atomic_write_text(
-            directory / file_name, json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-        )
-        paths.append(directory / file_name)
-    return paths[0], paths[1]
+def text(rows):
+    """One split as a SQuAD 1.1 JSON document, a paragraph per question."""
+    data = {
+        "version": "1.1",
+        "data": [
+            {
+                "title": "builtin",
+                "paragraphs": [
+                    {
+                        "context": r["context"],
+                        "qas": [
+                            {
+                                "id": r["id"],
+                                "question": r["question"],
+                                "answers": [
+                                    {"text": r["answer"], "answer_start": r["answer_start"]}
+                                ],
+                            }
+                        ],
+                    }
+                    for r in rows
+                ],
+            }
+        ],
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"

@@ -41,8 +41,11 @@ class Tagging(TaskKind):
     builtin_training = {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4}
     labelled = True
 
-    def write_builtin(self, directory, seed=0):
-        return builtin.write_builtin(directory, seed)
+    def builtin_splits(self, seed):
+        return builtin.entities(seed)
+
+    def builtin_text(self, rows):
+        return builtin.text(rows)
 
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Without `label_set` the sorted tags of this (training) file

@@ -4,10 +4,8 @@ user files. The validation split uses names and places the training split
 never shows."""
 
 import random
-from pathlib import Path
 
 from bertzoo.data.builtin_words import PEOPLE, PLACES, VERBS, name
-from bertzoo.io.publish import atomic_write_text
 
 DESCRIPTION = "person and location names in BIO tags (unseen names in validation)"
 
@@ -53,14 +51,7 @@ def entities(seed=0, train_size=300, validation_size=100):
     return rows(0, train_size), rows(1, validation_size)
 
 
-def write_builtin(directory, seed=0):
-    """Writes train.conll and validation.conll into `directory`; returns
-    their paths."""
-    directory = Path(directory)
-    train, validation = entities(seed)
-    paths = []
-    for file_name, rows in (("train.conll", train), ("validation.conll", validation)):
-        text = "\n".join("".join(f"{w} {t}\n" for w, t in zip(words, tags)) for words, tags in rows)
-        atomic_write_text(directory / file_name, text)
-        paths.append(directory / file_name)
-    return paths[0], paths[1]
+def text(rows):
+    """One split in CoNLL form: a word and its tag per line, a blank line
+    after each sentence."""
+    return "\n".join("".join(f"{w} {t}\n" for w, t in zip(words, tags)) for words, tags in rows)
