@@ -19,8 +19,13 @@ from pathlib import Path
 
 from bertzoo.data import pipeline
 from bertzoo.data.corpus import CorpusError
-from bertzoo.data.examples import create_examples
-from bertzoo.data.shards import StreamSettings, _derive_seed
+from bertzoo.data.shards import (
+    HeldOut,
+    StreamSettings,
+    _derive_seed,
+    documents_examples,
+    shard_documents,
+)
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import atomic_write_text, check_output_directory
 from bertzoo.io.rundir import RunDirectory
@@ -32,16 +37,29 @@ MANIFEST_KIND = "records"
 @dataclasses.dataclass(frozen=True)
 class RecordSettings:
     """seq_len, objective, dupe_factor, seed, short_seq_prob: as
-    `create_examples` takes them (per shard)."""
+    `create_examples` takes them (per shard); packing and held_out: as
+    `StreamSettings` (full-sentence packing; documents left out)."""
 
     seq_len: int = 128
     objective: str = "nsp"
     dupe_factor: int = 1
     seed: int = 12345
     short_seq_prob: float = 0.1
+    packing: str | None = None
+    held_out: HeldOut | None = None
+
+    def stream_settings(self):
+        return StreamSettings(
+            batch_size=1,
+            seq_len=self.seq_len,
+            objective=self.objective,
+            short_seq_prob=self.short_seq_prob,
+            packing=self.packing,
+            held_out=self.held_out,
+        )
 
     def check(self):
-        StreamSettings(batch_size=1, seq_len=self.seq_len, objective=self.objective).check()
+        self.stream_settings().check()
         if self.dupe_factor < 1:
             raise CorpusError(f"dupe_factor must be >= 1, got {self.dupe_factor}.")
 
@@ -86,14 +104,9 @@ def _load_journal(output):
 def _write_shard(prepared, index, tokenizer, masker, settings, output):
     """-> (file name, number of examples); the file is renamed into place."""
     seed = _derive_seed(settings.seed, index)
-    examples = create_examples(
-        prepared.shard(index).document_list(),
-        tokenizer,
-        seq_len=settings.seq_len,
-        objective=settings.objective,
-        short_seq_prob=settings.short_seq_prob,
-        dupe_factor=settings.dupe_factor,
-        seed=seed,
+    documents = shard_documents(prepared, index, settings.held_out)
+    examples = documents_examples(
+        documents, tokenizer, settings.stream_settings(), seed, dupe_factor=settings.dupe_factor
     )
     stem = Path(prepared.document["shards"][index]["name"]).stem
     work = output / f".work-{stem}"

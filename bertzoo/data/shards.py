@@ -209,6 +209,29 @@ def pack_full_sentences(documents, tokenizer, seq_len, seed):
 
 
 @dataclasses.dataclass(frozen=True)
+class HeldOut:
+    """Documents held out of training, for evaluation: document j of shard
+    i is held out when a uniform draw keyed by (`seed`, i) falls below
+    `fraction` (decided per document, so it needs only each shard's
+    document count: no shard is read), plus `extra`, a (shard, document)
+    pair held out besides (see `resolve_held_out`)."""
+
+    fraction: float = 0.0
+    seed: int = 0
+    extra: tuple | None = None
+
+    def mask(self, shard, count):
+        """A bool array over the `count` documents of shard `shard`: True
+        for the held-out ones."""
+        held = np.zeros(count, bool)
+        if self.fraction > 0:
+            held = np.random.default_rng([self.seed, shard, 0x4E1D]).random(count) < self.fraction
+        if self.extra is not None and self.extra[0] == shard:
+            held[self.extra[1]] = True
+        return held
+
+
+@dataclasses.dataclass(frozen=True)
 class StreamPosition:
     """Where an on-the-fly stream stands: `epoch`, `shard` (index into that
     epoch's shard order), `example` (in that shard's examples), `batch`
@@ -232,7 +255,8 @@ class StreamSettings:
     """batch_size, seq_len, objective ("nsp", "sop", "none"), seed (shard
     order, examples and masks), short_seq_prob (as `create_examples`),
     packing (None or "full_sentences", objective "none" only), shuffle
-    (shard order per epoch, and the examples within a shard), num_readers
+    (shard order per epoch, and the examples within a shard), held_out
+    (a `HeldOut`: documents the stream leaves out), num_readers
     and reader_index (input pipelines of a multi-worker or TPU run: reader
     i streams the non-empty shards i, i + n, i + 2n, ..., disjoint from the
     others'; e.g. `tf.distribute.InputContext.num_input_pipelines` and
@@ -247,6 +271,7 @@ class StreamSettings:
     shuffle: bool = True
     num_readers: int = 1
     reader_index: int = 0
+    held_out: HeldOut | None = None
 
     def check(self):
         if self.packing not in PACKINGS:
@@ -269,21 +294,116 @@ class StreamSettings:
             )
 
 
-def shard_examples(prepared, index, tokenizer, settings, seed):
-    """The unmasked examples of shard `index`: `create_examples` over its
-    documents with `seed` (dupe_factor 1), or full-sentence packing."""
+def resolve_held_out(prepared, fraction, seed):
+    """The run's `HeldOut`: documents drawn at `fraction`, and at least one
+    when the corpus has two or more documents and no draw fell below it
+    (the one with the lowest draw). Reads only `prepared.json`."""
+    counts = [s["documents"] for s in prepared.document["shards"]]
+    held_out = HeldOut(float(fraction), int(seed))
+    if fraction <= 0 or sum(counts) < 2:
+        return HeldOut(0.0, int(seed))
+    lowest = (2.0, None)
+    for shard, count in enumerate(counts):
+        if not count:
+            continue
+        draws = np.random.default_rng([seed, shard, 0x4E1D]).random(count)
+        if (draws < fraction).any():
+            if held_out_count(prepared, held_out) < sum(counts):
+                return held_out
+            break  # a few documents, all drawn: hold out only the lowest draw
+        j = int(np.argmin(draws))
+        lowest = min(lowest, (float(draws[j]), (shard, j)), key=lambda t: t[0])
+    if lowest[1] is None:
+        for shard, count in enumerate(counts):
+            if count:
+                draws = np.random.default_rng([seed, shard, 0x4E1D]).random(count)
+                j = int(np.argmin(draws))
+                lowest = min(lowest, (float(draws[j]), (shard, j)), key=lambda t: t[0])
+    return HeldOut(0.0, int(seed), extra=lowest[1])
+
+
+def shard_documents(prepared, index, held_out=None, held=False):
+    """The documents of shard `index` (lists of int32 token-id arrays): the
+    training ones, or with `held` the held-out ones."""
     documents = prepared.shard(index).document_list()
+    if held_out is None:
+        return [] if held else documents
+    mask = held_out.mask(index, len(documents))
+    return [d for d, h in zip(documents, mask, strict=True) if bool(h) == held]
+
+
+def held_out_count(prepared, held_out):
+    """Documents `held_out` takes from the corpus (from prepared.json)."""
+    counts = [s["documents"] for s in prepared.document["shards"]]
+    return int(sum(held_out.mask(i, c).sum() for i, c in enumerate(counts)))
+
+
+def documents_examples(documents, tokenizer, settings, seed, dupe_factor=1):
+    """Unmasked examples of `documents` as `settings` say: `create_examples`
+    (NSP/SOP pairs or single segments within documents), or full-sentence
+    packing. No documents (a shard whose documents are all held out): no
+    examples."""
+    if not documents:
+        S = settings.seq_len
+        return PretrainingExamples(
+            token_ids=np.zeros((0, S), np.int32),
+            segment_ids=np.zeros((0, S), np.int32),
+            padding_mask=np.zeros((0, S), np.int32),
+            labels=np.zeros(0, np.int32),
+            document_ids=np.zeros(0, np.int32),
+            seq_len=S,
+            objective=settings.objective,
+            vocabulary_size=tokenizer.vocabulary_size,
+        )
     if settings.packing == "full_sentences":
-        return pack_full_sentences(documents, tokenizer, settings.seq_len, seed)
+        if dupe_factor == 1:
+            return pack_full_sentences(documents, tokenizer, settings.seq_len, seed)
+        # Each copy packs the documents in another order (its own seed).
+        copies = [
+            pack_full_sentences(documents, tokenizer, settings.seq_len, _derive_seed(seed, k))
+            for k in range(dupe_factor)
+        ]
+        fields = ("token_ids", "segment_ids", "padding_mask", "labels", "document_ids")
+        return dataclasses.replace(
+            copies[0], **{f: np.concatenate([getattr(c, f) for c in copies]) for f in fields}
+        )
     return create_examples(
         documents,
         tokenizer,
         seq_len=settings.seq_len,
         objective=settings.objective,
         short_seq_prob=settings.short_seq_prob,
+        dupe_factor=dupe_factor,
         seed=seed,
         shuffle=settings.shuffle,
     )
+
+
+def shard_examples(prepared, index, tokenizer, settings, seed):
+    """The unmasked examples of shard `index`'s training documents (with
+    `seed`, dupe_factor 1)."""
+    documents = shard_documents(prepared, index, settings.held_out)
+    return documents_examples(documents, tokenizer, settings, seed)
+
+
+def held_out_examples(prepared, tokenizer, settings, seed, max_tokens):
+    """Examples of the held-out documents (`settings.held_out`; the
+    training documents when it holds none out), taken from the shards in
+    order until they hold `max_tokens` tokens: memory bounded by the
+    evaluation's size, not the corpus."""
+    held = settings.held_out is not None and held_out_count(prepared, settings.held_out) > 0
+    documents, tokens = [], 0
+    for index, record in enumerate(prepared.document["shards"]):
+        if tokens >= max_tokens:
+            break
+        if not record["documents"]:
+            continue
+        for document in shard_documents(prepared, index, settings.held_out, held=held):
+            documents.append(document)
+            tokens += sum(len(s) for s in document)
+            if tokens >= max_tokens:
+                break
+    return documents_examples(documents, tokenizer, settings, seed), len(documents)
 
 
 class ExampleStream:
@@ -365,10 +485,17 @@ class ExampleStream:
         B = self.settings.batch_size
         position = start
         parts, have, current = [], 0, (None, None)
+        empty = 0  # shards in a row without examples
         while True:
             if current[0] != (position.epoch, position.shard):
                 key = (position.epoch, position.shard)
                 current = (key, self.examples(*key))
+                empty = 0 if len(current[1]) else empty + 1
+                if empty > len(self._shards):
+                    raise CorpusError(
+                        f"{self.prepared.directory}: no shard of this reader yields a training "
+                        "example (every document is held out)."
+                    )
             examples = current[1]
             take = min(B - have, len(examples) - position.example)
             sl = slice(position.example, position.example + take)

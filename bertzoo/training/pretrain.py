@@ -13,9 +13,14 @@ Everything the run writes goes under `config.output`:
                            an error), and removes only what it lists
     run_config.json        the settings (a resumed run must match them)
     corpus.txt             the built-in corpus, when no corpus files are given
+    prepared/              the corpus as tokenized document shards, prepared
+                           once (bertzoo.data.prepare) and reused on every
+                           start and resume (not with --prepared DIR)
     vocab.txt|spiece.model the vocabulary (given, the preset's, or trained)
-    data/seq{L}/           static mode: masked TFRecords per sequence length
-    checkpoints/ckpt-*/    model + optimizer + step + data position (atomic)
+    data/seq{L}/           static mode: masked TFRecords per sequence length,
+                           written once from the shards
+    checkpoints/ckpt-*/    model + optimizer + step + data position (the
+                           stream's shard and example: atomic)
     logs/                  TensorBoard: loss, accuracies, learning rate
     preset/                the trained backbone + vocabulary (from_preset)
     metrics.json           initial/final held-out metrics, steps, speed
@@ -40,6 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertzoo.data.corpus import expand_files
+from bertzoo.training import pretrain_memory
 from bertzoo.training.callbacks import Throughput
 from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint
 from bertzoo.training.distribute import make_distribution
@@ -62,13 +68,15 @@ from bertzoo.training.pretrain_config import (
     validate_config,
 )
 from bertzoo.training.pretrain_data import (
-    eval_data,
+    INPUT_VERSION,
+    PREPARED_DIR,
+    PreparedData,
+    check_prepared_settings,
+    checkpoint_input_version,
     example_objective,
     model_batches,
-    phase_data,
-    phase_examples,
+    prepare_run_corpus,
     prepare_tokenizer,
-    read_documents,
     vocabulary_plan,
 )
 from bertzoo.training.pretrain_model import (
@@ -127,11 +135,13 @@ START_OVER = (
 def _written(config):
     """The paths (under `output`) this run writes, claimed at its start."""
     names = [RUN_SETTINGS_FILE, CHECKPOINTS_DIR, LOGS, INITIAL_EVAL_FILE, PRESET_DIR, METRICS_FILE]
-    if not config.corpus:
-        names.append(CORPUS_FILE)
-    cls, _, _, vocabulary = vocabulary_plan(config)
-    if vocabulary is None:
-        names.append(cls.vocabulary_file)
+    if not config.prepared:
+        names.append(PREPARED_DIR)
+        if not config.corpus:
+            names.append(CORPUS_FILE)
+        cls, _, _, vocabulary = vocabulary_plan(config)
+        if vocabulary is None:
+            names.append(cls.vocabulary_file)
     if config.data_mode == "static" and not config.data:
         names += sorted({f"{DATA_DIR}/seq{s}" for s in config.seq_len})
     return names
@@ -141,10 +151,11 @@ def _discard_derived(config, run):
     """Starting over: what earlier runs here derived from their settings
     goes (checkpoints, logs, trained vocabulary, data files, metrics), if
     bertzoo wrote it and it is not an input of this run. The built-in
-    corpus and the last preset/ stay until rewritten."""
+    corpus and the last preset/ stay until rewritten; the prepared corpus
+    stays and is reused where its inputs, settings and tokenizer match."""
     derived = [CHECKPOINTS_DIR, LOGS, "vocab.txt", "spiece.model", INITIAL_EVAL_FILE, METRICS_FILE]
     derived += [name for name in run.recorded if name.startswith(f"{DATA_DIR}/")]
-    inputs = [Path(p).resolve() for p in (config.vocab, *config.data) if p]
+    inputs = [Path(p).resolve() for p in (config.vocab, config.prepared, *config.data) if p]
     if config.corpus:
         inputs += [p.resolve() for p in expand_files(list(config.corpus))]
     for name in derived:
@@ -186,6 +197,7 @@ def run_pretraining(config):
     """Runs (or resumes) pre-training as `config` says; returns the metrics
     written to `metrics.json`."""
     validate_config(config)
+    check_prepared_settings(config)
     check_positions(config)  # before any data work
     check_inputs(config)
     distribution = make_distribution(config.strategy, tpu=config.tpu)
@@ -204,11 +216,12 @@ class _Pretraining:
     run: Run
     distribution: object
     manager: CheckpointManager
-    corpus: object  # pretrain_data.Corpus
+    data: object  # pretrain_data.PreparedData (or the in-memory path's)
     backbone: object
     objective: str
     model: object
     step: int = 0
+    restored: dict = dataclasses.field(default_factory=dict)  # the checkpoint's state
     meters: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
@@ -217,16 +230,41 @@ def _pretrain(run, distribution):
     """The stages: open the output, data, model, resume, phases, results."""
     config = run.config
     manager = CheckpointManager(run.output / CHECKPOINTS_DIR, keep=config.keep_checkpoints)
-    _open_output(run)
+    resuming = _open_output(run) and manager.latest() is not None
     keras.utils.set_random_seed(config.seed)
-    corpus = read_documents(run)
+    if resuming and checkpoint_input_version(manager.latest()) < INPUT_VERSION:
+        logger.warning(
+            "%s was written by a run on the in-memory data path (bertzoo 0.1); it resumes on "
+            "that path, reading its whole corpus. New runs stream from prepared shards.",
+            manager.latest(),
+        )
+        return _pretrain_in_memory(run, distribution, manager)
+    prepared, tokenizer = prepare_run_corpus(run, resuming)
+    backbone, objective, model = compile_pretrainer(config, tokenizer.vocabulary_size, distribution)
+    data = PreparedData(run, prepared, tokenizer, objective)
+    state = _Pretraining(run, distribution, manager, data, backbone, objective, model)
+    return _train_and_report(state, data.eval_set())
+
+
+def _pretrain_in_memory(run, distribution, manager):
+    """A run started before prepared shards, resumed on its own data."""
+    config = run.config
+    corpus = pretrain_memory.read_documents(run)
     backbone, objective, model = compile_pretrainer(
         config, corpus.tokenizer.vocabulary_size, distribution
     )
-    eval_set = eval_data(config, corpus, objective)
-    state = _Pretraining(run, distribution, manager, corpus, backbone, objective, model)
+    data = pretrain_memory.MemoryData(run, corpus, objective)
+    state = _Pretraining(run, distribution, manager, data, backbone, objective, model)
+    return _train_and_report(state, pretrain_memory.eval_data(config, corpus, objective))
+
+
+def _train_and_report(state, eval_set):
+    """Resume, the initial evaluation, the phases, the final evaluation,
+    the preset and the metrics."""
+    run, config, model, manager = state.run, state.run.config, state.model, state.manager
     if config.resume and manager.latest() is not None:
-        state.step = int(manager.restore(model)["step"])
+        state.restored = manager.restore(model)
+        state.step = int(state.restored["step"])
         logger.info("Resumed from %s at step %d.", manager.restored_path, state.step)
     initial = run.read(INITIAL_EVAL_FILE)
     if initial is None:
@@ -240,8 +278,10 @@ def _pretrain(run, distribution):
     metrics = _metrics(state, initial, final, resumed_from, eval_set)
     if run.chief:
         # The heads are saved beside the backbone: a teacher for distillation.
-        tokenizer = corpus.tokenizer
-        save_preset(config, model, backbone, tokenizer, objective, run.output / PRESET_DIR)
+        tokenizer = state.data.tokenizer
+        save_preset(
+            config, model, state.backbone, tokenizer, state.objective, run.output / PRESET_DIR
+        )
         run.publish(METRICS_FILE, metrics)
     return metrics
 
@@ -252,13 +292,14 @@ def _open_output(run):
     is an error, before anything is written); starting over (or no
     checkpoint yet, and files made with other settings: an earlier run
     failed early) discards what earlier runs derived; the settings are
-    recorded."""
+    recorded. Returns whether the run resumes."""
     config = run.config
     resuming = run.resumes(run.any_checkpoint(), unrecorded_resumes=True)
     run.open(_written(config))
     if not resuming and (not config.resume or config.changed_settings(run.output)):
         _discard_derived(config, run)
     run.record()
+    return resuming
 
 
 def _train_phases(state):
@@ -272,18 +313,17 @@ def _train_phases(state):
     for phase in range(len(config.seq_len)):
         if state.step >= bounds[phase + 1]:
             continue
-        examples = phase_examples(config, state.corpus, phase, state.objective)
-        dataset = _phase_dataset(state, phase, examples, state.step - bounds[phase])
+        dataset = _phase_dataset(state, phase, state.step - int(bounds[phase]))
         callbacks = _phase_callbacks(state, phase, bounds, tensorboard)
         if config.verbose:
             steps = f"{state.step + 1}-{bounds[phase + 1]}"
             logger.info(
-                "Phase %d/%d: seq_len %d, steps %s, %d examples, global batch %d.",
+                "Phase %d/%d: seq_len %d, steps %s, %s, global batch %d.",
                 phase + 1,
                 len(config.seq_len),
                 config.seq_len[phase],
                 steps,
-                len(examples),
+                state.data.describe(phase),
                 config.batch_size,
             )
         if config.verbose == 2:  # not a terminal: a line per logging interval, not per phase
@@ -303,9 +343,15 @@ def _train_phases(state):
     return tensorboard
 
 
-def _phase_dataset(state, phase, examples, start_batch):
-    """The model's batches of one phase, from batch `start_batch` on."""
-    dataset = phase_data(state.run, state.corpus, phase, examples, start_batch)
+def _phase_dataset(state, phase, start_batch):
+    """The model's batches of one phase, from batch `start_batch` on (at
+    the stream position the restored checkpoint recorded, when it is of
+    this phase)."""
+    restored = state.restored
+    position = None
+    if restored.get("phase") == phase and "stream" in restored and start_batch:
+        position = restored["stream"]
+    dataset = state.data.phase_dataset(phase, start_batch, position)
     dataset = model_batches(dataset, state.objective)
     if state.distribution.num_workers > 1:
         # Every worker reads the same stream and keeps its share of each
@@ -329,6 +375,7 @@ def _phase_callbacks(state, phase, bounds, tensorboard):
             "phase": phase,
             "seq_len": config.seq_len[phase],
             "data_position": global_step - phase_start,
+            **state.data.position(phase, global_step - phase_start),
         }
 
     tensorboard.start_at(step)
@@ -354,7 +401,7 @@ def _phase_callbacks(state, phase, bounds, tensorboard):
 
 def _metrics(state, initial, final, resumed_from, eval_set):
     """The run's results (`METRICS_FILE`)."""
-    config, corpus = state.run.config, state.corpus
+    config, data = state.run.config, state.data
     measured = [m for m in state.meters if m.seconds > 0]
     examples_per_second = (
         sum(m.steps for m in measured) * config.batch_size / sum(m.seconds for m in measured)
@@ -371,11 +418,9 @@ def _metrics(state, initial, final, resumed_from, eval_set):
         "seq_len": list(config.seq_len),
         "batch_size": config.batch_size,
         "objective": state.objective,
-        "vocabulary_size": corpus.tokenizer.vocabulary_size,
+        "vocabulary_size": data.tokenizer.vocabulary_size,
         "parameters": int(state.backbone.count_params()),
-        "train_documents": len(corpus.train_docs),
-        "eval_documents": len(corpus.eval_docs),
-        "eval_held_out": corpus.held_out,
+        **data.facts(),
         "eval_examples": len(eval_set.examples),
         "truncated": {"eval": eval_set.truncated},
         "num_replicas": state.distribution.num_replicas,

@@ -11,6 +11,7 @@ from bertzoo.convert.loader import resolve_preset
 from bertzoo.data import read_metadata
 from bertzoo.data.corpus import expand_files
 from bertzoo.data.examples import min_seq_len
+from bertzoo.data.shards import open_prepared
 from bertzoo.errors import BertzooError
 from bertzoo.training.distribute import STRATEGIES
 from bertzoo.training.guards import check_finite_settings
@@ -30,6 +31,7 @@ from bertzoo.training.runs import (
 logger = logging.getLogger("bertzoo.training.pretrain")  # the run's log lines
 
 DATA_MODES = ("dynamic", "static")
+PACKINGS = ("auto", "full_sentences", "doc_sentences")
 OBJECTIVE_CHOICES = ("auto", "nsp", "sop", "none", "electra")
 MASKING_CHOICES = ("token", "whole_word", "ngram")
 CORPUS_LAYOUTS = ("sentences", "documents")
@@ -60,6 +62,12 @@ class PretrainConfig(RunConfig):
         "comma-separated text files or globs (one sentence per line, blank line between "
         "documents); default: the built-in corpus",
         parse=comma_strings,
+        group="data",
+    )
+    prepared: str = setting(
+        None,
+        "a corpus prepared beforehand (python -m bertzoo prepare): trained from as it is, with "
+        "the tokenizer it was prepared with; replaces --corpus and --vocab",
         group="data",
     )
     corpus_layout: str = setting(
@@ -171,6 +179,26 @@ class PretrainConfig(RunConfig):
         parse=comma_strings,
         group="data",
     )
+    packing: str = setting(
+        "auto",
+        "single-segment examples (objective none, electra): full_sentences fills each sequence "
+        "with whole consecutive sentences, across documents (RoBERTa's FULL-SENTENCES; what "
+        "auto picks for them); doc_sentences keeps each sequence in one document, with "
+        "--short-seq-prob (the reference's chunking). Sentence pairs (nsp, sop) are never packed",
+        choices=PACKINGS,
+        group="data",
+    )
+    shard_mb: float = setting(
+        64,
+        "corpus preparation: MB of text per shard (a phase holds one shard's examples)",
+        group="data",
+    )
+    prepare_workers: int = setting(
+        None,
+        "corpus preparation: worker processes; default: the CPU count",
+        group="data",
+        compared=False,
+    )
     dupe_factor: int = setting(2, "static data: masked copies of each example", group="data")
     short_seq_prob: float = setting(
         0.1, "share of examples made shorter than seq_len", group="data"
@@ -215,6 +243,7 @@ def validate_config(config):
     _choice("precision", config.precision, PRECISIONS)
     _choice("data_mode", config.data_mode, DATA_MODES)
     _choice("corpus_layout", config.corpus_layout, CORPUS_LAYOUTS)
+    _choice("packing", config.packing, PACKINGS)
     _choice("include_hangul", config.include_hangul, ("none", "common", "all"))
     if not config.seq_len or len(config.seq_len) != len(config.steps):
         raise PretrainError(
@@ -246,6 +275,7 @@ def validate_config(config):
         "gradient_accumulation_steps",
         "dupe_factor",
         "eval_batches",
+        *(("prepare_workers",) if config.prepare_workers is not None else ()),
     ):
         _positive(name, getattr(config, name))
     if not 0.0 < config.generator_size <= 1.0:
@@ -258,6 +288,8 @@ def validate_config(config):
         )
     if not 0.0 < config.mask_rate < 1.0:
         raise PretrainError(f"mask_rate must be in (0, 1), got {config.mask_rate}.")
+    if not (isinstance(config.shard_mb, int | float) and config.shard_mb * (1 << 20) >= 1):
+        raise PretrainError(f"shard_mb must be a positive number of MB, got {config.shard_mb!r}.")
     if not 0.0 <= config.eval_fraction < 0.5:
         raise PretrainError(f"eval_fraction must be in [0, 0.5), got {config.eval_fraction}.")
     if config.learning_rate <= 0:
@@ -292,6 +324,11 @@ def check_inputs(config):
             read_metadata(directory)
     except FileNotFoundError as e:
         raise PretrainError(str(e)) from None
+    if config.prepared:
+        try:
+            open_prepared(config.prepared)  # finished, and its small files verified
+        except (OSError, ValueError) as e:
+            raise PretrainError(f"--prepared: {e}") from None
     if config.vocab is not None and not Path(config.vocab).is_file():
         raise PretrainError(f"--vocab file {config.vocab} does not exist.")
 
@@ -309,6 +346,12 @@ def check_positions(config, document=None):
     pairs = config.objective in ("nsp", "sop") or (
         config.objective == "auto" and document["backbone"].get("use_pooler", True)
     )
+    if pairs and config.packing == "full_sentences":
+        raise PretrainError(
+            f"--packing full_sentences makes single-segment sequences; objective "
+            f"{config.objective!r} trains on sentence pairs here. Use --objective none (or "
+            "electra), or --packing auto."
+        )
     shortest, needed = min(config.seq_len), min_seq_len("nsp" if pairs else "none")
     if shortest < needed and pairs:
         which = " (nsp or sop for this preset)" if config.objective == "auto" else ""

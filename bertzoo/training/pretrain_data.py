@@ -1,9 +1,18 @@
 """Pre-training's data stage (`bertzoo.training.pretrain`): the corpus,
-the vocabulary (given, the preset's or trained), documents and held-out
-documents, examples and masked batches per phase, and the held-out
-evaluation set."""
+the vocabulary (given, the preset's or trained), the corpus prepared once
+into tokenized document shards (`bertzoo.data.prepare`; or a directory
+prepared beforehand, `--prepared`), held-out documents, and per phase the
+stream of masked batches with its exact data position.
+
+A run never re-reads its raw corpus once it is prepared: the preparation in
+`--output`/prepared is reused on every start and resume (only pieces whose
+input changed are prepared again on a fresh start; a resumed run whose
+corpus changed is refused). Memory is that of one shard's examples per
+phase, whatever the corpus size.
+"""
 
 import dataclasses
+import json
 import logging
 import time
 from pathlib import Path
@@ -13,24 +22,37 @@ import tensorflow as tf
 from bertzoo import batching
 from bertzoo.data import (
     MaskedLMMasker,
-    create_examples,
     make_pretraining_dataset,
-    read_corpus,
     read_metadata,
     read_pretraining_dataset,
-    tokenize_documents,
-    write_pretraining_tfrecords,
 )
+from bertzoo.data.prepare import PrepareSettings, prepare_corpus
+from bertzoo.data.prepared_records import RecordSettings, write_prepared_records
+from bertzoo.data.shards import (
+    CorpusChangedError,
+    ExampleStream,
+    StreamPosition,
+    StreamSettings,
+    held_out_count,
+    held_out_examples,
+    open_prepared,
+    resolve_held_out,
+)
+from bertzoo.io import manifest as manifest_lib
 from bertzoo.models.electra import electra_batch
-from bertzoo.training.pretrain_config import max_predictions, preset_document
-from bertzoo.training.runs import (
-    CORPUS_FILE,
-    DATA_DIR,
-    split_documents,
-    write_builtin_corpus,
-)
+from bertzoo.training.checkpoint import STATE_FILE
+from bertzoo.training.pretrain_config import PretrainError, max_predictions, preset_document
+from bertzoo.training.runs import CORPUS_FILE, DATA_DIR, write_builtin_corpus
 
 logger = logging.getLogger("bertzoo.training.pretrain")  # the run's log lines
+
+PREPARED_DIR = "prepared"  # the run's own preparation of its corpus
+# Checkpoints of runs that stream from prepared shards say so (and where
+# the stream stands); a checkpoint without it is from the in-memory path.
+INPUT_VERSION = 2
+# Held-out documents are collected until they hold this many evaluation
+# batches' worth of tokens (an example takes at most seq_len of them).
+EVAL_TOKEN_MARGIN = 2
 
 
 def corpus_files(config, output, chief):
@@ -138,75 +160,6 @@ def model_batches(dataset, objective):
     return dataset.map(tf.autograph.experimental.do_not_convert(electra_batch))
 
 
-def phase_data(run, corpus, phase, train_examples, start_batch):
-    """The training stream of one phase (`train_examples` masked by
-    `corpus.maskers[phase]`), starting at batch `start_batch`."""
-    config, output, chief = run.config, run.output, run.chief
-    tokenizer, masker = corpus.tokenizer, corpus.maskers[phase]
-    seq = config.seq_len[phase]
-    seed = config.seed + 1000 * phase
-    # Both sources: the phase's seed, endless, from the data position.
-    stream = {"seed": seed, "repeat": True, "start_batch": start_batch}
-    if config.data:
-        directory = config.data[phase]
-    elif config.data_mode == "static":
-        directory = output / DATA_DIR / f"seq{seq}"
-        if chief and not (directory / "pretraining_metadata.json").is_file():
-            write_pretraining_tfrecords(
-                train_examples, directory, num_shards=4, masker=masker, seed=seed
-            )
-        wait_for(directory / "pretraining_metadata.json")
-    else:
-        return make_pretraining_dataset(train_examples, config.batch_size, masker, **stream)
-    meta = read_metadata(directory)
-    return read_pretraining_dataset(
-        directory,
-        config.batch_size,
-        seq,
-        masker=None if meta["masked"] else masker,
-        vocabulary_size=tokenizer.vocabulary_size,
-        **stream,
-    )
-
-
-@dataclasses.dataclass
-class Corpus:
-    """The data stage's documents: tokenized, split into training and
-    held-out documents (training documents stand in when none are held
-    out), with the maskers of the phases."""
-
-    tokenizer: object
-    train_docs: list
-    eval_docs: list
-    held_out: bool
-    maskers: list
-
-
-def read_documents(run):
-    """The corpus (given, or the built-in one written to the output),
-    tokenized with the run's vocabulary and split into training and held-out
-    documents."""
-    config = run.config
-    files = corpus_files(config, run.output, run.chief)
-    tokenizer = prepare_tokenizer(config, run.output, files, run.chief)
-    documents = tokenize_documents(read_corpus(files, layout=config.corpus_layout), tokenizer)
-    train_docs, eval_docs = split_documents(documents, config.eval_fraction, config.seed)
-    held_out = bool(eval_docs)
-    if not held_out:
-        logger.warning(
-            "No held-out documents (%d document(s), eval_fraction=%g): the initial and final "
-            "metrics are measured on training documents. Separate documents with blank lines.",
-            len(documents),
-            config.eval_fraction,
-        )
-        eval_docs = train_docs
-    maskers = [
-        MaskedLMMasker(tokenizer, seq, p, kind=config.masking, mask_rate=config.mask_rate)
-        for seq, p in zip(config.seq_len, max_predictions(config))
-    ]
-    return Corpus(tokenizer, train_docs, eval_docs, held_out, maskers)
-
-
 @dataclasses.dataclass
 class EvalSet:
     """The held-out evaluation: its examples, the share of them cut at the
@@ -217,46 +170,270 @@ class EvalSet:
     batches: object
 
 
-def eval_data(config, corpus, objective):
-    """Held-out evaluation at the last (longest) phase's length. Masks are
-    drawn once (cached): the initial and final numbers, and those of a
-    resumed run, are on the same predictions."""
-    eval_examples = create_examples(
-        corpus.eval_docs,
-        corpus.tokenizer,
-        seq_len=config.seq_len[-1],
-        objective=example_objective(objective),
-        seed=config.seed + 7,
-    )
-    eval_truncated = round(eval_examples.truncated / max(1, len(eval_examples)), 4)
+def eval_batches(config, examples, masker, objective):
+    """The evaluation batches of `examples` at the last (longest) phase's
+    length. Masks are drawn once (cached): the initial and final numbers,
+    and those of a resumed run, are on the same predictions."""
+    truncated = round(examples.truncated / max(1, len(examples)), 4)
     logger.info(
         "Held-out examples at length %d: %d, %.1f%% cut at the length limit (the reference's "
         "truncate_seq_pair).",
         config.seq_len[-1],
-        len(eval_examples),
-        100 * eval_truncated,
+        len(examples),
+        100 * truncated,
     )
-    eval_batch = min(config.batch_size, len(eval_examples))
-    eval_set = (
-        make_pretraining_dataset(
-            eval_examples, eval_batch, corpus.maskers[-1], seed=config.seed + 11, shuffle=False
-        )
+    batch = min(config.batch_size, len(examples))
+    batches = (
+        make_pretraining_dataset(examples, batch, masker, seed=config.seed + 11, shuffle=False)
         .take(config.eval_batches)
         .cache()
     )  # the same masks for every evaluation
     # Each batch padded only to its longest sequence's bucket.
-    eval_set = model_batches(batching.trim_dataset(eval_set, config.seq_len[-1]), objective)
-    return EvalSet(eval_examples, eval_truncated, eval_set)
+    batches = model_batches(batching.trim_dataset(batches, config.seq_len[-1]), objective)
+    return EvalSet(examples, truncated, batches)
 
 
-def phase_examples(config, corpus, phase, objective):
-    """The training examples of phase `phase` (at its sequence length)."""
-    return create_examples(
-        corpus.train_docs,
-        corpus.tokenizer,
-        seq_len=config.seq_len[phase],
-        objective=example_objective(objective),
-        short_seq_prob=config.short_seq_prob,
-        dupe_factor=config.dupe_factor,
-        seed=config.seed + phase,
+# === The prepared corpus ===
+
+
+def check_prepared_settings(config):
+    """`--prepared` brings its own corpus and tokenizer: the flags that
+    would give others are refused (before anything is written)."""
+    if not config.prepared:
+        return
+    clashes = [
+        flag
+        for flag, value in (
+            ("--corpus", config.corpus),
+            ("--vocab", config.vocab),
+            ("--lowercase", config.lowercase),
+            ("--strip-accents", config.strip_accents),
+        )
+        if value not in (None, (), [])
+    ]
+    if clashes:
+        raise PretrainError(
+            f"--prepared {config.prepared} brings its corpus and the tokenizer it was prepared "
+            f"with; drop {', '.join(clashes)} (or prepare the corpus again with them)."
+        )
+
+
+def _prepare_settings(config):
+    return PrepareSettings(
+        layout=config.corpus_layout,
+        shard_bytes=max(1, int(config.shard_mb * (1 << 20))),
+        workers=config.prepare_workers,
+        seed=config.seed,
     )
+
+
+def _reusable(directory, tokenizer, settings, resuming):
+    """The finished preparation in `directory`, when it was made from these
+    inputs (unchanged), settings and tokenizer; else None. A resumed run
+    whose corpus changed is refused: its batches would not be the ones it
+    started with."""
+    if manifest_lib.read_manifest(directory) is None:
+        return None
+    prepared = open_prepared(directory)
+    recorded = prepared.document["settings"]
+    if any(recorded.get(k) != v for k, v in settings.identity().items()):
+        return None
+    try:
+        prepared.check_tokenizer(tokenizer)
+        prepared.check_inputs_unchanged()
+    except CorpusChangedError as e:
+        if resuming:
+            raise PretrainError(
+                f"{e} The run's checkpoints were trained on the corpus as it was; rerun with "
+                "--no-resume to start over on the corpus as it is."
+            ) from None
+        return None
+    except ValueError:  # another tokenizer (a retrained vocabulary)
+        return None
+    return prepared
+
+
+def prepare_run_corpus(run, resuming):
+    """(prepared corpus, tokenizer): `--prepared`'s, or the run's corpus
+    (given or built-in) prepared once into `PREPARED_DIR` with the run's
+    vocabulary, reused while its inputs, settings and tokenizer stay."""
+    config = run.config
+    if config.prepared:
+        prepared = open_prepared(config.prepared, check_inputs="warn")
+        return prepared, prepared.tokenizer()
+    files = corpus_files(config, run.output, run.chief)
+    tokenizer = prepare_tokenizer(config, run.output, files, run.chief)
+    directory = run.output / PREPARED_DIR
+    if run.chief:
+        settings = _prepare_settings(config)
+        if _reusable(directory, tokenizer, settings, resuming) is None:
+            logger.info("Preparing the corpus into %s (once; reused on resume).", directory)
+            prepare_corpus(files, tokenizer, directory, settings)
+    wait_for(directory / manifest_lib.MANIFEST_FILE)
+    return open_prepared(directory), tokenizer
+
+
+def resolve_packing(config, objective):
+    """The packing of single-segment examples: full sentences across
+    documents by default (objective none, electra); None for sentence
+    pairs, and for `doc_sentences`."""
+    single = example_objective(objective) == "none"
+    if config.packing == "full_sentences" and not single:
+        raise PretrainError(
+            f"--packing full_sentences makes single-segment sequences; objective {objective!r} "
+            "trains on sentence pairs. Use --objective none (or electra), or --packing auto."
+        )
+    if single and config.packing in ("auto", "full_sentences"):
+        return "full_sentences"
+    return None
+
+
+class PreparedData:
+    """The run's data from a prepared corpus: the tokenizer, the maskers of
+    the phases, the held-out documents, each phase's stream of masked
+    batches from an exact position, and the evaluation set."""
+
+    def __init__(self, run, prepared, tokenizer, objective):
+        config = run.config
+        self.run, self.config, self.prepared, self.tokenizer = run, config, prepared, tokenizer
+        self.objective = objective
+        self.packing = resolve_packing(config, objective)
+        self.maskers = [
+            MaskedLMMasker(tokenizer, seq, p, kind=config.masking, mask_rate=config.mask_rate)
+            for seq, p in zip(config.seq_len, max_predictions(config))
+        ]
+        self.held_out = resolve_held_out(prepared, config.eval_fraction, config.seed + 3)
+        self.eval_documents = held_out_count(prepared, self.held_out)
+        total = prepared.document["summary"]["documents"]
+        self.train_documents = total - self.eval_documents
+        if not self.eval_documents:
+            logger.warning(
+                "No held-out documents (%d document(s), eval_fraction=%g): the initial and final "
+                "metrics are measured on training documents. Separate documents with blank lines.",
+                total,
+                config.eval_fraction,
+            )
+        self._streams = {}
+
+    def settings(self, phase, seq_len=None, seed=None):
+        config = self.config
+        return StreamSettings(
+            batch_size=config.batch_size,
+            seq_len=seq_len or config.seq_len[phase],
+            objective=example_objective(self.objective),
+            seed=config.seed + 1000 * phase if seed is None else seed,
+            short_seq_prob=config.short_seq_prob,
+            packing=self.packing,
+            held_out=self.held_out,
+        )
+
+    def eval_set(self):
+        """Held-out documents, collected from the shards in order until they
+        hold enough tokens for the evaluation batches, as examples at the
+        last phase's length."""
+        config = self.config
+        seq = config.seq_len[-1]
+        settings = self.settings(len(config.seq_len) - 1, seq_len=seq, seed=config.seed + 7)
+        budget = EVAL_TOKEN_MARGIN * config.eval_batches * config.batch_size * seq
+        examples, _ = held_out_examples(
+            self.prepared, self.tokenizer, settings, settings.seed, budget
+        )
+        return eval_batches(config, examples, self.maskers[-1], self.objective)
+
+    def _records(self, phase):
+        """Static masking: the phase's masked TFRecords, written once from
+        the shards into the output (or the given `--data` directory)."""
+        config, run = self.config, self.run
+        if config.data:
+            return Path(config.data[phase])
+        directory = run.output / DATA_DIR / f"seq{config.seq_len[phase]}"
+        if run.chief and manifest_lib.read_manifest(directory) is None:
+            settings = self.settings(phase)
+            write_prepared_records(
+                self.prepared,
+                directory,
+                self.tokenizer,
+                self.maskers[phase],
+                RecordSettings(
+                    seq_len=settings.seq_len,
+                    objective=settings.objective,
+                    dupe_factor=config.dupe_factor,
+                    seed=settings.seed,
+                    short_seq_prob=settings.short_seq_prob,
+                    packing=settings.packing,
+                    held_out=self.held_out,
+                ),
+            )
+        wait_for(directory / "pretraining_metadata.json")
+        return directory
+
+    def phase_dataset(self, phase, start_batch, position=None):
+        """The masked batches of phase `phase` from batch `start_batch` of
+        its stream (`position`: the `StreamPosition` a checkpoint recorded
+        there; None at the phase's start)."""
+        config = self.config
+        if config.data or config.data_mode == "static":
+            directory = self._records(phase)
+            meta = read_metadata(directory)
+            return read_pretraining_dataset(
+                directory,
+                config.batch_size,
+                config.seq_len[phase],
+                masker=None if meta["masked"] else self.maskers[phase],
+                vocabulary_size=self.tokenizer.vocabulary_size,
+                seed=config.seed + 1000 * phase,
+                repeat=True,
+                start_batch=start_batch,
+            )
+        stream = ExampleStream(
+            self.prepared, self.tokenizer, self.maskers[phase], self.settings(phase)
+        )
+        if isinstance(position, dict):
+            position = StreamPosition.from_dict(position)
+        if position is None:
+            position = stream.position_after(start_batch) if start_batch else StreamPosition()
+        self._streams[phase] = [stream, start_batch, position]
+        return stream.dataset(position)
+
+    def position(self, phase, batches):
+        """The checkpoint's record of where phase `phase`'s data stands after
+        `batches` batches: the stream position (walked from the last one
+        recorded, so it costs the shards in between)."""
+        record = {"input_version": INPUT_VERSION}
+        if phase in self._streams:
+            stream, done, position = self._streams[phase]
+            position = stream.position_after(batches - done, position)
+            self._streams[phase] = [stream, batches, position]
+            record["stream"] = position.as_dict()
+        return record
+
+    def describe(self, phase):
+        """The phase's data, for its log line."""
+        if self.config.data or self.config.data_mode == "static":
+            return f"masked records {self._records(phase)}"
+        summary = self.prepared.document["summary"]
+        packing = f", {self.packing} packing" if self.packing else ""
+        return (
+            f"streamed from {len(self.prepared)} prepared shard(s) of {summary['documents']} "
+            f"documents{packing}"
+        )
+
+    def facts(self):
+        """What the run's metrics say of its data."""
+        return {
+            "train_documents": self.train_documents,
+            "eval_documents": self.eval_documents,
+            "eval_held_out": self.eval_documents > 0,
+            "packing": self.packing,
+            "prepared": str(self.prepared.directory),
+        }
+
+
+def checkpoint_input_version(path):
+    """The input version a checkpoint's state records (1: the in-memory
+    path, before prepared shards)."""
+    try:
+        state = json.loads((Path(path) / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return INPUT_VERSION  # unreadable: restoring reports it
+    return int(state.get("input_version", 1)) if isinstance(state, dict) else INPUT_VERSION

@@ -259,3 +259,68 @@ def test_readers_of_a_multi_worker_run_stream_disjoint_shards(prepared, tokenize
         stream(prepared, tokenizer, masker, num_readers=2, reader_index=2)
     with pytest.raises(CorpusError, match="fewer than num_readers"):
         stream(prepared, tokenizer, masker, num_readers=n + 1)
+
+
+# === Held-out documents ===
+
+
+def _keys(document):
+    return tuple(np.concatenate(document).tolist())
+
+
+def test_held_out_documents_are_left_out_of_training(prepared, tokenizer, masker):
+    from bertzoo.data.shards import (
+        held_out_count,
+        held_out_examples,
+        resolve_held_out,
+        shard_documents,
+    )
+
+    held_out = resolve_held_out(prepared, 0.2, seed=1)
+    total = prepared.document["summary"]["documents"]
+    count = held_out_count(prepared, held_out)
+    assert 0 < count < total
+    train, held = [], []
+    for i in range(len(prepared)):
+        documents = prepared.shard(i).document_list()
+        mask = held_out.mask(i, len(documents))
+        kept, out = (
+            shard_documents(prepared, i, held_out),
+            shard_documents(prepared, i, held_out, held=True),
+        )
+        # Complementary, decided by the document's place in its shard.
+        assert [_keys(d) for d in kept] == [_keys(d) for d, h in zip(documents, mask) if not h]
+        assert [_keys(d) for d in out] == [_keys(d) for d, h in zip(documents, mask) if h]
+        train, held = train + kept, held + out
+    # prepared.json's counts say as much as reading the shards.
+    assert len(train) + len(held) == total and len(held) == count
+    # The stream never makes an example of a held-out document's tokens:
+    # every example's ids (but [CLS]/[SEP]) come from the training documents.
+    s = stream(prepared, tokenizer, masker, held_out=held_out, objective="none", shuffle=False)
+    train_tokens = {t for d in train for sentence in d for t in sentence.tolist()}
+    held_only = {t for d in held for sentence in d for t in sentence.tolist()} - train_tokens
+    seen = set()
+    for shard in range(len(s.shard_order(0))):
+        seen |= set(s.examples(0, shard).token_ids.ravel().tolist())
+    assert not seen & held_only
+    # The evaluation examples are the held-out documents', up to a budget.
+    settings = StreamSettings(batch_size=B, seq_len=S, objective="none", held_out=held_out)
+    examples, used = held_out_examples(prepared, tokenizer, settings, 7, max_tokens=10**9)
+    assert used == count and len(examples) > 0
+    small, few = held_out_examples(prepared, tokenizer, settings, 7, max_tokens=50)
+    assert 1 <= few < count and len(small) < len(examples)
+
+
+def test_at_least_one_document_is_held_out_and_never_all(tmp_path, tokenizer):
+    from bertzoo.data.shards import held_out_count, resolve_held_out
+
+    path = write_documents(tmp_path / "c.txt", mixed_documents(3, seed=1))
+    prepare_corpus([path], tokenizer, tmp_path / "out", PrepareSettings(workers=1))
+    prepared = open_prepared(tmp_path / "out")
+    # 3 documents: a tiny fraction draws none, so the lowest draw is held
+    # out; a large one draws all three at some seed, and still one is.
+    assert held_out_count(prepared, resolve_held_out(prepared, 1e-6, seed=0)) == 1
+    for seed in range(20):
+        held_out = resolve_held_out(prepared, 0.49, seed=seed)
+        assert 1 <= held_out_count(prepared, held_out) <= 2
+    assert held_out_count(prepared, resolve_held_out(prepared, 0.0, seed=0)) == 0

@@ -1,0 +1,198 @@
+"""The pre-training run on a prepared corpus: `--corpus` prepared once into
+the output and never read again, the exact data position in checkpoints
+(a resumed run trains the batches of an uninterrupted one, across shard and
+epoch boundaries), `--prepared DIR`, held-out documents, full-sentence
+packing, and bad input before anything is published."""
+
+import json
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import bertzoo
+from bertzoo.data.prepare import PrepareSettings, prepare_corpus
+from bertzoo.training import pretrain_data
+from bertzoo.training.pretrain import PretrainConfig, PretrainError, run_pretraining
+from tests.data.prepared_corpus import mixed_documents, write_documents
+
+# bert_tiny at 32 tokens; shards of ~6 KB, so 40 steps of 8 cross several
+# shards and (with a 30 KB corpus) an epoch.
+SMALL = dict(
+    preset="bert_tiny",
+    vocab_size=600,
+    seq_len=(32,),
+    steps=(40,),
+    batch_size=8,
+    learning_rate=3e-3,
+    dropout=0.0,
+    checkpoint_every=10,
+    keep_checkpoints=3,
+    log_every=10,
+    eval_batches=2,
+    shard_mb=6000 / (1 << 20),
+    prepare_workers=1,
+    verbose=0,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    return write_documents(d / "corpus.txt", mixed_documents(70, seed=4))
+
+
+def _weights(directory):
+    return bertzoo.BertBackbone.from_preset(directory).get_weights()
+
+
+def _max_difference(a, b):
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
+
+
+def _forbid(monkeypatch, what):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{what} was called: the raw corpus is read again")
+
+    return refuse
+
+
+@pytest.mark.slow
+def test_corpus_is_prepared_once_and_a_resume_trains_the_uninterrupted_batches(
+    tmp_path, corpus, monkeypatch
+):
+    straight = tmp_path / "straight"
+    config = PretrainConfig(**SMALL, corpus=(str(corpus),), output=str(straight))
+    metrics = run_pretraining(config)
+    prepared = json.loads((straight / "prepared" / "prepared.json").read_text())
+    assert len(prepared["shards"]) >= 4, "the test needs a corpus of several shards"
+    assert metrics["prepared"] == str(straight / "prepared")
+    assert metrics["train_documents"] + metrics["eval_documents"] == 70
+    assert 0 < metrics["eval_documents"] < 10 and metrics["eval_held_out"]
+    state = json.loads((straight / "checkpoints" / "ckpt-000000040" / "state.json").read_text())
+    assert state["input_version"] == 2 and state["stream"]["batch"] == 40
+    # 40 batches of 8 ran past the first epoch's shards into the next.
+    assert state["stream"]["epoch"] >= 1, state
+
+    # From here on the raw corpus is never read: not prepared, not tokenized,
+    # not used for a vocabulary.
+    monkeypatch.setattr(pretrain_data, "prepare_corpus", _forbid(monkeypatch, "prepare_corpus"))
+    monkeypatch.setattr(
+        "bertzoo.tokenizers.train.train_wordpiece", _forbid(monkeypatch, "train_wordpiece")
+    )
+    monkeypatch.setattr("bertzoo.data.corpus.read_corpus", _forbid(monkeypatch, "read_corpus"))
+
+    # A run stopped after its checkpoint at step 20 (mid-shard, mid-epoch):
+    # the same command resumes there and ends with the uninterrupted weights.
+    resumed = tmp_path / "resumed"
+    shutil.copytree(straight, resumed)
+    for step in (30, 40):
+        shutil.rmtree(resumed / "checkpoints" / f"ckpt-{step:09d}")
+    again = run_pretraining(PretrainConfig(**SMALL, corpus=(str(corpus),), output=str(resumed)))
+    assert again["resumed_from_step"] == 20 and again["steps"] == 40
+    diff = _max_difference(_weights(straight / "preset"), _weights(resumed / "preset"))
+    assert diff < 1e-5, diff  # measured 0.0; float reassociation allowance
+    assert again["final_loss"] == pytest.approx(metrics["final_loss"], rel=1e-5)
+
+    # A corpus that changed under a resumed run is refused in one line.
+    text = corpus.read_bytes()
+    try:
+        corpus.write_bytes(text + b"\nA sentence added after preparation.\n")
+        for step in (30, 40):
+            shutil.rmtree(resumed / "checkpoints" / f"ckpt-{step:09d}", ignore_errors=True)
+        with pytest.raises(PretrainError, match=r"changed after it was prepared.*--no-resume"):
+            run_pretraining(PretrainConfig(**SMALL, corpus=(str(corpus),), output=str(resumed)))
+    finally:
+        corpus.write_bytes(text)
+
+
+@pytest.mark.slow
+def test_a_prepared_directory_is_trained_from_as_it_is(tmp_path, corpus):
+    tokenizer = bertzoo.BertTokenizer(str(_vocabulary(tmp_path)), lowercase=True)
+    directory = tmp_path / "prepared"
+    prepare_corpus([corpus], tokenizer, directory, PrepareSettings(shard_bytes=6000, workers=1))
+    before = {p.name: p.stat().st_mtime_ns for p in directory.iterdir()}
+    single = dict(SMALL, objective="none", steps=(12,))
+    metrics = run_pretraining(
+        PretrainConfig(**single, prepared=str(directory), output=str(tmp_path / "run"))
+    )
+    assert metrics["steps"] == 12 and metrics["prepared"] == str(directory)
+    # MLM only: full-sentence packing by default.
+    assert metrics["objective"] == "none" and metrics["packing"] == "full_sentences"
+    assert metrics["vocabulary_size"] == tokenizer.vocabulary_size
+    assert not (tmp_path / "run" / "prepared").exists()
+    assert {p.name: p.stat().st_mtime_ns for p in directory.iterdir()} == before
+    # The reference's chunking within documents, on request.
+    chunked = run_pretraining(
+        PretrainConfig(
+            **{**single, "packing": "doc_sentences"},
+            prepared=str(directory),
+            output=str(tmp_path / "chunked"),
+        )
+    )
+    assert chunked["packing"] is None and chunked["steps"] == 12
+
+
+def _vocabulary(tmp_path):
+    """A small WordPiece vocabulary trained on the test corpus."""
+    from bertzoo.tokenizers.train import train_wordpiece
+
+    text = write_documents(tmp_path / "vocab_corpus.txt", mixed_documents(70, seed=4))
+    train_wordpiece([str(text)], 600, output=tmp_path / "vocab.txt")
+    return tmp_path / "vocab.txt"
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(prepared="P", vocab="V"), r"--prepared .* drop --vocab"),
+        (dict(prepared="P", corpus=("c.txt",)), r"--prepared .* drop --corpus"),
+        (dict(packing="full_sentences", objective="nsp"), r"full_sentences makes single-segment"),
+        (dict(packing="rows"), r"packing='rows' is not valid. Valid: auto, full_sentences"),
+        (dict(shard_mb=0), r"shard_mb must be a positive number of MB"),
+        (dict(prepared="missing-dir"), r"--prepared: .*missing-dir is not a finished prepared"),
+    ],
+)
+def test_bad_data_settings_are_refused_before_anything_is_written(
+    tmp_path, overrides, message, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    with pytest.raises(PretrainError, match=message):
+        run_pretraining(PretrainConfig(**{**SMALL, **overrides}, output=str(out)))
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("bad", ["empty_glob", "directory"])
+@pytest.mark.backend_independent
+def test_bad_corpus_paths_are_one_line_errors(tmp_path, bad):
+    (tmp_path / "folder").mkdir()
+    corpus = {"empty_glob": str(tmp_path / "nothing-*.txt"), "directory": str(tmp_path / "folder")}
+    out = tmp_path / "run"
+    with pytest.raises(PretrainError) as info:
+        run_pretraining(PretrainConfig(**SMALL, corpus=(corpus[bad],), output=str(out)))
+    assert "\n" not in str(info.value) and corpus[bad] in str(info.value)
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_junk_and_an_enormous_line_are_counted_and_skipped(tmp_path, corpus, caplog):
+    messy = tmp_path / "messy.txt"
+    junk = bytes(range(256)) * 64  # binary: NULs and control bytes
+    huge = b"x" * (3 << 20)  # one 3 MB line without a newline, in the middle
+    messy.write_bytes(
+        corpus.read_bytes() + b"\n" + junk + b"\n\n" + huge + b"\n\n" + corpus.read_bytes()
+    )
+    caplog.set_level(logging.INFO)
+    out = tmp_path / "run"
+    metrics = run_pretraining(
+        PretrainConfig(**{**SMALL, "steps": (4,)}, corpus=(str(messy),), output=str(out))
+    )
+    assert metrics["steps"] == 4
+    summary = json.loads((out / "prepared" / "prepared.json").read_text())["summary"]
+    assert summary["dropped_too_long"] == 1 and summary["dropped_binary"] >= 1, summary
+    assert "dropped 1 too-long" in caplog.text
+    assert os.path.getsize(messy) > 3 << 20
