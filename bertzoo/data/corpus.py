@@ -10,14 +10,13 @@ Bytes that are not UTF-8 are replaced with U+FFFD (`errors="replace"`) and
 the number of lines affected is reported in one log line.
 """
 
-import glob
 import logging
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
 from bertzoo.errors import BertzooError
+from bertzoo.io import textfiles
 
 logger = logging.getLogger("bertzoo.data")
 
@@ -28,29 +27,24 @@ class CorpusError(BertzooError, ValueError):
     """A corpus is missing, empty or unusable."""
 
 
+class CorpusFilesError(CorpusError, textfiles.InputFilesError):
+    """The corpus files named cannot be used (none, a directory, a damaged
+    `.gz`)."""
+
+
+class CorpusFileNotFoundError(CorpusFilesError, textfiles.InputFileNotFoundError):
+    """A corpus file does not exist, or a pattern matches no file."""
+
+
 def expand_files(files):
-    """A path, a glob pattern or a list of them -> sorted list of Paths.
-    Missing files are an error that names them."""
-    if isinstance(files, str | Path):
-        files = [files]
-    paths, missing = [], []
-    for f in files:
-        f = str(f)
-        # A file whose name has glob characters (wiki[1].txt) is that file.
-        if any(c in f for c in "*?[") and not Path(f).exists():
-            matches = sorted(glob.glob(f))
-            if not matches:
-                missing.append(f)
-            paths.extend(Path(m) for m in matches)
-        elif Path(f).is_file():
-            paths.append(Path(f))
-        else:
-            missing.append(f)
-    if missing:
-        raise FileNotFoundError(f"Corpus file(s) not found: {', '.join(missing)}.")
-    if not paths:
-        raise CorpusError("No corpus files given.")
-    return paths
+    """A path, a glob pattern or a list of them -> the files (Paths), in the
+    order given, each pattern's matches sorted, each file once
+    (`bertzoo.io.textfiles.expand_inputs`). Raises `CorpusFileNotFoundError`
+    (a `FileNotFoundError`) for a missing file or a pattern that matches
+    none, `CorpusFilesError` for the rest; both are `CorpusError`s."""
+    return textfiles.expand_inputs(
+        files, "corpus file", error=CorpusFilesError, not_found=CorpusFileNotFoundError
+    )
 
 
 def _decode_lines(path):
@@ -84,8 +78,8 @@ def read_corpus(files, layout="sentences"):
         kept (they make random-B examples as the reference does).
 
     Raises:
-        FileNotFoundError: a file is missing.
-        CorpusError: the files hold no text.
+        CorpusFileNotFoundError (a FileNotFoundError): a file is missing.
+        CorpusError: the files cannot be used or hold no text.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}.")

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from bertzoo.data import progress as progress_lib
 from bertzoo.data import shardfile, textstream
-from bertzoo.data.corpus import LAYOUTS, CorpusError
+from bertzoo.data.corpus import LAYOUTS, CorpusError, expand_files
 from bertzoo.data.prepare_worker import (
     COUNTS,
     FORMAT_VERSION,
@@ -322,7 +322,7 @@ def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=Non
     preparation into `output` is continued."""
     settings = settings or PrepareSettings()
     settings.check()
-    paths = textstream.expand_inputs(inputs)
+    paths = expand_files(inputs)
     output = Path(output)
     _check_output(output)
     infos = []

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from bertzoo.data import shardfile, textstream
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io import textfiles
 from bertzoo.tokenizers import tokenizer_class
 
 FORMAT_VERSION = 1
@@ -38,6 +39,13 @@ COUNTS = (
     "invalid_utf8_lines",
     "split_documents",
 )
+# A shard's line counts: {its stats name: the `textfiles.LineCounts` field}.
+_LINE_COUNTS = {
+    "lines": "lines",
+    "dropped_too_long": "too_long",
+    "dropped_binary": "binary",
+    "invalid_utf8_lines": "invalid_utf8",
+}
 # Text handed to one tokenizer call at most (with `batch_sentences`).
 _BATCH_BYTES = 1 << 22
 
@@ -178,7 +186,7 @@ class _PieceWriter:
         self.output, self.lines = Path(output), line_counts
         self.limit = settings.shard_bytes if piece.end is None else None
         self.entries = []
-        self.lines_at_cut = dataclasses.astuple(line_counts)
+        self.lines_at_cut = dataclasses.asdict(line_counts)
         self.builder = _ShardBuilder(tokenizer, settings)
         self.builder.counts["split_documents"] = piece.split
 
@@ -201,7 +209,7 @@ class _PieceWriter:
         if (
             self.builder.text_bytes
             or not self.entries
-            or dataclasses.astuple(self.lines) != self.lines_at_cut
+            or dataclasses.asdict(self.lines) != self.lines_at_cut
         ):
             self.write()
 
@@ -209,11 +217,10 @@ class _PieceWriter:
         """Writes the current shard (and starts the next)."""
         builder, index = self.builder, len(self.entries)
         tokens, lengths, docs = builder.arrays()
-        now = dataclasses.astuple(self.lines)
-        delta = [a - b for a, b in zip(now, self.lines_at_cut, strict=True)]
+        now = dataclasses.asdict(self.lines)
         stats = builder.counts
-        names = ("lines", "dropped_too_long", "dropped_binary", "invalid_utf8_lines")
-        stats.update(zip(names, delta, strict=True))
+        for name, field in _LINE_COUNTS.items():
+            stats[name] = now[field] - self.lines_at_cut[field]
         stats.update(text_bytes=builder.text_bytes)
         self.lines_at_cut = now
         header = {
@@ -242,7 +249,7 @@ def prepare_piece(task):
     piece's journal entry {"piece_sha256", "shards": [...]}. Writes
     `output/<piece.name>-NNNNN.bzshard` files."""
     piece, spec, settings, output = task
-    counts, holder = textstream.LineCounts(), []
+    counts, holder = textfiles.LineCounts(), []
     writer = _PieceWriter(piece, _build_tokenizer(spec), settings, output, counts)
     document, size = [], 0
     for line in textstream.iter_lines(piece, settings.max_line_bytes, counts, holder, _report):

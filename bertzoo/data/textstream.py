@@ -1,67 +1,32 @@
 """Raw corpus files -> pieces -> checked lines, in bounded memory.
 
-* `expand_inputs`: paths and globs -> files, with one-line errors for a
-  missing file, a glob that matches nothing and a directory where a file
-  belongs (all raised before anything is written).
+Which files the inputs name is `bertzoo.data.corpus.expand_files`
+(`bertzoo.io.textfiles.expand_inputs`), checked before anything is written.
+
 * `plan_pieces`: each plain file is cut into pieces of about `shard_bytes`
   at document boundaries (a blank line in the "sentences" layout, any line
   end in the "documents" layout). A document larger than `shard_bytes` is
   cut at a line (sentence) end and counted in `split_documents`. A `.gz`
   file is one piece (finding boundaries would mean decompressing it twice).
   Planning reads only the bytes near each cut.
-* `iter_lines`: the lines of one piece, read through a bounded buffer: a
-  line over `max_line_bytes` is skipped (and counted) without ever being
-  held whole; NUL bytes or mostly-undecodable lines count as binary junk
-  and are dropped; other invalid UTF-8 is replaced by U+FFFD and counted.
-  The bytes read are hashed (SHA-256) and counted as they stream by.
+* `iter_lines`: the lines of one piece, read by `bertzoo.io.textfiles`
+  through a bounded buffer: a line over `max_line_bytes` is skipped (and
+  counted) without ever being held whole; NUL bytes or mostly-undecodable
+  lines count as binary junk and are dropped; other invalid UTF-8 is
+  replaced by U+FFFD and counted (a `textfiles.LineCounts`). The bytes
+  read are hashed (SHA-256) and counted as they stream by.
 """
 
 import dataclasses
-import glob
-import gzip
 import hashlib
 import io
 import os
-from pathlib import Path
 
-from bertzoo.data.corpus import CorpusError
+from bertzoo.data.corpus import CorpusFilesError
+from bertzoo.io import textfiles
+from bertzoo.io.textfiles import is_gzip
 
-_CHUNK = 1 << 16
-
-
-def _is_glob(pattern):
-    return any(c in pattern for c in "*?[")
-
-
-def expand_inputs(inputs):
-    """Paths and glob patterns -> a list of files (Paths), in the order
-    given, each glob's matches sorted. Raises `CorpusError` (one line)."""
-    if isinstance(inputs, str | os.PathLike):
-        inputs = [inputs]
-    inputs = [str(i) for i in inputs]
-    if not inputs:
-        raise CorpusError("No corpus files given: pass text files or glob patterns (.gz too).")
-    paths = []
-    for item in inputs:
-        # A file whose name has glob characters (wiki[1].txt) is that file.
-        literal = not _is_glob(item) or Path(item).exists()
-        matches = [item] if literal else sorted(glob.glob(item))
-        if not matches:
-            raise CorpusError(
-                f"The glob {item!r} matches no file; give existing text files or a pattern "
-                "that matches some (quote it so the shell does not expand it)."
-            )
-        for match in matches:
-            path = Path(match)
-            if path.is_dir():
-                raise CorpusError(
-                    f"{path} is a directory, where a corpus file belongs; give the files in "
-                    f"it, e.g. '{path / '*.txt'}'."
-                )
-            if not path.is_file():
-                raise CorpusError(f"Corpus file {path} not found (or not a regular file).")
-            paths.append(path)
-    return paths
+_CHUNK = textfiles.READ_BUFFER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +45,6 @@ class Piece:
     @property
     def name(self):
         return f"shard-{self.input_index:05d}-{self.piece_index:05d}"
-
-
-def is_gzip(path):
-    return str(path).endswith(".gz")
 
 
 def _line_end(f):
@@ -170,55 +131,19 @@ class _HashingRange(io.RawIOBase):
         super().close()
 
 
-@dataclasses.dataclass
-class LineCounts:
-    lines: int = 0
-    too_long: int = 0
-    binary: int = 0
-    invalid_utf8: int = 0
-
-
-def _decode(raw, counts):
-    """-> str, or None for binary junk."""
-    if b"\x00" in raw:
-        counts.binary += 1
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    text = raw.decode("utf-8", errors="replace")
-    if text.count("\ufffd") * 2 > len(text.strip()):
-        counts.binary += 1  # mostly undecodable: not text
-        return None
-    counts.invalid_utf8 += 1
-    return text
-
-
 def iter_lines(piece, max_line_bytes, counts, stream_holder, progress=None):
-    """Yields the decoded lines of `piece` (line ends kept off; lines that
+    """Yields the decoded lines of `piece` (without line ends; lines that
     were dropped are not yielded). `stream_holder` (a list) receives the
     `_HashingRange`, whose `digest` covers the piece's bytes when done."""
     raw = _HashingRange(piece.path, piece.start, piece.end, progress)
     stream_holder.append(raw)
-    buffered = io.BufferedReader(raw, _CHUNK)
-    f = gzip.GzipFile(fileobj=buffered) if is_gzip(piece.path) else buffered
-    try:
-        while True:
-            line = f.readline(max_line_bytes + 1)
-            if not line:
-                break
-            counts.lines += 1
-            if len(line) > max_line_bytes and not line.endswith(b"\n"):
-                counts.too_long += 1
-                while line and not line.endswith(b"\n"):  # skip the rest, chunk by chunk
-                    line = f.readline(_CHUNK)
-                continue
-            text = _decode(line, counts)
-            if text is not None:
-                yield text
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise CorpusError(f"{piece.path} cannot be read: {e}.") from None
-    finally:
-        f.close()
-        raw.close()
+    yield from textfiles.read_lines(
+        piece.path,
+        max_line_bytes,
+        counts,
+        drop_binary=True,
+        long_lines="skip",
+        stream=io.BufferedReader(raw, _CHUNK),
+        what="corpus file",
+        error=CorpusFilesError,
+    )

@@ -1,10 +1,11 @@
 """Streaming a vocabulary's training corpus in memory bounded by settings.
 
-Reading (`read_lines`): paths and glob patterns, `.gz` files decompressed
-on the fly, one line at a time. A line longer than `max_line_bytes` is cut
-there (at a character boundary; the rest is skipped without being held in
-memory) and counted; bytes that are not UTF-8 are replaced by U+FFFD and
-the line is counted. The counts are kept in a `CorpusStats`.
+Reading (`read_lines`, through `bertzoo.io.textfiles`): paths and glob
+patterns, `.gz` files decompressed on the fly, one line at a time. A line
+longer than `max_line_bytes` is cut there (at a character boundary; the
+rest is skipped without being held in memory) and counted; bytes that are
+not UTF-8 are replaced by U+FFFD and the line is counted. The counts are
+kept in a `CorpusStats`.
 
 Word counting (`BoundedWordCounter`): exact while the corpus has at most
 `max_words` distinct words; beyond, the Misra-Gries frequent-items summary,
@@ -34,15 +35,12 @@ with at most `max_lines` lines is returned whole, in order.
 
 import collections
 import dataclasses
-import glob
-import gzip
 import logging
 import random
-import zlib
-from pathlib import Path
 
 import numpy as np
 
+from bertzoo.io import textfiles
 from bertzoo.tokenizers.base import TokenizerError
 
 logger = logging.getLogger(__name__)
@@ -50,21 +48,38 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB: a paragraph is far shorter
 DEFAULT_MAX_WORDS = 4_000_000  # distinct words counted exactly (~0.5 GB; ~4 GB learning)
 DEFAULT_MAX_SENTENCES = 2_000_000  # lines SentencePiece trains on
-_DRAIN = 1 << 16  # the rest of a cut line is skipped in pieces this size
+
+
+class TrainingFilesError(TokenizerError, textfiles.InputFilesError):
+    """A vocabulary's training files cannot be used (none, a directory, a
+    damaged `.gz`, a file with no text)."""
+
+
+class TrainingFileNotFoundError(TrainingFilesError, textfiles.InputFileNotFoundError):
+    """A training file does not exist, or a pattern matches no file."""
+
+
+_FILES = dict(what="training file", error=TrainingFilesError)
 
 
 @dataclasses.dataclass
-class CorpusStats:
-    """What reading the corpus met; filled in as the lines are read."""
+class CorpusStats(textfiles.LineCounts):
+    """What reading the corpus met (`textfiles.LineCounts`: lines, bytes,
+    lines cut, lines with invalid UTF-8), and the trainers' reports; filled
+    in as the lines are read."""
 
     files: int = 0
-    lines: int = 0
-    bytes: int = 0
-    cut_lines: int = 0
-    invalid_utf8_lines: int = 0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     word_counts: str = ""  # WordPiece: how the words were counted
     sampled: str = ""  # SentencePiece: the line sample, when not all lines
+
+    @property
+    def cut_lines(self):
+        return self.too_long
+
+    @property
+    def invalid_utf8_lines(self):
+        return self.invalid_utf8
 
     def summary(self):
         return (
@@ -74,102 +89,23 @@ class CorpusStats:
         )
 
 
-def _has_magic(text):
-    return any(c in text for c in "*?[")
-
-
 def expand_paths(files):
     """A path, a glob pattern or a list of them -> the files, in the given
-    order (each pattern's matches sorted). Fails, before any is read, on a
-    missing file, a pattern that matches no file, or a directory."""
-    if isinstance(files, str | Path):
-        files = [files]
-    paths = []
-    for entry in files:
-        entry = str(entry)
-        if _has_magic(entry) and not Path(entry).exists():
-            matches = sorted(glob.glob(entry))
-            if not matches:
-                raise TokenizerError(f"Training file pattern {entry} matches no file.")
-            paths.extend(Path(m) for m in matches)
-        else:
-            paths.append(Path(entry))
-    if not paths:
-        raise TokenizerError("No training files given.")
-    for path in paths:
-        if path.is_dir():
-            raise TokenizerError(
-                f"Training file {path} is a directory; give its files (e.g. {path}/*.txt)."
-            )
-        if not path.is_file():
-            raise TokenizerError(f"Training file {path} does not exist (or is not a file).")
-    return paths
-
-
-def _open(path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
-def _cut(raw):
-    """`raw` without a trailing incomplete UTF-8 sequence (a cut line ends
-    at a character boundary, not in a replacement character)."""
-    end = len(raw)
-    start = end
-    while start > 0 and end - start < 4 and raw[start - 1] & 0xC0 == 0x80:
-        start -= 1
-    if start == 0:
-        return raw
-    lead = raw[start - 1]
-    need = (
-        2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 0
-    )
-    if need and end - (start - 1) < need:
-        return raw[: start - 1]
-    return raw
-
-
-def _raw_lines(f, max_line_bytes, stats):
-    """The lines of a binary file, without line ends, each at most
-    `max_line_bytes` bytes; reads at most that much more at a time."""
-    while True:
-        raw = f.readline(max_line_bytes + 1)
-        if not raw:
-            return
-        if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
-            stats.cut_lines += 1
-            stats.bytes += len(raw)
-            while rest := f.readline(_DRAIN):
-                stats.bytes += len(rest)
-                if rest.endswith(b"\n"):
-                    break
-            yield _cut(raw[:max_line_bytes])
-            continue
-        stats.bytes += len(raw)
-        yield raw.rstrip(b"\r\n")
+    order (each pattern's matches sorted, each file once). Fails, before
+    any is read, on a missing file, a pattern that matches no file, or a
+    directory (`bertzoo.io.textfiles.expand_inputs`)."""
+    return textfiles.expand_inputs(files, **_FILES, not_found=TrainingFileNotFoundError)
 
 
 def _file_lines(path, max_line_bytes, stats):
-    bad = has_text = 0
-    try:
-        with _open(path) as f:
-            for raw in _raw_lines(f, max_line_bytes, stats):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    line = raw.decode("utf-8", errors="replace")
-                    bad += 1
-                has_text = has_text or bool(line.strip())
-                stats.lines += 1
-                yield line
-    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise TokenizerError(f"Training file {path} is not a valid gzip file: {e}.") from None
+    invalid_before, has_text = stats.invalid_utf8, False
+    for line in textfiles.read_lines(path, max_line_bytes, stats, long_lines="cut", **_FILES):
+        has_text = has_text or bool(line.strip())
+        yield line
     stats.files += 1
-    stats.invalid_utf8_lines += bad
     if not has_text:
-        raise TokenizerError(f"Training file {path} is empty.")
-    if bad:
+        raise TrainingFilesError(f"Training file {path} is empty.")
+    if bad := stats.invalid_utf8 - invalid_before:
         logger.warning(
             "%s: %d line(s) are not valid UTF-8; their undecodable bytes were replaced by U+FFFD.",
             path,
@@ -181,10 +117,7 @@ def read_lines(files, max_line_bytes=DEFAULT_MAX_LINE_BYTES, stats=None):
     """Yields the lines (without line ends) of UTF-8 text files, streaming
     (see the module's docstring); fails on a missing file (before reading
     any) or one with no text. `stats`, a `CorpusStats`, is filled in."""
-    if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int):
-        raise TokenizerError(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}.")
-    if max_line_bytes < 1:
-        raise TokenizerError(f"max_line_bytes must be a positive integer, got {max_line_bytes}.")
+    textfiles.check_max_line_bytes(max_line_bytes, TrainingFilesError)
     paths = expand_paths(files)
     stats = CorpusStats() if stats is None else stats
     stats.max_line_bytes = max_line_bytes

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bertzoo.convert.loader import resolve_preset
 from bertzoo.data import read_metadata
-from bertzoo.data.corpus import expand_files
+from bertzoo.data.corpus import CorpusFilesError, expand_files
 from bertzoo.data.examples import min_seq_len
 from bertzoo.data.shards import open_prepared
 from bertzoo.errors import BertzooError
@@ -322,7 +322,7 @@ def check_inputs(config):
             expand_files(list(config.corpus))
         for directory in config.data:
             read_metadata(directory)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, CorpusFilesError) as e:
         raise PretrainError(str(e)) from None
     if config.prepared:
         try:

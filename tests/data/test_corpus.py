@@ -54,10 +54,12 @@ def test_empty_corpus_names_the_files(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.txt"):
+    with pytest.raises(FileNotFoundError, match="nope.txt") as e:
         data.read_corpus([tmp_path / "nope.txt"])
-    with pytest.raises(FileNotFoundError, match=r"\*.none"):
+    assert isinstance(e.value, data.CorpusError)
+    with pytest.raises(FileNotFoundError, match=r"\*.none") as e:
         data.read_corpus(str(tmp_path / "*.none"))
+    assert isinstance(e.value, data.CorpusError)
 
 
 def test_tokenize_documents_drops_empty_sentences_and_documents(numbered_tokenizer):
@@ -88,10 +90,8 @@ def test_a_file_named_like_a_glob_is_read_as_that_file(tmp_path):
     (tmp_path / "wiki[1].txt").write_text("the bracketed file\n", encoding="utf-8")
     (tmp_path / "wiki1.txt").write_text("another file\n", encoding="utf-8")
     assert data.read_corpus(str(tmp_path / "wiki[1].txt")) == [["the bracketed file"]]
-    from bertzoo.data.textstream import expand_inputs
-
-    assert expand_inputs([str(tmp_path / "wiki[1].txt")]) == [tmp_path / "wiki[1].txt"]
+    assert data.corpus.expand_files([str(tmp_path / "wiki[1].txt")]) == [tmp_path / "wiki[1].txt"]
     # Without such a file, the pattern is still a pattern.
     (tmp_path / "wiki[1].txt").unlink()
     assert data.read_corpus(str(tmp_path / "wiki[1].txt")) == [["another file"]]
-    assert expand_inputs([str(tmp_path / "wiki[1].txt")]) == [tmp_path / "wiki1.txt"]
+    assert data.corpus.expand_files([str(tmp_path / "wiki[1].txt")]) == [tmp_path / "wiki1.txt"]

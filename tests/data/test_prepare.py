@@ -277,7 +277,7 @@ def test_memory_is_bounded_by_the_settings_not_the_corpus(tmp_path, tokenizer):
     [
         (lambda d: [str(d / "nothing-*.txt")], "matches no file"),
         (lambda d: [str(d / "sub")], "is a directory"),
-        (lambda d: [str(d / "missing.txt")], "not found"),
+        (lambda d: [str(d / "missing.txt")], "missing.txt does not exist"),
         (lambda d: [], "No corpus files"),
     ],
 )

@@ -59,7 +59,7 @@ def test_globs_gz_and_order(tmp_path):
 
 def test_bad_paths_are_one_line_errors(tmp_path):
     _write(tmp_path / "ok.txt", ["text"])
-    with pytest.raises(TokenizerError, match=r"pattern .*\*\.csv matches no file"):
+    with pytest.raises(TokenizerError, match=r"pattern '.*\*\.csv' matches no file"):
         expand_paths([tmp_path / "ok.txt", str(tmp_path / "*.csv")])
     with pytest.raises(TokenizerError, match=r"is a directory; give its files \(e\.g\."):
         expand_paths([tmp_path])
