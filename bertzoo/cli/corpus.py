@@ -42,6 +42,21 @@ def add_prepare(sub):
     )
     p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--strip-accents", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument(
+        "--engine",
+        choices=("local", "beam"),
+        default="local",
+        help="local: this machine's process pool (default); beam: an Apache Beam pipeline "
+        '(pip install "bertzoo[beam]"), DirectRunner unless --beam-option runner=... says',
+    )
+    p.add_argument(
+        "--beam-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Beam pipeline option, repeatable (runner=DataflowRunner, project=P, "
+        "direct_num_workers=2; KEY alone for a flag); only with --engine beam",
+    )
 
 
 def load_tokenizer(vocabulary, lowercase=None, strip_accents=None):
@@ -69,6 +84,16 @@ def prepare_command(args):
     from bertzoo.errors import BertzooError
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.engine != "beam" and args.beam_option:
+        print("error: --beam-option needs --engine beam.", file=sys.stderr)
+        return 2
+    if args.engine == "beam" and args.workers is not None:
+        print(
+            "error: --workers is the local pool's; with --engine beam the runner decides "
+            "(e.g. --beam-option direct_num_workers=2).",
+            file=sys.stderr,
+        )
+        return 2
     try:
         tokenizer = load_tokenizer(args.vocabulary, args.lowercase, args.strip_accents)
         settings = PrepareSettings(
@@ -78,7 +103,13 @@ def prepare_command(args):
             max_line_bytes=max(1, int(args.max_line_mb * 2**20)),
             seed=args.seed,
         )
-        document = prepare_corpus(args.inputs, tokenizer, args.output, settings)
+        if args.engine == "beam":
+            from bertzoo.data.beam_prepare import prepare_corpus_beam
+
+            options = [f"--{option}" for option in args.beam_option]
+            document = prepare_corpus_beam(args.inputs, tokenizer, args.output, settings, options)
+        else:
+            document = prepare_corpus(args.inputs, tokenizer, args.output, settings)
     except (BertzooError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -27,6 +27,12 @@ settings, tokenizer) and its shards' SHA-256s, and a rerun keeps every piece
 whose key and hashes still match and prepares only the rest (a `.gz` file is
 one piece: it restarts from its beginning). The same inputs, settings and tokenizer give byte-identical shards,
 whatever the number of workers.
+
+`run_preparation` is all of this around an engine that prepares the pieces
+left: `prepare_corpus` passes the local pool, `bertzoo.data.beam_prepare`
+an Apache Beam pipeline, whose workers, which cannot reach this process,
+leave a record per finished piece (`.prepare-piece-NAME.json`) that the
+journal takes in.
 """
 
 import dataclasses
@@ -56,6 +62,9 @@ logger = logging.getLogger("bertzoo.data")
 
 PREPARED_FILE = "prepared.json"
 JOURNAL_FILE = ".prepare-journal.json"
+# A finished piece's journal entry, written by its worker where the workers
+# cannot reach the launcher (Beam): the journal takes these in.
+RECORD_PREFIX = ".prepare-piece-"
 MANIFEST_KIND = "prepared"
 
 
@@ -107,7 +116,12 @@ def _check_output(output):
         output,
         MANIFEST_KIND,
         "a prepared corpus",
-        lambda name: name in ours or name.endswith(shardfile.SUFFIX) or ".tmp-" in name,
+        lambda name: (
+            name in ours
+            or name.endswith(shardfile.SUFFIX)
+            or ".tmp-" in name
+            or name.startswith(RECORD_PREFIX)
+        ),
     )
 
 
@@ -122,14 +136,43 @@ def _piece_key(piece, info, settings, identity):
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
-def _load_journal(output):
-    path = output / JOURNAL_FILE
-    if not path.is_file():
-        return {}
+def _record_path(output, name):
+    return Path(output) / f"{RECORD_PREFIX}{name}.json"
+
+
+def write_piece_record(output, name, entry):
+    """A worker's record of its finished piece `name` (its journal entry,
+    key included), written atomically beside the shards."""
+    atomic_write_text(_record_path(output, name), json.dumps(entry, sort_keys=True))
+
+
+def read_piece_record(output, name):
+    """The record `write_piece_record` left for piece `name`, or None."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["shards"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}  # a damaged journal only costs the work it recorded
+        return json.loads(_record_path(output, name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _remove_piece_records(output):
+    for path in Path(output).glob(f"{RECORD_PREFIX}*.json"):
+        path.unlink(missing_ok=True)
+
+
+def _load_journal(output):
+    """The journal's entries, and the pieces' records (newer: they are
+    taken in and removed whenever the journal is written)."""
+    path = output / JOURNAL_FILE
+    journal = {}
+    if path.is_file():
+        try:
+            journal = dict(json.loads(path.read_text(encoding="utf-8"))["shards"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a damaged journal only costs the work it recorded
+    for record in output.glob(f"{RECORD_PREFIX}*.json"):
+        name = record.name[len(RECORD_PREFIX) : -len(".json")]
+        journal[name] = read_piece_record(output, name)
+    return journal
 
 
 def _shard_good(output, shard):
@@ -167,6 +210,7 @@ def _keep_finished(output, pieces, keys):
     for name in (manifest_lib.MANIFEST_FILE, PREPARED_FILE):
         (output / name).unlink(missing_ok=True)
     _write_journal(output, done)
+    _remove_piece_records(output)  # taken in (or stale)
     return done
 
 
@@ -189,6 +233,30 @@ def _worker_count(workers, sizes):
     if workers is None:
         workers = min(os.cpu_count() or 1, max(1, sum(sizes) // BYTES_PER_WORKER))
     return max(1, min(workers, len(sizes)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """The pieces left to prepare, handed to an engine: `todo` (largest
+    first) and their `sizes` in bytes, what a worker needs (`task(piece)` is
+    `prepare_piece`'s argument), each piece's journal `keys`, `progress`."""
+
+    todo: list
+    sizes: list
+    spec: dict
+    settings: PrepareSettings
+    output: Path
+    keys: dict
+    progress: progress_lib.Progress
+
+    def task(self, piece):
+        return (piece, self.spec, self.settings, str(self.output))
+
+
+def local_pool(work, on_done):
+    """The local engine: `settings.workers` workers of `_run_pieces`."""
+    workers = _worker_count(work.settings.workers, work.sizes)
+    _run_pieces([work.task(p) for p in work.todo], workers, work.progress, on_done)
 
 
 def _run_pieces(tasks, workers, progress, on_done):
@@ -320,6 +388,14 @@ def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=Non
     module docstring) and returns the `prepared.json` document. Every input
     check runs before anything is written; an earlier, interrupted
     preparation into `output` is continued."""
+    return run_preparation(inputs, tokenizer, output, settings, local_pool, progress_stream)
+
+
+def run_preparation(inputs, tokenizer, output, settings, engine, progress_stream=None):
+    """`prepare_corpus` with another engine: `engine(work, on_done)` prepares
+    the pieces of `work` (a `Work`) and calls `on_done(piece, entry)` with
+    each one's `prepare_piece` result, in this process; this function checks,
+    plans, resumes from the journal and publishes."""
     settings = settings or PrepareSettings()
     settings.check()
     paths = expand_files(inputs)
@@ -345,15 +421,15 @@ def prepare_corpus(inputs, tokenizer, output, settings=None, progress_stream=Non
             stream=progress_stream,
         )
         spec = tokenizer_spec(tokenizer)
-        workers = _worker_count(settings.workers, [size(p) for p in todo])
 
         def on_done(piece, entry):
             done[piece.name] = {**entry, "key": keys[piece.name]}
             _write_journal(output, done)
 
-        tasks = [(p, spec, settings, str(output)) for p in todo]
-        if tasks:
-            _run_pieces(tasks, workers, progress, on_done)
+        if todo:
+            sizes = [size(p) for p in todo]
+            engine(Work(todo, sizes, spec, settings, output, keys, progress), on_done)
+            _remove_piece_records(output)  # the engine took them in through on_done
         progress.close()
         inputs_info = _input_records(paths, infos, pieces, done)
         identity = {**identity, "file": _write_vocabulary(output, tokenizer)}

@@ -76,7 +76,7 @@ def tokenizer_identity(tokenizer):
 _worker_tokenizer = {}
 
 
-def _build_tokenizer(spec):
+def build_tokenizer(spec):
     """-> (tokenizer, its `tokenize_ids` as one graph function), made once
     per process and tokenizer (eager op-by-op dispatch costs about as much
     as the tokenization itself)."""
@@ -250,7 +250,7 @@ def prepare_piece(task):
     `output/<piece.name>-NNNNN.bzshard` files."""
     piece, spec, settings, output = task
     counts, holder = textfiles.LineCounts(), []
-    writer = _PieceWriter(piece, _build_tokenizer(spec), settings, output, counts)
+    writer = _PieceWriter(piece, build_tokenizer(spec), settings, output, counts)
     document, size = [], 0
     for line in textstream.iter_lines(piece, settings.max_line_bytes, counts, holder, _report):
         text = line.strip()
