@@ -136,14 +136,21 @@ def prepare_tokenizer(config, output, files, chief=True):
     return cls(vocabulary, **settings)
 
 
-def wait_for(path, seconds=600):
-    """Non-chief workers wait for files the chief writes."""
-    deadline = time.time() + seconds
+def wait_for(path, seconds=24 * 3600, log_every=300):
+    """Non-chief workers wait for files the chief writes (a vocabulary, a
+    prepared corpus: hours for a large corpus), saying so every `log_every`
+    seconds."""
+    start = time.time()
+    said = start
     while not Path(path).exists():
-        if time.time() > deadline:
+        now = time.time()
+        if now - start > seconds:
             raise TimeoutError(
                 f"{path} did not appear within {seconds} s (written by the chief worker)."
             )
+        if now - said >= log_every:
+            logger.info("Waiting %.0f s so far for %s (written by the chief).", now - start, path)
+            said = now
         time.sleep(0.5)
 
 
