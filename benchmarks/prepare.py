@@ -80,7 +80,7 @@ def child_prepare(args):
     """Runs one preparation here and prints its figures as JSON."""
     import resource
 
-    from bertzoo.cli import load_tokenizer
+    from bertzoo.cli.corpus import load_tokenizer
     from bertzoo.data.prepare import PrepareSettings, prepare_corpus
 
     tokenizer = load_tokenizer(args.vocab, lowercase=True, strip_accents=False)

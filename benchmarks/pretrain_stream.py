@@ -4,6 +4,7 @@ first step and time to resume should not grow with the corpus.
 
     python benchmarks/pretrain_stream.py scale [--mb 50 200 1024]
     python benchmarks/pretrain_stream.py parity --old-tree DIR [--seeds 0 1]
+    python benchmarks/pretrain_stream.py algorithm
 
 scale: for each size, a corpus of real text (built as benchmarks/prepare.py
 builds it: the Python manual's help topics and the Korean reviews of
@@ -20,6 +21,13 @@ lines timestamped):
             not read), peak RSS.
   prepared: a new output with --prepared (the first run's preparation):
             seconds to the first step.
+
+algorithm: on a small corpus (4 MB, prepared into ~0.5 MB shards), the
+examples from the shards against today's in-memory examples
+(`create_examples` over all documents, as one input file): NSP label
+shares, tokens per example, share cut at the length limit, share of short
+targets; and the masking statistics of both streams (masked share, 80/10/10
+split), at 128 tokens, 200 batches of 64 each.
 
 parity: masked-LM accuracy of the default run (`python recipes/pretrain.py`:
 bert_tiny on the built-in corpus, 700 steps) with this tree (prepared,
@@ -115,10 +123,9 @@ def worker_peak_mib(prepared):
 def scale(args):
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    vocab_corpus = build_corpus(work / "corpus-50mb.txt", 50)
     vocab = work / "vocab.txt"
     if not vocab.is_file():
-        train_vocabulary(vocab_corpus, vocab)
+        train_vocabulary(build_corpus(work / "corpus-50mb.txt", 50), vocab)
     sizes = {}
     for mb in args.mb:
         corpus = work / f"corpus-{mb:g}mb.txt"
@@ -150,6 +157,82 @@ def scale(args):
         }
         shutil.rmtree(other, ignore_errors=True)
     record("scale", args, {"sizes": sizes, "run": " ".join(RUN)})
+
+
+def _example_stats(batches):
+    import numpy as np
+
+    ids = np.concatenate([x["token_ids"] for x, _, _ in batches])
+    pad = np.concatenate([x["padding_mask"] for x, _, _ in batches])
+    labels = np.concatenate([y["sentence"] for _, y, _ in batches])
+    lengths = pad.sum(axis=1)
+    return {
+        "examples": int(len(ids)),
+        "nsp_random_share": round(float(np.mean(labels)), 4),
+        "mean_tokens": round(float(lengths.mean()), 2),
+        "full_share": round(float(np.mean(lengths == ids.shape[1])), 4),
+        "short_share(<half)": round(float(np.mean(lengths < ids.shape[1] / 2)), 4),
+    }
+
+
+def _mask_stats(batches, tokenizer):
+    import numpy as np
+
+    masked = real = same = randomised = tokens = 0
+    for x, y, w in batches:
+        sel = w["mlm"] > 0
+        at = np.take_along_axis(x["token_ids"], x["mask_positions"], axis=1)
+        masked += int(np.sum((at == tokenizer.mask_token_id) & sel))
+        same += int(np.sum((at == y["mlm"]) & sel))
+        randomised += int(np.sum((at != y["mlm"]) & (at != tokenizer.mask_token_id) & sel))
+        real += int(sel.sum())
+        tokens += int(x["padding_mask"].sum())
+    return {
+        "predicted_share_of_tokens": round(real / tokens, 4),
+        "mask_share": round(masked / real, 4),
+        "kept_share": round(same / real, 4),
+        "random_share": round(randomised / real, 4),
+    }
+
+
+def algorithm(args):
+    from bertzoo.cli.corpus import load_tokenizer
+    from bertzoo.data import MaskedLMMasker, create_examples, make_pretraining_dataset
+    from bertzoo.data.corpus import read_corpus, tokenize_documents
+    from bertzoo.data.prepare import PrepareSettings, prepare_corpus
+    from bertzoo.data.shards import ExampleStream, StreamSettings, open_prepared
+
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = build_corpus(work / "corpus-4mb.txt", 4)
+    vocab = work / "vocab.txt"
+    if not vocab.is_file():
+        train_vocabulary(build_corpus(work / "corpus-50mb.txt", 50), vocab)
+    tokenizer = load_tokenizer(str(vocab), lowercase=True, strip_accents=False)
+    out = work / "prepared-4mb"
+    shutil.rmtree(out, ignore_errors=True)
+    prepare_corpus([corpus], tokenizer, out, PrepareSettings(shard_bytes=512 << 10, workers=2))
+    S, B, N = 128, 64, 200
+    masker = MaskedLMMasker(tokenizer, S, 20, kind="token")
+    settings = StreamSettings(batch_size=B, seq_len=S, objective="nsp", seed=0)
+    prepared = open_prepared(out)
+    shards = list(ExampleStream(prepared, tokenizer, masker, settings).dataset().take(N))
+    shards = [tuple({k: v.numpy() for k, v in part.items()} for part in b) for b in shards]
+    documents = tokenize_documents(read_corpus([corpus]), tokenizer)
+    examples = create_examples(documents, tokenizer, seq_len=S, objective="nsp", seed=0)
+    memory = make_pretraining_dataset(examples, B, masker, seed=0, repeat=True).take(N)
+    memory = [tuple({k: v.numpy() for k, v in part.items()} for part in b) for b in memory]
+    figures = {
+        "corpus_bytes": corpus.stat().st_size,
+        "shards": len(prepared),
+        "examples": {"shards": _example_stats(shards), "in_memory": _example_stats(memory)},
+        "masking": {
+            "shards": _mask_stats(shards, tokenizer),
+            "in_memory": _mask_stats(memory, tokenizer),
+        },
+    }
+    print(json.dumps(figures, indent=1))
+    record("algorithm", args, figures)
 
 
 def parity(args):
@@ -199,13 +282,15 @@ def main():
     p = sub.add_parser("parity")
     p.add_argument("--old-tree", required=True)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    a = sub.add_parser("algorithm")
     c = sub.add_parser("child")
     c.add_argument("--command", required=True)
-    for q in (s, p):
+    for q in (s, p, a):
         q.add_argument("--work", default="/tmp/bertzoo_bench_prepare")
         q.add_argument("--output", default=str(RESULTS / "pretrain_stream.json"))
     args = parser.parse_args()
-    {"scale": scale, "parity": parity, "child": child_run}[args.what](args)
+    run = {"scale": scale, "parity": parity, "algorithm": algorithm, "child": child_run}
+    run[args.what](args)
 
 
 if __name__ == "__main__":
