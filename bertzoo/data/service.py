@@ -34,8 +34,9 @@ What is guaranteed, with no worker lost:
 - every epoch serves each record of the files exactly once (a finite
   stream, `repeat=False`, is exactly the records of one epoch);
 - units are handed out in order, so epochs follow each other: at any time
-  only the units being read (at most `cycle_length` per worker) and the
-  batches in workers' buffers are in flight;
+  only the units being read (`cycle_length` per worker) and the records in
+  the workers' shuffle buffers (`shuffle_buffer` each) and batch buffers
+  are in flight;
 - trainers that pass the same `job_name` share one job and receive
   disjoint batches (how several hosts of a multi-worker or TPU run split
   the data between them).
@@ -194,6 +195,7 @@ def start_worker(dispatcher_address, port=0, host=None):
     config = tf.data.experimental.service.WorkerConfig(
         dispatcher_address=address.removeprefix("grpc://"),
         worker_address=f"{host}:%port%",
+        data_transfer_address=f"{host}:%dts_port%",
         port=port,
     )
     return tf.data.experimental.service.WorkerServer(config)

@@ -53,7 +53,9 @@ def unmasked(examples, tmp_path_factory):
 
 
 def start_service(num_workers):
-    """-> (the dispatcher's address, a function that stops every server)."""
+    """-> (the dispatcher's address, the workers, a function that stops
+    every server). Servers per test: a worker stops in milliseconds, but
+    slowly (seconds) while jobs of earlier tests are still on it."""
     dispatcher = service.start_dispatcher(0)
     address = dispatcher._address
     workers = [service.start_worker(address, 0, host="localhost") for _ in range(num_workers)]
@@ -66,14 +68,14 @@ def start_service(num_workers):
     return address, workers, stop
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def two_workers():
     address, workers, stop = start_service(2)
     yield address, workers
     stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def one_worker():
     address, _, stop = start_service(1)
     yield address
@@ -105,11 +107,13 @@ def test_two_workers_serve_one_epoch_as_the_local_reader_reads_it(records, two_w
     ds = service.records_dataset_via_service(
         records, B, S, None, address, seed=3, repeat=False, drop_remainder=False
     )
-    served = list(ds.as_numpy_iterator())
+    it = ds.as_numpy_iterator()
+    served = [next(it)]
+    assert [w._num_tasks() for w in workers] == [1, 1]  # the job runs on both workers
+    served += list(it)
     expected = rows(local(records, shuffle=False))
     assert sum(expected.values()) == 67
     assert rows(served) == expected  # every example once, masks as written
-    assert all(w._num_tasks() == 1 for w in workers)  # the job ran on both workers
 
 
 def test_endless_stream_has_the_local_readers_static_shapes(records, two_workers):
