@@ -1,5 +1,5 @@
 """Command line: `python -m bertzoo presets | demo | train-vocab | convert-google | export |
-verify | fill-mask | attention | plan | prepare | prepare-records`.
+verify | fill-mask | attention | plan | prepare | prepare-records | data-service`.
 
 One module per group of commands, each adding its subcommands to the parser
 and running them; this module builds the parser and dispatches."""
@@ -13,6 +13,7 @@ from bertzoo.cli.corpus import (
     prepare_command,
     prepare_records_command,
 )
+from bertzoo.cli.data_service import add_data_service, data_service_command
 from bertzoo.cli.models import (
     add_export,
     add_model_commands,
@@ -41,6 +42,7 @@ COMMANDS = {
     "plan": plan_command,
     "prepare": prepare_command,
     "prepare-records": prepare_records_command,
+    "data-service": data_service_command,
 }
 
 
@@ -54,6 +56,7 @@ def main(argv=None):
     add_plan(sub)
     add_prepare(sub)
     add_prepare_records(sub)
+    add_data_service(sub)
     args = parser.parse_args(argv)
     status = COMMANDS[args.command](args)
     return 0 if status is None else status

@@ -23,6 +23,11 @@ resumable, bounded memory), then streamed from them:
     position = stream.position_after(steps_done, position)     # for the checkpoint
     write_prepared_records(open_prepared("prepared/"), "records/", tokenizer, masker)
 
+Records made on other hosts by the tf.data service (`bertzoo.data.service`,
+docs/scale-out.md):
+
+    ds = records_dataset_via_service("records/", 32, 128, None, "grpc://d0:5050")
+
 Names are imported on first use (`bertzoo.lazy`), so `bertzoo.data.readers`
 imports without TensorFlow.
 """
@@ -52,6 +57,7 @@ _EXPORTS = {
     "read_corpus": "bertzoo.data.corpus",
     "read_metadata": "bertzoo.data.pipeline",
     "read_pretraining_dataset": "bertzoo.data.pipeline",
+    "records_dataset_via_service": "bertzoo.data.service",
     "tokenize_documents": "bertzoo.data.corpus",
     "word_start_table": "bertzoo.data.masking",
     "write_pretraining_tfrecords": "bertzoo.data.pipeline",
@@ -67,6 +73,7 @@ _SUBMODULES = (
     "prepared_records",
     "progress",
     "readers",
+    "service",
     "shardfile",
     "shards",
     "textstream",

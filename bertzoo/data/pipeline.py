@@ -320,6 +320,73 @@ def _resolve(pattern):
     return files, metadata, meta_path
 
 
+def checked_files(
+    pattern, seq_len, max_predictions_per_seq=None, masker=None, vocabulary_size=None
+):
+    """The checks `read_pretraining_dataset` makes of its arguments against
+    the files' metadata -> (files, metadata)."""
+    files, meta, meta_path = _resolve(pattern)
+    if meta["seq_len"] != seq_len:
+        raise PretrainingDataError(
+            f"{meta_path.parent} was written for seq_len={meta['seq_len']}, but seq_len={seq_len} "
+            "was requested; create the examples again with this seq_len (e.g. phase 2 of "
+            "a two-phase run needs its own files)."
+        )
+    if vocabulary_size is not None and meta["vocabulary_size"] != vocabulary_size:
+        raise PretrainingDataError(
+            f"{meta_path.parent} was written with a vocabulary of {meta['vocabulary_size']} tokens, "
+            f"the model has {vocabulary_size}."
+        )
+    if meta["masked"]:
+        P = meta["max_predictions_per_seq"]
+        if max_predictions_per_seq is not None and max_predictions_per_seq != P:
+            raise PretrainingDataError(
+                f"{meta_path.parent} was written with max_predictions_per_seq={P}, but "
+                f"{max_predictions_per_seq} was requested."
+            )
+        if masker is not None:
+            raise PretrainingDataError(
+                f"{meta_path.parent} holds masked examples; do not pass a masker."
+            )
+    else:
+        if masker is None:
+            raise PretrainingDataError(
+                f"{meta_path.parent} holds unmasked examples (dynamic masking): pass masker=MaskedLMMasker(...)."
+            )
+        _check_masker(masker, seq_len)
+        if (
+            max_predictions_per_seq is not None
+            and max_predictions_per_seq != masker.max_predictions_per_seq
+        ):
+            raise PretrainingDataError(
+                f"max_predictions_per_seq={max_predictions_per_seq} differs from the masker's "
+                f"{masker.max_predictions_per_seq}."
+            )
+    return files, meta
+
+
+def record_parser(meta, seq_len):
+    """serialized records (a batch) -> their feature columns (int32; masked
+    files: with mask_positions, mask_ids, mask_weights)."""
+    spec = {k: tf.io.FixedLenFeature([seq_len], tf.int64) for k in _INT_FEATURES}
+    spec["label"] = tf.io.FixedLenFeature([1], tf.int64)
+    if meta["masked"]:
+        P = meta["max_predictions_per_seq"]
+        spec["mask_positions"] = tf.io.FixedLenFeature([P], tf.int64)
+        spec["mask_ids"] = tf.io.FixedLenFeature([P], tf.int64)
+        spec["mask_weights"] = tf.io.FixedLenFeature([P], tf.float32)
+
+    def parse(serialized):
+        f = tf.io.parse_example(serialized, spec)
+        out = {k: tf.cast(v, tf.int32) for k, v in f.items() if k != "mask_weights"}
+        out["label"] = out["label"][:, 0]
+        if "mask_weights" in f:
+            out["mask_weights"] = f["mask_weights"]
+        return out
+
+    return parse
+
+
 def read_pretraining_dataset(
     pattern,
     batch_size,
@@ -358,58 +425,8 @@ def read_pretraining_dataset(
             iteration.
     """
     start_batch = _check_start_batch(start_batch)
-    files, meta, meta_path = _resolve(pattern)
-    if meta["seq_len"] != seq_len:
-        raise PretrainingDataError(
-            f"{meta_path.parent} was written for seq_len={meta['seq_len']}, but seq_len={seq_len} "
-            "was requested; create the examples again with this seq_len (e.g. phase 2 of "
-            "a two-phase run needs its own files)."
-        )
-    if vocabulary_size is not None and meta["vocabulary_size"] != vocabulary_size:
-        raise PretrainingDataError(
-            f"{meta_path.parent} was written with a vocabulary of {meta['vocabulary_size']} tokens, "
-            f"the model has {vocabulary_size}."
-        )
-    if meta["masked"]:
-        P = meta["max_predictions_per_seq"]
-        if max_predictions_per_seq is not None and max_predictions_per_seq != P:
-            raise PretrainingDataError(
-                f"{meta_path.parent} was written with max_predictions_per_seq={P}, but "
-                f"{max_predictions_per_seq} was requested."
-            )
-        if masker is not None:
-            raise PretrainingDataError(
-                f"{meta_path.parent} holds masked examples; do not pass a masker."
-            )
-    else:
-        if masker is None:
-            raise PretrainingDataError(
-                f"{meta_path.parent} holds unmasked examples (dynamic masking): pass masker=MaskedLMMasker(...)."
-            )
-        _check_masker(masker, seq_len)
-        if (
-            max_predictions_per_seq is not None
-            and max_predictions_per_seq != masker.max_predictions_per_seq
-        ):
-            raise PretrainingDataError(
-                f"max_predictions_per_seq={max_predictions_per_seq} differs from the masker's "
-                f"{masker.max_predictions_per_seq}."
-            )
-
-    spec = {k: tf.io.FixedLenFeature([seq_len], tf.int64) for k in _INT_FEATURES}
-    spec["label"] = tf.io.FixedLenFeature([1], tf.int64)
-    if meta["masked"]:
-        spec["mask_positions"] = tf.io.FixedLenFeature([P], tf.int64)
-        spec["mask_ids"] = tf.io.FixedLenFeature([P], tf.int64)
-        spec["mask_weights"] = tf.io.FixedLenFeature([P], tf.float32)
-
-    def parse(serialized):
-        f = tf.io.parse_example(serialized, spec)
-        out = {k: tf.cast(v, tf.int32) for k, v in f.items() if k != "mask_weights"}
-        out["label"] = out["label"][:, 0]
-        if "mask_weights" in f:
-            out["mask_weights"] = f["mask_weights"]
-        return out
+    files, meta = checked_files(pattern, seq_len, max_predictions_per_seq, masker, vocabulary_size)
+    parse = record_parser(meta, seq_len)
 
     if repeat:
         records = _endless_records(

@@ -1,0 +1,60 @@
+"""The data-service command: a tf.data service dispatcher or worker, which
+serves pre-training batches made on CPU hosts to the trainers."""
+
+import sys
+import time
+
+
+def add_data_service(sub):
+    p = sub.add_parser(
+        "data-service",
+        help="run a tf.data service dispatcher or worker (input made on CPU hosts)",
+        description=(
+            "Starts a tf.data service server and blocks until it is stopped (Ctrl-C, SIGTERM): "
+            "one dispatcher per job, and workers on the hosts with spare CPUs. Trainers read "
+            "through it with bertzoo.data.service.records_dataset_via_service(..., "
+            "service='HOST:PORT'). Workers read the record files themselves: give them paths "
+            "that mean the same on every host (a shared mount)."
+        ),
+    )
+    roles = p.add_subparsers(dest="role", required=True)
+    d = roles.add_parser("dispatcher", help="hand out work to the workers")
+    d.add_argument("--port", type=int, default=5050, help="0: any free port (default 5050)")
+    d.add_argument("--work-dir", help="keep the dispatcher's state here")
+    d.add_argument(
+        "--fault-tolerant",
+        action="store_true",
+        help="journal the state in --work-dir before every answer, so a restart resumes the jobs",
+    )
+    w = roles.add_parser("worker", help="run input pipelines for a dispatcher")
+    w.add_argument("--dispatcher", required=True, metavar="HOST:PORT", help="grpc://HOST:PORT too")
+    w.add_argument("--port", type=int, default=0, help="0: any free port (default)")
+    w.add_argument(
+        "--host",
+        help="the name trainers reach this worker by (default: this machine's fully qualified name)",
+    )
+
+
+def data_service_command(args):
+    """`data-service`: runs until stopped; exit status 2 on bad input."""
+    from bertzoo.data import service
+    from bertzoo.errors import BertzooError
+
+    try:
+        if args.role == "dispatcher":
+            server = service.start_dispatcher(args.port, args.work_dir, args.fault_tolerant)
+            what = "dispatcher"
+        else:
+            server = service.start_worker(args.dispatcher, args.port, args.host)
+            what = f"worker of {service.parse_address(args.dispatcher)}"
+    except (BertzooError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    port = server._address.rsplit(":", 1)[1]
+    print(f"tf.data service {what} listening on port {port}; Ctrl-C stops it.", flush=True)
+    try:
+        while True:  # not server.join(): Ctrl-C cannot interrupt a wait inside TensorFlow
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
