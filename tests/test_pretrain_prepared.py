@@ -196,3 +196,36 @@ def test_junk_and_an_enormous_line_are_counted_and_skipped(tmp_path, corpus, cap
     assert summary["dropped_too_long"] == 1 and summary["dropped_binary"] >= 1, summary
     assert "dropped 1 too-long" in caplog.text
     assert os.path.getsize(messy) > 3 << 20
+
+
+@pytest.mark.slow
+def test_static_records_served_by_the_tf_data_service(tmp_path, corpus):
+    """--data-mode static writes masked records from the shards; with
+    --data-service a dispatcher and a worker on loopback make the batches."""
+    from bertzoo.data import service
+
+    dispatcher = service.start_dispatcher(0)
+    address = dispatcher.target.split("://")[-1]
+    worker = service.start_worker(address, 0, host="localhost")
+    try:
+        out = tmp_path / "run"
+        config = PretrainConfig(
+            **{**SMALL, "steps": (12,)},
+            corpus=(str(corpus),),
+            data_mode="static",
+            data_service=f"grpc://{address}",
+            output=str(out),
+        )
+        metrics = run_pretraining(config)
+    finally:
+        worker.stop()
+        dispatcher.stop()
+    assert metrics["steps"] == 12 and metrics["final_loss"] < metrics["initial_loss"]
+    meta = json.loads((out / "data" / "seq32" / "pretraining_metadata.json").read_text())
+    shards = json.loads((out / "prepared" / "prepared.json").read_text())["shards"]
+    assert meta["masked"] and len(meta["shards"]) == len([s for s in shards if s["documents"]])
+    # The on-the-fly stream runs Python: refused with the service.
+    with pytest.raises(PretrainError, match="--data-service serves masked records"):
+        run_pretraining(
+            PretrainConfig(**SMALL, data_service="grpc://d0:5050", output=str(tmp_path / "x"))
+        )

@@ -353,8 +353,9 @@ def _phase_dataset(state, phase, start_batch):
         position = restored["stream"]
     dataset = state.data.phase_dataset(phase, start_batch, position)
     dataset = model_batches(dataset, state.objective)
-    if state.distribution.num_workers > 1:
-        # Every worker reads the same stream and keeps its share of each
+    if state.distribution.num_workers > 1 and not state.run.config.data_service:
+        # (A served dataset is already each trainer's own: see
+        # docs/scale-out.md.) Every worker reads the same stream and keeps its share of each
         # global batch: the run (and its data position on resume) is that of
         # a single process. (AUTO would give workers different files.)
         options = tf.data.Options()

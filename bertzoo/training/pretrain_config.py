@@ -199,6 +199,14 @@ class PretrainConfig(RunConfig):
         group="data",
         compared=False,
     )
+    data_service: str = setting(
+        None,
+        "a tf.data service dispatcher (grpc://HOST:PORT, python -m bertzoo data-service) whose "
+        "workers read, mask and batch the masked records (--data-mode static or --data); "
+        "resumes near, not exactly at, the data position (docs/scale-out.md)",
+        group="data",
+        compared=False,
+    )
     dupe_factor: int = setting(2, "static data: masked copies of each example", group="data")
     short_seq_prob: float = setting(
         0.1, "share of examples made shorter than seq_len", group="data"
@@ -290,6 +298,11 @@ def validate_config(config):
         raise PretrainError(f"mask_rate must be in (0, 1), got {config.mask_rate}.")
     if not (isinstance(config.shard_mb, int | float) and config.shard_mb * (1 << 20) >= 1):
         raise PretrainError(f"shard_mb must be a positive number of MB, got {config.shard_mb!r}.")
+    if config.data_service and not (config.data or config.data_mode == "static"):
+        raise PretrainError(
+            "--data-service serves masked records (a TensorFlow graph); the on-the-fly stream "
+            "runs Python, which service workers cannot. Add --data-mode static (or --data DIRS)."
+        )
     if not 0.0 <= config.eval_fraction < 0.5:
         raise PretrainError(f"eval_fraction must be in [0, 0.5), got {config.eval_fraction}.")
     if config.learning_rate <= 0:

@@ -12,6 +12,7 @@ phase, whatever the corpus size.
 """
 
 import dataclasses
+import hashlib
 import json
 import logging
 import time
@@ -28,6 +29,7 @@ from bertzoo.data import (
 )
 from bertzoo.data.prepare import PrepareSettings, prepare_corpus
 from bertzoo.data.prepared_records import RecordSettings, write_prepared_records
+from bertzoo.data.service import records_dataset_via_service
 from bertzoo.data.shards import (
     CorpusChangedError,
     ExampleStream,
@@ -382,6 +384,8 @@ class PreparedData:
         if config.data or config.data_mode == "static":
             directory = self._records(phase)
             meta = read_metadata(directory)
+            if config.data_service:
+                return self._served(phase, directory, meta, start_batch)
             return read_pretraining_dataset(
                 directory,
                 config.batch_size,
@@ -401,6 +405,24 @@ class PreparedData:
             position = stream.position_after(start_batch) if start_batch else StreamPosition()
         self._streams[phase] = [stream, start_batch, position]
         return stream.dataset(position)
+
+    def _served(self, phase, directory, meta, start_batch):
+        """The phase's records through the tf.data service: one job per
+        run and phase, shared by every trainer host."""
+        config = self.config
+        key = f"{Path(directory).resolve()}|{config.seed}|{phase}"
+        job = "bertzoo-pretrain-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        return records_dataset_via_service(
+            directory,
+            config.batch_size,
+            config.seq_len[phase],
+            None if meta["masked"] else self.maskers[phase],
+            config.data_service,
+            job_name=job,
+            seed=config.seed + 1000 * phase,
+            start_batch=start_batch,
+            vocabulary_size=self.tokenizer.vocabulary_size,
+        )
 
     def position(self, phase, batches):
         """The checkpoint's record of where phase `phase`'s data stands after
