@@ -236,7 +236,12 @@ def algorithm(args):
 
 
 def parity(args):
-    runs = {}
+    # Seeds run earlier (same file) are kept: more seeds can be added later.
+    output = Path(args.output)
+    earlier = json.loads(output.read_text())["parity"]["runs"] if output.is_file() else {}
+    runs = {
+        name: [r for r in rows if r["seed"] not in args.seeds] for name, rows in earlier.items()
+    }
     for tree, name in ((ROOT, "prepared"), (Path(args.old_tree), "in_memory")):
         for seed in args.seeds:
             out = Path(args.work) / f"parity-{name}-{seed}"

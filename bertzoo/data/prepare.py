@@ -80,7 +80,7 @@ class PrepareSettings:
     default seed of the examples made from the shards."""
 
     layout: str = "sentences"
-    shard_bytes: int = 64 << 20
+    shard_bytes: int = 16 << 20
     workers: int | None = None
     max_line_bytes: int = 1 << 20
     batch_sentences: int = 2048
