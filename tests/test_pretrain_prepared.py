@@ -229,3 +229,96 @@ def test_static_records_served_by_the_tf_data_service(tmp_path, corpus):
         run_pretraining(
             PretrainConfig(**SMALL, data_service="grpc://d0:5050", output=str(tmp_path / "x"))
         )
+
+
+# === Multi-worker runs: a reader per worker ===
+
+
+def _checkpoint(manager, step):
+    """A checkpoint directory as `CheckpointManager.checkpoints` lists it."""
+    from bertzoo.training.checkpoint import STATE_FILE, WEIGHTS_FILE
+
+    path = manager.directory / f"ckpt-{step:09d}"
+    path.mkdir(parents=True)
+    (path / WEIGHTS_FILE).write_bytes(b"")
+    (path / STATE_FILE).write_text("{}")
+    return path
+
+
+@pytest.mark.backend_independent
+def test_reader_positions_are_kept_for_the_checkpoints_and_read_back(tmp_path):
+    from bertzoo.data.shards import StreamPosition
+    from bertzoo.training.checkpoint import CheckpointManager
+
+    manager = CheckpointManager(tmp_path / "checkpoints", keep=2)
+    readers = [pretrain_data.ReaderPositions(tmp_path, 2, r, manager) for r in range(2)]
+
+    def position(step, reader):
+        return StreamPosition(epoch=0, shard=reader, example=3 * step, batch=step)
+
+    for step in (4, 8, 12):
+        for r, reader in enumerate(readers):
+            reader.record(step, 0, position(step, r))
+        readers[0].wait_for_all(step, seconds=1)  # all there: no wait
+        _checkpoint(manager, step)
+    shutil.rmtree(manager.directory / "ckpt-000000004")  # pruned by the chief
+    readers[1].record(16, 1, position(16, 1))  # before checkpoint 16 is written
+    files = sorted(p.name for p in (tmp_path / "positions" / "reader-1").iterdir())
+    assert files == ["step-000000008.json", "step-000000012.json", "step-000000016.json"]
+    assert len(list((tmp_path / "positions" / "reader-0").iterdir())) == 3  # prunes at its next
+    ckpt = manager.directory / "ckpt-000000008"
+    assert readers[1].read(8, 0, ckpt) == position(8, 1).as_dict()
+
+    # The chief waits for every worker's position before it checkpoints.
+    with pytest.raises(TimeoutError, match=r"reader-0/step-000000016.json .* by worker 0"):
+        readers[0].wait_for_all(16, seconds=0.2)
+    # Another phase's, or a missing file: one line naming the file and the way out.
+    with pytest.raises(PretrainError, match=r"records .*'phase': 1.*--no-resume"):
+        readers[1].read(16, 0, ckpt)
+    (tmp_path / "positions" / "reader-0" / "step-000000008.json").unlink()
+    with pytest.raises(PretrainError) as info:
+        readers[0].read(8, 0, ckpt)
+    message = str(info.value)
+    assert "\n" not in message and "reader-0/step-000000008.json is missing" in message
+    assert "worker 0" in message and str(ckpt) in message and "--no-resume" in message
+    # A run resumed at step 8 writes the positions past it again.
+    readers[1].prune(newest=8, after=8)
+    files = sorted(p.name for p in (tmp_path / "positions" / "reader-1").iterdir())
+    assert files == ["step-000000008.json"]
+
+
+@pytest.mark.backend_independent
+def test_a_multi_worker_run_needs_a_shard_per_worker_and_its_own_checkpoints():
+    import types
+
+    prepared = types.SimpleNamespace(
+        directory="out/prepared", document={"shards": [{"documents": 3}, {"documents": 0}]}
+    )
+    own = PretrainConfig(**SMALL)
+    pretrain_data.check_readers(own, prepared, 1)
+    with pytest.raises(PretrainError) as info:
+        pretrain_data.check_readers(own, prepared, 2)
+    message = str(info.value)
+    assert "\n" not in message and "each of the 2 workers streams shards of its own" in message
+    assert "out/prepared has 1 shard(s) with documents" in message
+    assert f"smaller --shard-mb (now {SMALL['shard_mb']:g})" in message
+    given = PretrainConfig(**SMALL, prepared="corpus/prepared")
+    with pytest.raises(
+        PretrainError, match="prepare corpus/prepared again with a smaller --shard-mb"
+    ):
+        pretrain_data.check_readers(given, prepared, 3)
+
+    # A checkpoint resumes with the number of readers that wrote it.
+    data = types.SimpleNamespace(streamed=True, readers=2, positions=None)
+    restored = {"input_version": 2, "phase": 0, "stream": {}}  # a single process's
+    with pytest.raises(PretrainError, match=r"ckpt-8 was written by a run of 1 worker.*has 2"):
+        pretrain_data.PreparedData.restored_position(data, restored, 0, 8, 8, "ckpt-8")
+    single = types.SimpleNamespace(streamed=True, readers=1, positions=None)
+    with pytest.raises(PretrainError, match=r"run of 2 worker\(s\) .*Resume it with 2"):
+        pretrain_data.PreparedData.restored_position(
+            single, {"input_version": 2, "readers": 2}, 0, 8, 8, "ckpt-8"
+        )
+    stream = {"epoch": 0, "shard": 1, "example": 2, "batch": 8}
+    restored = {"input_version": 2, "phase": 0, "stream": stream}
+    assert pretrain_data.PreparedData.restored_position(single, restored, 0, 8, 8, "c") == stream
+    assert pretrain_data.PreparedData.restored_position(single, restored, 1, 8, 8, "c") is None

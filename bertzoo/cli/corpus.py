@@ -27,7 +27,12 @@ def add_prepare(sub):
     )
     p.add_argument("--output", required=True, help="the directory of shards to write")
     p.add_argument("--layout", choices=("sentences", "documents"), default="sentences")
-    p.add_argument("--shard-mb", type=float, default=16.0, help="raw text per shard (default 16; a training stream holds one shard's examples)")
+    p.add_argument(
+        "--shard-mb",
+        type=float,
+        default=16.0,
+        help="raw text per shard (default 16; a training stream holds one shard's examples)",
+    )
     p.add_argument(
         "--workers",
         type=int,

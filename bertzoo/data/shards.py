@@ -6,7 +6,8 @@ streaming, in either of two modes:
   SOP pairs within the shard, as the reference pairs within a file), shards
   are visited in a seeded order that changes every epoch, and batches are
   masked dynamically as `make_pretraining_dataset` masks them (batch b of
-  the stream with the seed pair (seed, b)). Only one shard's examples are in
+  the stream with the seed pair (seed, b); each reader of a multi-reader
+  run with a seed of its own). Only one shard's examples are in
   memory at a time.
 * written once as masked TFRecords per shard (`write_prepared_records`), in
   the format `read_pretraining_dataset` reads, for TPUs reading a bucket.
@@ -434,6 +435,14 @@ class ExampleStream:
             )
         self._shards = shards[settings.reader_index :: settings.num_readers]
         self._counts = {}  # (epoch, shard) -> examples, for position_after
+        # Batch b is masked with the seed pair (mask_seed, b). Readers of one
+        # run draw their own masks: with one seed, batch b of every reader
+        # would mask the same positions of rows of the same length.
+        self.mask_seed = settings.seed
+        if settings.num_readers > 1:
+            self.mask_seed = _derive_seed(
+                settings.seed, settings.num_readers, settings.reader_index
+            )
 
     def shard_order(self, epoch):
         """The shard indices of `epoch`, in the order the stream visits them."""
@@ -532,8 +541,9 @@ class ExampleStream:
         batches = tf.data.Dataset.from_generator(
             lambda: self._batches(start), output_signature=spec
         )
+        mask_seed = self.mask_seed
         seeds = tf.data.Dataset.counter(start.batch).map(
-            lambda b: tf.stack([tf.constant(self.settings.seed, tf.int64), b])
+            lambda b: tf.stack([tf.constant(mask_seed, tf.int64), b])
         )
         objective = self.settings.objective
         ds = tf.data.Dataset.zip((batches, seeds)).map(

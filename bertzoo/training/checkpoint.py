@@ -386,12 +386,17 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         state_fn: `state_fn(step) -> dict` of extra JSON state to save (e.g.
             the data position, the phase).
         enabled: False on non-chief workers: nothing is written.
+        on_save: `on_save(step)`, called at every checkpoint step on every
+            worker (enabled or not), before the checkpoint is written: e.g.
+            each worker of a multi-worker run records its own data position.
 
     `step` is the current global step, `last_saved_step` the step of the
     last checkpoint written (None before the first).
     """
 
-    def __init__(self, manager, every_steps, start_step=0, state_fn=None, enabled=True):
+    def __init__(
+        self, manager, every_steps, start_step=0, state_fn=None, enabled=True, on_save=None
+    ):
         super().__init__()
         if every_steps is not None and (
             isinstance(every_steps, bool) or not isinstance(every_steps, int) or every_steps < 1
@@ -404,8 +409,10 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self.start_step = start_step
         self.state_fn = state_fn
         self.enabled = enabled
+        self.on_save = on_save
         self.step = start_step
         self.last_saved_step = None
+        self._last_save_step = None  # the schedule's, on every worker
         self._epoch_start = start_step
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -417,10 +424,13 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             self._save()
 
     def on_train_end(self, logs=None):
-        if self.step not in (self.start_step, self.last_saved_step):
+        if self.step not in (self.start_step, self._last_save_step):
             self._save()
 
     def _save(self):
+        self._last_save_step = self.step
+        if self.on_save is not None:
+            self.on_save(self.step)
         if not self.enabled:
             return
         state = self.state_fn(self.step) if self.state_fn is not None else None

@@ -45,7 +45,11 @@ the devices), so `global_batch_size` must be divisible by `num_replicas`
 each worker reads: `AutoShardPolicy.DATA` gives every worker its share of
 each global batch (the same global batches as one process would see), FILE
 (AUTO's choice for datasets read from at least as many files as workers)
-gives each worker its own files.
+gives each worker its own files. A worker that builds only its own share
+of every global batch gives `fit` `strategy.distribute_datasets_from_function`
+(each input pipeline batched per replica: `InputContext
+.get_per_replica_batch_size`), as the pre-training recipe's readers do; the
+same dataset given with auto-sharding OFF is rebatched to global / replicas.
 
 Losses: under TensorFlow strategies each replica's loss is the mean over its
 own part of the batch (the MLM loss is normalised by that replica's number of

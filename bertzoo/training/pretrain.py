@@ -21,6 +21,9 @@ Everything the run writes goes under `config.output`:
                            written once from the shards
     checkpoints/ckpt-*/    model + optimizer + step + data position (the
                            stream's shard and example: atomic)
+    positions/reader-W/    multi-worker runs streaming on the fly: worker W's
+                           own stream position at each checkpoint step
+                           (step-N.json), as its shards are its own
     logs/                  TensorBoard: loss, accuracies, learning rate
     preset/                the trained backbone + vocabulary (from_preset)
     metrics.json           initial/final held-out metrics, steps, speed
@@ -69,6 +72,7 @@ from bertzoo.training.pretrain_config import (
 )
 from bertzoo.training.pretrain_data import (
     INPUT_VERSION,
+    POSITIONS_DIR,
     PREPARED_DIR,
     PreparedData,
     check_prepared_settings,
@@ -144,16 +148,20 @@ def _written(config):
             names.append(cls.vocabulary_file)
     if config.data_mode == "static" and not config.data:
         names += sorted({f"{DATA_DIR}/seq{s}" for s in config.seq_len})
+    if config.data_mode != "static" and not config.data:
+        names.append(POSITIONS_DIR)  # (written by multi-worker runs)
     return names
 
 
 def _discard_derived(config, run):
     """Starting over: what earlier runs here derived from their settings
-    goes (checkpoints, logs, trained vocabulary, data files, metrics), if
-    bertzoo wrote it and it is not an input of this run. The built-in
-    corpus and the last preset/ stay until rewritten; the prepared corpus
-    stays and is reused where its inputs, settings and tokenizer match."""
-    derived = [CHECKPOINTS_DIR, LOGS, "vocab.txt", "spiece.model", INITIAL_EVAL_FILE, METRICS_FILE]
+    goes (checkpoints and readers' positions, logs, trained vocabulary, data
+    files, metrics), if bertzoo wrote it and it is not an input of this
+    run. The built-in corpus and the last preset/ stay until rewritten; the
+    prepared corpus stays and is reused where its inputs, settings and
+    tokenizer match."""
+    derived = [CHECKPOINTS_DIR, POSITIONS_DIR, LOGS, "vocab.txt", "spiece.model"]
+    derived += [INITIAL_EVAL_FILE, METRICS_FILE]
     derived += [name for name in run.recorded if name.startswith(f"{DATA_DIR}/")]
     inputs = [Path(p).resolve() for p in (config.vocab, config.prepared, *config.data) if p]
     if config.corpus:
@@ -241,7 +249,10 @@ def _pretrain(run, distribution):
         return _pretrain_in_memory(run, distribution, manager)
     prepared, tokenizer = prepare_run_corpus(run, resuming)
     backbone, objective, model = compile_pretrainer(config, tokenizer.vocabulary_size, distribution)
-    data = PreparedData(run, prepared, tokenizer, objective)
+    workers = (1, 0)
+    if distribution.backend == "tensorflow" and distribution.num_workers > 1:
+        workers = (distribution.num_workers, distribution.worker_index)  # a reader each
+    data = PreparedData(run, prepared, tokenizer, objective, workers=workers, checkpoints=manager)
     state = _Pretraining(run, distribution, manager, data, backbone, objective, model)
     return _train_and_report(state, data.eval_set())
 
@@ -266,6 +277,9 @@ def _train_and_report(state, eval_set):
         state.restored = manager.restore(model)
         state.step = int(state.restored["step"])
         logger.info("Resumed from %s at step %d.", manager.restored_path, state.step)
+    if state.data.positions is not None:
+        # Positions of steps past the restored one are written again.
+        state.data.positions.prune(newest=state.step, after=state.step)
     initial = run.read(INITIAL_EVAL_FILE)
     if initial is None:
         initial = evaluate(model, eval_set.batches)
@@ -347,15 +361,16 @@ def _phase_dataset(state, phase, start_batch):
     """The model's batches of one phase, from batch `start_batch` on (at
     the stream position the restored checkpoint recorded, when it is of
     this phase)."""
-    restored = state.restored
-    position = None
-    if restored.get("phase") == phase and "stream" in restored and start_batch:
-        position = restored["stream"]
-    dataset = state.data.phase_dataset(phase, start_batch, position)
-    dataset = model_batches(dataset, state.objective)
-    if state.distribution.num_workers > 1 and not state.run.config.data_service:
-        # (A served dataset is already each trainer's own: see
-        # docs/scale-out.md.) Every worker reads the same stream and keeps its share of each
+    data, distribution = state.data, state.distribution
+    position = data.restored_position(
+        state.restored, phase, start_batch, state.step, state.manager.restored_path
+    )
+    dataset = model_batches(data.phase_dataset(phase, start_batch, position), state.objective)
+    if data.readers > 1:
+        return _per_worker(distribution, dataset, state.run.config.batch_size)
+    if distribution.num_workers > 1 and not state.run.config.data_service:
+        # (A served dataset is already each trainer's own: docs/scale-out.md.)
+        # Every worker reads the same records and keeps its share of each
         # global batch: the run (and its data position on resume) is that of
         # a single process. (AUTO would give workers different files.)
         options = tf.data.Options()
@@ -364,6 +379,29 @@ def _phase_dataset(state, phase, start_batch):
         )
         dataset = dataset.with_options(options)
     return dataset
+
+
+def _per_worker(distribution, dataset, global_batch):
+    """This worker's stream (its share of every global batch) as its input
+    pipeline: `distribute_datasets_from_function` feeds each worker its own
+    dataset, batched per replica. (A dataset given to `fit` with
+    auto-sharding OFF is rebatched to global_batch / num_replicas instead:
+    each step would train on half of a worker's batch.)"""
+
+    def dataset_fn(context):
+        pipelines = (context.num_input_pipelines, context.input_pipeline_id)
+        if pipelines != (distribution.num_workers, distribution.worker_index):
+            raise PretrainError(
+                f"TensorFlow made this worker input pipeline {pipelines[1]} of {pipelines[0]}; "
+                f"it reads the shards of worker {distribution.worker_index} of "
+                f"{distribution.num_workers}."
+            )
+        per_replica = context.get_per_replica_batch_size(global_batch)
+        if per_replica == global_batch // distribution.num_workers:
+            return dataset
+        return dataset.rebatch(per_replica)  # several replicas on this worker
+
+    return distribution.strategy.distribute_datasets_from_function(dataset_fn)
 
 
 def _phase_callbacks(state, phase, bounds, tensorboard):
@@ -378,6 +416,12 @@ def _phase_callbacks(state, phase, bounds, tensorboard):
             "data_position": global_step - phase_start,
             **state.data.position(phase, global_step - phase_start),
         }
+
+    on_save = None
+    if state.data.readers > 1:
+
+        def on_save(global_step):
+            state.data.record_position(phase, global_step - phase_start, global_step)
 
     tensorboard.start_at(step)
     return [
@@ -394,6 +438,7 @@ def _phase_callbacks(state, phase, bounds, tensorboard):
             start_step=step,
             state_fn=state_fn,
             enabled=run.chief,
+            on_save=on_save,
         ),
         tensorboard,
         Throughput(config.batch_size),

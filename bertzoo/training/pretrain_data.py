@@ -9,6 +9,14 @@ A run never re-reads its raw corpus once it is prepared: the preparation in
 input changed are prepared again on a fresh start; a resumed run whose
 corpus changed is refused). Memory is that of one shard's examples per
 phase, whatever the corpus size.
+
+A multi-worker run (TensorFlow `--strategy multi_worker`) streaming on the
+fly has one reader per worker: worker w streams only the non-empty shards
+w, w + n, w + 2n, ... in batches of global_batch / n, its share of every
+step, and records its own stream position at every checkpoint step
+(`ReaderPositions`), where its resume starts. Static records (`--data-mode
+static`, `--data`) are read by every worker whole, each keeping its share
+of every global batch.
 """
 
 import dataclasses
@@ -41,7 +49,9 @@ from bertzoo.data.shards import (
     resolve_held_out,
 )
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.publish import atomic_write_text
 from bertzoo.models.electra import electra_batch
+from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
 from bertzoo.training.checkpoint import STATE_FILE
 from bertzoo.training.pretrain_config import PretrainError, max_predictions, preset_document
 from bertzoo.training.runs import CORPUS_FILE, DATA_DIR, write_builtin_corpus
@@ -49,6 +59,8 @@ from bertzoo.training.runs import CORPUS_FILE, DATA_DIR, write_builtin_corpus
 logger = logging.getLogger("bertzoo.training.pretrain")  # the run's log lines
 
 PREPARED_DIR = "prepared"  # the run's own preparation of its corpus
+# Multi-worker runs: each reader's stream position at each checkpoint step.
+POSITIONS_DIR = "positions"
 # Checkpoints of runs that stream from prepared shards say so (and where
 # the stream stands); a checkpoint without it is from the in-memory path.
 INPUT_VERSION = 2
@@ -138,22 +150,19 @@ def prepare_tokenizer(config, output, files, chief=True):
     return cls(vocabulary, **settings)
 
 
-def wait_for(path, seconds=24 * 3600, log_every=300):
+def wait_for(path, seconds=24 * 3600, writer="the chief worker", log_every=300):
     """Non-chief workers wait for files the chief writes (a vocabulary, a
-    prepared corpus: hours for a large corpus), saying so every `log_every`
-    seconds."""
-    start = time.time()
-    said = start
+    prepared corpus: hours for a large corpus), and the chief for the other
+    workers' data positions; saying so every `log_every` seconds."""
+    start = said = time.time()
     while not Path(path).exists():
         now = time.time()
         if now - start > seconds:
-            raise TimeoutError(
-                f"{path} did not appear within {seconds} s (written by the chief worker)."
-            )
+            raise TimeoutError(f"{path} did not appear within {seconds} s (written by {writer}).")
         if now - said >= log_every:
-            logger.info("Waiting %.0f s so far for %s (written by the chief).", now - start, path)
+            logger.info("Waiting %.0f s so far for %s (written by %s).", now - start, path, writer)
             said = now
-        time.sleep(0.5)
+        time.sleep(min(0.5, seconds / 10))
 
 
 def example_objective(objective):
@@ -282,6 +291,102 @@ def prepare_run_corpus(run, resuming):
     return open_prepared(directory), tokenizer
 
 
+def check_readers(config, prepared, readers):
+    """A multi-worker run streams disjoint shards, at least one per worker:
+    a corpus of fewer shards with documents is refused, saying how to
+    prepare more."""
+    shards = sum(1 for s in prepared.document["shards"] if s["documents"] > 0)
+    if shards >= readers:
+        return
+    if config.prepared:
+        how = f"prepare {config.prepared} again with a smaller --shard-mb"
+    else:
+        how = f"rerun with a smaller --shard-mb (now {config.shard_mb:g})"
+    raise PretrainError(
+        f"--strategy multi_worker: each of the {readers} workers streams shards of its own, "
+        f"and {prepared.directory} has {shards} shard(s) with documents; {how} so that the "
+        f"corpus makes at least {readers}, or train with fewer workers."
+    )
+
+
+class ReaderPositions:
+    """Where each reader (worker) of a multi-worker run stands in its own
+    stream at each checkpoint step: `POSITIONS_DIR/reader-{w}/step-{N}.json`
+    (the chief's state.json cannot know the other workers' positions),
+    written atomically by reader w. The chief writes checkpoint N only once
+    every reader's file for step N is there (`wait_for_all`), so a complete
+    checkpoint has its readers' positions; each reader keeps only the files
+    of steps that still have a checkpoint, and its newest.
+
+    `output`: the run's output (shared by the workers); `checkpoints`: the
+    run's `CheckpointManager`."""
+
+    def __init__(self, output, readers, reader, checkpoints):
+        self.directory = Path(output) / POSITIONS_DIR
+        self.readers, self.reader, self.checkpoints = int(readers), int(reader), checkpoints
+
+    def path(self, step, reader=None):
+        reader = self.reader if reader is None else reader
+        return self.directory / f"reader-{reader}" / f"step-{int(step):09d}.json"
+
+    def record(self, step, phase, position):
+        """Writes this reader's `position` (a `StreamPosition`) at global
+        step `step` of phase `phase`, then prunes."""
+        document = {
+            "step": int(step),
+            "phase": int(phase),
+            "reader": self.reader,
+            "readers": self.readers,
+            "stream": position.as_dict(),
+        }
+        atomic_write_text(self.path(step), json.dumps(document, indent=2) + "\n")
+        self.prune(newest=step)
+
+    def wait_for_all(self, step, seconds=600):
+        """Waits until every reader's position at `step` is written (the
+        chief, before it writes checkpoint `step`)."""
+        for reader in range(self.readers):
+            wait_for(self.path(step, reader), seconds, writer=f"worker {reader}")
+
+    def checkpoint_steps(self):
+        return {int(p.name[len(CHECKPOINT_PREFIX) :]) for p in self.checkpoints.checkpoints()}
+
+    def prune(self, newest=None, after=None):
+        """Removes this reader's files of steps without a checkpoint (but
+        `newest`), and of steps past `after` (a run resumed at step `after`
+        writes those again)."""
+        kept = self.checkpoint_steps() | {newest}
+        for path in (self.directory / f"reader-{self.reader}").glob("step-*.json"):
+            try:
+                step = int(path.stem[len("step-") :])
+            except ValueError:
+                continue
+            if step not in kept or (after is not None and step > after):
+                path.unlink(missing_ok=True)
+
+    def read(self, step, phase, checkpoint):
+        """This reader's position (a dict) at `step`, where `checkpoint` (of
+        phase `phase`) was restored."""
+        path = self.path(step)
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise PretrainError(
+                f"{path} is missing: worker {self.reader} recorded its data position at step "
+                f"{step} ({checkpoint}) there and resumes from it; restore the file, or rerun "
+                "with --no-resume to start over."
+            ) from None
+        except (OSError, ValueError) as e:
+            raise PretrainError(f"{path} cannot be read ({e}); rerun with --no-resume.") from None
+        expected = {"step": step, "phase": phase, "reader": self.reader, "readers": self.readers}
+        found = {k: document.get(k) for k in expected} if isinstance(document, dict) else {}
+        if found != expected or "stream" not in document:
+            raise PretrainError(
+                f"{path} records {found}, not the position of {expected}; rerun with --no-resume."
+            )
+        return document["stream"]
+
+
 def resolve_packing(config, objective):
     """The packing of single-segment examples: full sentences across
     documents by default (objective none, electra); None for sentence
@@ -302,10 +407,21 @@ class PreparedData:
     the phases, the held-out documents, each phase's stream of masked
     batches from an exact position, and the evaluation set."""
 
-    def __init__(self, run, prepared, tokenizer, objective):
+    def __init__(self, run, prepared, tokenizer, objective, workers=(1, 0), checkpoints=None):
+        """`workers`: (number of workers, this one's index) of a TensorFlow
+        multi-worker run, each of which then streams its own shards (on the
+        fly only); `checkpoints`: the run's `CheckpointManager` (needed
+        then)."""
         config = run.config
         self.run, self.config, self.prepared, self.tokenizer = run, config, prepared, tokenizer
         self.objective = objective
+        self.streamed = not (config.data or config.data_mode == "static")
+        # Readers of the corpus: one per worker when streaming on the fly.
+        self.readers, self.reader = (int(workers[0]), int(workers[1])) if self.streamed else (1, 0)
+        self.positions = None
+        if self.readers > 1:
+            check_readers(config, prepared, self.readers)
+            self.positions = ReaderPositions(run.output, self.readers, self.reader, checkpoints)
         self.packing = resolve_packing(config, objective)
         self.maskers = [
             MaskedLMMasker(tokenizer, seq, p, kind=config.masking, mask_rate=config.mask_rate)
@@ -381,7 +497,7 @@ class PreparedData:
         its stream (`position`: the `StreamPosition` a checkpoint recorded
         there; None at the phase's start)."""
         config = self.config
-        if config.data or config.data_mode == "static":
+        if not self.streamed:
             directory = self._records(phase)
             meta = read_metadata(directory)
             if config.data_service:
@@ -396,9 +512,15 @@ class PreparedData:
                 repeat=True,
                 start_batch=start_batch,
             )
-        stream = ExampleStream(
-            self.prepared, self.tokenizer, self.maskers[phase], self.settings(phase)
-        )
+        settings = self.settings(phase)
+        if self.readers > 1:  # this worker's share of every global batch
+            settings = dataclasses.replace(
+                settings,
+                batch_size=config.batch_size // self.readers,
+                num_readers=self.readers,
+                reader_index=self.reader,
+            )
+        stream = ExampleStream(self.prepared, self.tokenizer, self.maskers[phase], settings)
         if isinstance(position, dict):
             position = StreamPosition.from_dict(position)
         if position is None:
@@ -424,27 +546,67 @@ class PreparedData:
             vocabulary_size=self.tokenizer.vocabulary_size,
         )
 
+    def _walk(self, phase, batches):
+        """The stream's position after `batches` batches of phase `phase`
+        (walked from the last one recorded, so it costs the shards in
+        between)."""
+        stream, done, position = self._streams[phase]
+        position = stream.position_after(batches - done, position)
+        self._streams[phase] = [stream, batches, position]
+        return position
+
     def position(self, phase, batches):
         """The checkpoint's record of where phase `phase`'s data stands after
-        `batches` batches: the stream position (walked from the last one
-        recorded, so it costs the shards in between)."""
+        `batches` batches: the stream position; with several readers, their
+        number (each records its own position, `record_position`)."""
         record = {"input_version": INPUT_VERSION}
-        if phase in self._streams:
-            stream, done, position = self._streams[phase]
-            position = stream.position_after(batches - done, position)
-            self._streams[phase] = [stream, batches, position]
-            record["stream"] = position.as_dict()
+        if self.readers > 1:
+            record["readers"] = self.readers
+        elif phase in self._streams:
+            record["stream"] = self._walk(phase, batches).as_dict()
         return record
+
+    def record_position(self, phase, batches, step):
+        """Several readers, at checkpoint step `step` (on every worker): this
+        reader's position after `batches` batches of phase `phase`, written
+        to its file; the chief then waits for every reader's."""
+        self.positions.record(step, phase, self._walk(phase, batches))
+        if self.run.chief:
+            self.positions.wait_for_all(step)
+
+    def restored_position(self, restored, phase, start_batch, step, checkpoint):
+        """Where phase `phase`'s stream resumes, at batch `start_batch` (global
+        step `step`) after `restored` (the state of `checkpoint`): the
+        recorded position when the checkpoint is of this phase (this
+        reader's own, with several), else None. A checkpoint of a run with
+        another number of readers is refused."""
+        if self.streamed and restored.get("input_version", 1) >= INPUT_VERSION:
+            recorded = int(restored.get("readers", 1))
+            if recorded != self.readers:
+                raise PretrainError(
+                    f"{checkpoint} was written by a run of {recorded} worker(s) reading "
+                    f"{'its own' if recorded > 1 else 'one stream of'} shards; this run has "
+                    f"{self.readers}. Resume it with {recorded} worker(s), or rerun with "
+                    "--no-resume to start over."
+                )
+        if restored.get("phase") != phase or not start_batch:
+            return None
+        if self.readers > 1:
+            return self.positions.read(step, phase, checkpoint)
+        return restored.get("stream")
 
     def describe(self, phase):
         """The phase's data, for its log line."""
-        if self.config.data or self.config.data_mode == "static":
+        if not self.streamed:
             return f"masked records {self._records(phase)}"
         summary = self.prepared.document["summary"]
         packing = f", {self.packing} packing" if self.packing else ""
+        readers = ""
+        if self.readers > 1:
+            readers = f", worker {self.reader} of {self.readers} reading its own shards"
         return (
             f"streamed from {len(self.prepared)} prepared shard(s) of {summary['documents']} "
-            f"documents{packing}"
+            f"documents{packing}{readers}"
         )
 
     def facts(self):

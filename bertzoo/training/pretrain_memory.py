@@ -130,6 +130,9 @@ class MemoryData:
     `pretrain_data.PreparedData`: a phase's examples built at once, its
     position a batch count."""
 
+    readers = 1  # one stream, each worker keeping its share of every batch
+    positions = None
+
     def __init__(self, run, corpus, objective):
         self.run, self.corpus, self.objective = run, corpus, objective
         self.tokenizer = corpus.tokenizer
@@ -142,6 +145,9 @@ class MemoryData:
 
     def position(self, phase, batches):
         return {}  # the batch count (`data_position`) is the position
+
+    def restored_position(self, restored, phase, start_batch, step, checkpoint):
+        return None  # `start_batch` is the position
 
     def describe(self, phase):
         return f"{self._sizes.get(phase, 0)} examples in memory"

@@ -255,6 +255,17 @@ def test_readers_of_a_multi_worker_run_stream_disjoint_shards(prepared, tokenize
     full = take(r.dataset(), 12)
     again = stream(prepared, tokenizer, masker, num_readers=3, reader_index=1)
     assert_batches_equal(take(again.dataset(r.position_after(5)), 7), full[5:])
+    # Each reader masks with a seed of its own (a single stream keeps its
+    # seed): the same rows would be masked differently by two readers.
+    assert stream(prepared, tokenizer, masker).mask_seed == 5
+    seeds = {r.mask_seed for r in readers}
+    assert len(seeds) == 3 and 5 not in seeds
+    rows = full[0][0]
+    masks = [
+        masker(rows["token_ids"], rows["padding_mask"], np.array([r.mask_seed, 0]))[1].numpy()
+        for r in readers
+    ]
+    assert not np.array_equal(masks[0], masks[1]) and not np.array_equal(masks[1], masks[2])
     with pytest.raises(CorpusError, match="reader_index must be in"):
         stream(prepared, tokenizer, masker, num_readers=2, reader_index=2)
     with pytest.raises(CorpusError, match="fewer than num_readers"):

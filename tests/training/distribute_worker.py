@@ -88,13 +88,68 @@ def tpu_error():
     return None
 
 
+def _global_dataset(arrays, batch, shard_policy):
+    """The global batches, auto-sharded with `shard_policy`. DATA: every
+    worker of a multi_worker run reads the whole dataset and keeps its share
+    of every global batch, so step k trains on global batch k, as a single
+    process does (OFF would give every worker the same per-replica batches;
+    AUTO tries FILE, falls back to DATA here)."""
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(arrays).batch(batch, drop_remainder=True)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = getattr(
+        tf.data.experimental.AutoShardPolicy, shard_policy
+    )
+    return dataset.with_options(options)
+
+
+def _per_worker_dataset(distribution, arrays, steps, batch, mode):
+    """Each input pipeline builds only its own rows of every global batch
+    (pipeline w: rows w*per .. (w+1)*per - 1 of global batch k, the rows
+    DATA sharding would give it), batched per replica. "function":
+    `strategy.distribute_datasets_from_function`; "per_worker_off": the
+    pipeline's dataset given to fit with auto-sharding OFF (measured: TF
+    rebatches it to global_batch / num_replicas, so a step trains on half
+    of each worker's rows and the run differs from a single process by
+    3.8e-3)."""
+    import numpy as np
+    import tensorflow as tf
+
+    def rows(pipeline, pipelines):
+        per = batch // pipelines
+        index = np.concatenate(
+            [
+                np.arange(k * batch + pipeline * per, k * batch + (pipeline + 1) * per)
+                for k in range(steps)
+            ]
+        )
+        taken = tf.nest.map_structure(lambda a: a[index], arrays)
+        return tf.data.Dataset.from_tensor_slices(taken), per
+
+    if mode == "function":
+
+        def dataset_fn(context):
+            dataset, per = rows(context.input_pipeline_id, context.num_input_pipelines)
+            assert per == context.get_per_replica_batch_size(batch), (per, context)
+            return dataset.batch(per, drop_remainder=True)
+
+        return distribution.strategy.distribute_datasets_from_function(dataset_fn)
+    dataset, per = rows(distribution.worker_index, distribution.num_workers)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return dataset.batch(per, drop_remainder=True).with_options(options)
+
+
+_MULTI_WORKER = {}
+
+
 def train(strategy, steps, batch, clipnorm=None, jit_compile=True, shard_policy="DATA"):
     """One run: `make_distribution(strategy)`, a fresh tiny pretrainer built
     in its scope, compiled with `jit_compile` where the strategy allows it,
     `fit` for `steps` steps of global batch `batch`. Returns (init weights,
     final weights, paths, history, info)."""
     import keras
-    import tensorflow as tf
 
     from bertzoo.models.backbone import BertBackbone
     from bertzoo.models.pretrainer import BertPretrainer
@@ -103,22 +158,24 @@ def train(strategy, steps, batch, clipnorm=None, jit_compile=True, shard_policy=
 
     start = time.perf_counter()
     keras.backend.clear_session()  # same layer names (weight paths) every run
-    distribution = make_distribution(strategy)  # after clear_session (it resets JAX's)
+    if strategy == "multi_worker":
+        # One MultiWorkerMirroredStrategy per process: a second one breaks
+        # the collectives of the first ("Delete called on non-empty
+        # BufRendezvous"), so later runs of this process reuse it.
+        if "multi_worker" not in _MULTI_WORKER:
+            _MULTI_WORKER["multi_worker"] = make_distribution(strategy)
+        distribution = _MULTI_WORKER["multi_worker"]
+    else:
+        distribution = make_distribution(strategy)  # after clear_session (it resets JAX's)
     distribution.check_batch_size(batch)
 
     x, y, sample_weight = synthetic_data(steps * batch)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y, sample_weight)).batch(
-        batch, drop_remainder=True
-    )
-    options = tf.data.Options()
-    # DATA: every worker of a multi_worker run reads the whole dataset and
-    # keeps its share of every global batch, so step k trains on global
-    # batch k, as a single process does (OFF would give every worker the
-    # same per-replica batches; AUTO tries FILE, falls back to DATA here).
-    options.experimental_distribute.auto_shard_policy = getattr(
-        tf.data.experimental.AutoShardPolicy, shard_policy
-    )
-    dataset = dataset.with_options(options)
+    if shard_policy in ("function", "per_worker_off"):
+        dataset = _per_worker_dataset(
+            distribution, (x, y, sample_weight), steps, batch, shard_policy
+        )
+    else:
+        dataset = _global_dataset((x, y, sample_weight), batch, shard_policy)
 
     keras.utils.set_random_seed(SEED)
     with distribution.scope():
@@ -165,7 +222,7 @@ def main(argv=None):
         action="append",
         required=True,
         help="NAME=STRATEGY[,clip=NORM][,jit=0]: one run, saved under NAME/ (clip: "
-        "global_clipnorm, default none; jit=0: no XLA); repeat for several runs in this process",
+        "global_clipnorm, default none; jit=0: no XLA; data=DATA|OFF|function|per_worker_off: how the workers read); repeat for several runs in this process",
     )
     parser.add_argument("--out", required=True)
     parser.add_argument("--cpu-devices", type=int, default=0)
@@ -197,6 +254,7 @@ def main(argv=None):
             args.batch,
             clipnorm=float(options["clip"]) if "clip" in options else None,
             jit_compile=options.get("jit", "1") == "1",
+            shard_policy=options.get("data", "DATA"),
         )
         arrays.update({f"{name}/init/{i}": w for i, w in enumerate(init)})
         arrays.update({f"{name}/final/{i}": w for i, w in enumerate(final)})

@@ -329,6 +329,28 @@ def test_periodic_checkpoint_with_steps_per_execution(
     assert callback.last_saved_step == expected[-1] == callback.step
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_on_save_runs_at_every_checkpoint_step_on_every_worker(enabled):
+    # A multi-worker run's workers record their data positions at the
+    # chief's checkpoint steps, each step once, before the chief writes.
+    model = dense_model()
+    events = []
+
+    class Manager:
+        def save(self, model, step, state=None):
+            events.append(("checkpoint", step))
+
+    callback = PeriodicCheckpoint(
+        Manager(), 3, enabled=enabled, on_save=lambda step: events.append(("on_save", step))
+    )
+    model.fit(dense_data(), epochs=1, steps_per_epoch=10, verbose=0, callbacks=[callback])
+    steps = [4, 6, 10]  # steps_per_execution=2: reports at 2, 4, ..., 10
+    if enabled:
+        assert events == [e for s in steps for e in (("on_save", s), ("checkpoint", s))]
+    else:
+        assert events == [("on_save", s) for s in steps] and callback.last_saved_step is None
+
+
 def test_periodic_checkpoint_saves_current_weights_and_disabled_writes_nothing(tmp_path):
     model = dense_model()
     manager = CheckpointManager(tmp_path / "chief", keep=5)
