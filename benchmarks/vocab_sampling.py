@@ -25,13 +25,26 @@ in a fresh process; `counts_rss_mb` is the resident memory the counts add
 (after counting, counts still held, minus after the imports: the peak RSS
 is TensorFlow's import, ~0.9 GB, at these sizes).
 
-    python benchmarks/vocab_sampling.py   # ~7 minutes on 2 cores
+`parallel_counting`: WordPiece word counting (`corpus_stream.count_words`,
+cased) with 1 and 2 processes on a 50 MB real-text corpus
+(benchmarks/prepare.py's `build_corpus`), each run in a fresh process and
+the two alternating for --parallel-rounds rounds: wall-clock MB/s, the CPU
+seconds of the run and its counting processes, peak RSS, the load average
+when each run started (the machine may be busy with other work: `ratio`,
+2-process over 1-process MB/s, is only a speed-up where a core is free;
+the CPU seconds show the cost of the processes themselves), whether the
+counts were identical (the corpus is below `max_words`), and one pair of
+runs with `max_words` at half the distinct words (the merged bound).
+
+    python benchmarks/vocab_sampling.py   # ~20 minutes on 2 cores
+    python benchmarks/vocab_sampling.py --parallel-only   # that section, ~10 minutes
 """
 
 import argparse
 import gettext
 import json
 import logging
+import os
 import platform
 import random
 import sys
@@ -46,7 +59,7 @@ from common import RESULTS, cpu_info, versions  # noqa: E402
 from texts import _MODULES, _docstring_sentences  # noqa: E402
 
 from bertzoo.data.builtin_corpus import python_docs_corpus  # noqa: E402
-from bertzoo.tokenizers import SentencePieceTokenizer, train  # noqa: E402
+from bertzoo.tokenizers import SentencePieceTokenizer, corpus_stream, train  # noqa: E402
 from bertzoo.tokenizers.basic import BasicTokenizer  # noqa: E402
 from bertzoo.tokenizers.corpus_stream import BoundedWordCounter, sample_lines  # noqa: E402
 
@@ -127,12 +140,12 @@ COUNTERS = {
 def train_with(counter_class, path, vocab_size, max_words):
     """`train_wordpiece` with another word counter (the alternatives
     measured here); bertzoo's own when `counter_class` is its own."""
-    own = train.BoundedWordCounter
-    train.BoundedWordCounter = counter_class
+    own = corpus_stream.BoundedWordCounter
+    corpus_stream.BoundedWordCounter = counter_class
     try:
         return timed(train.train_wordpiece, path, vocab_size, max_words=max_words, **CASED)
     finally:
-        train.BoundedWordCounter = own
+        corpus_stream.BoundedWordCounter = own
 
 
 def run_wordpiece(path, lines, held_out, args, line_samples=True):
@@ -297,6 +310,94 @@ def _rounded(row, path):
     }
 
 
+_PARALLEL_CHILD = """
+import hashlib, json, os, resource, sys, time
+from bertzoo.tokenizers import corpus_stream
+from bertzoo.tokenizers.basic import BasicTokenizer
+path, workers, max_words = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def hwm_mb():  # this process's peak RSS (getrusage's would carry the forking parent's)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) / 1024
+def cpu_seconds(who):
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+load = os.getloadavg()
+stats = corpus_stream.CorpusStats()
+cpu = cpu_seconds(resource.RUSAGE_SELF)
+start = time.perf_counter()
+c = corpus_stream.count_words(
+    path, BasicTokenizer(False, False), max_words, stats=stats, workers=workers
+)
+seconds = time.perf_counter() - start
+counts = json.dumps(list(c.counts.items()), ensure_ascii=False).encode()
+print(json.dumps(dict(
+    seconds=seconds, workers=stats.workers, exact=c.exact, kept=len(c.counts), total=c.total,
+    bound=c.undercount_bound, counts_sha256=hashlib.sha256(counts).hexdigest(),
+    loadavg_start=[round(x, 2) for x in load], loadavg_end=[round(x, 2) for x in os.getloadavg()],
+    cpu_seconds=cpu_seconds(resource.RUSAGE_SELF) - cpu + cpu_seconds(resource.RUSAGE_CHILDREN),
+    peak_rss_mb=hwm_mb(),
+    child_peak_rss_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+)))
+"""
+
+
+def count_with_workers(path, workers, max_words):
+    """`corpus_stream.count_words` in a fresh process (this module's
+    imports aside: no TensorFlow), timed, with the load average then."""
+    import subprocess
+
+    command = [sys.executable, "-c", _PARALLEL_CHILD, str(path), str(workers), str(max_words)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    size = path.stat().st_size
+    row["mb_per_s"] = round(size / 1e6 / row["seconds"], 3)
+    row["seconds"] = round(row["seconds"], 1)
+    row["cpu_seconds"] = round(row["cpu_seconds"], 1)  # this process's and its children's
+    row["peak_rss_mb"] = round(row["peak_rss_mb"], 1)
+    row["child_peak_rss_mb"] = round(row["child_peak_rss_mb"], 1)
+    return row
+
+
+def parallel_runs(directory, args):
+    """MB/s of WordPiece word counting (cased, no accent stripping) with 1
+    and 2 processes on a real-text corpus of --parallel-mb MB
+    (benchmarks/prepare.py's `build_corpus`: the Python manual and Korean
+    reviews), the runs alternating, each in a fresh process; and once with
+    max_words at half the distinct words (the Misra-Gries regime)."""
+    from prepare import build_corpus
+
+    path = build_corpus(directory / "parallel.txt", args.parallel_mb)
+    section = {
+        "date": time.strftime("%Y-%m-%d"),
+        "command": "python benchmarks/vocab_sampling.py " + " ".join(sys.argv[1:]),
+        "machine": {**cpu_info(), "python": platform.python_version()},
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "corpus_bytes": path.stat().st_size,
+        "corpus": "benchmarks/prepare.py build_corpus (Python manual + Korean reviews), seed 0",
+        "rounds": [],
+    }
+    exact_cap = corpus_stream.DEFAULT_MAX_WORDS
+    for _ in range(args.parallel_rounds):
+        section["rounds"].append(
+            {str(w): count_with_workers(path, w, exact_cap) for w in args.parallel_workers}
+        )
+    one, two = (str(w) for w in args.parallel_workers[:2])
+    speeds = {
+        w: round(float(np.median([r[w]["mb_per_s"] for r in section["rounds"]])), 3)
+        for w in (one, two)
+    }
+    section["median_mb_per_s"] = speeds
+    section["ratio"] = round(speeds[two] / speeds[one], 3)
+    digests = {r[w]["counts_sha256"] for r in section["rounds"] for w in (one, two)}
+    section["identical_counts"] = len(digests) == 1
+    distinct = section["rounds"][0][one]["kept"]
+    capped = {w: count_with_workers(path, int(w), distinct // 2) for w in (one, two)}
+    section[f"max_words_{distinct // 2}"] = capped
+    section["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return section
+
+
 def _without_vocabularies(result):
     for row in result["runs"].values():
         row.pop("vocabulary")
@@ -315,6 +416,15 @@ def main():
         action="store_true",
         help="rerun only the memory figures, into the existing results file",
     )
+    parser.add_argument("--parallel-mb", type=float, default=50)
+    parser.add_argument("--parallel-workers", type=int, nargs=2, default=[1, 2])
+    parser.add_argument("--parallel-rounds", type=int, default=2)
+    parser.add_argument(
+        "--parallel-only",
+        action="store_true",
+        help="rerun only the word counting speed with 1 and 2 processes, into the existing "
+        "results file",
+    )
     parser.add_argument("--output", default=str(RESULTS / "vocab_sampling.json"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -323,6 +433,12 @@ def main():
     training = [line for i, line in enumerate(lines) if i % 10]
     path = Path(tempfile.mkdtemp()) / "corpus.txt"
     path.write_text("".join(line + "\n" for line in training), encoding="utf-8")
+    if args.parallel_only:
+        result = json.loads(Path(args.output).read_text(encoding="utf-8"))
+        result["parallel_counting"] = parallel_runs(path.parent, args)
+        Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        print(json.dumps(result["parallel_counting"], indent=2))
+        return
     if args.memory_only:
         result = json.loads(Path(args.output).read_text(encoding="utf-8"))
         result["memory"] = memory_runs(training, path.parent, args)
@@ -350,6 +466,7 @@ def main():
         "wordpiece_by_domain": _by_domain_runs(path, training, held_out, args),
         "sentencepiece": run_sentencepiece(path, training, held_out, args),
         "memory": memory_runs(training, path.parent, args),
+        "parallel_counting": parallel_runs(path.parent, args),
     }
     Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(result, indent=2, ensure_ascii=False))

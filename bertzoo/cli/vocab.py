@@ -17,7 +17,8 @@ def add_train_vocab(sub):
             "accent stripping (NFD + dropping combining marks, the uncased default) "
             "splits Hangul syllables into jamo. The corpus is streamed (files, glob "
             "patterns, .gz), never held in memory: memory is bounded by --max-words "
-            "(WordPiece) or --max-sentences (SentencePiece) and --max-line-bytes."
+            "(WordPiece, times --workers) or --max-sentences (SentencePiece) and "
+            "--max-line-bytes."
         ),
     )
     t.add_argument("files", nargs="+", metavar="FILE", help="text files or glob patterns (.gz too)")
@@ -68,6 +69,18 @@ def add_train_vocab(sub):
     for flag, default, text in limits:
         t.add_argument(flag, type=int, default=default, metavar="N", help=text)
     t.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="WordPiece: count the words in N processes, each with its own table of up to "
+        "--max-words words (about 0.13 KB a word: N + 2 tables at the peak), merged in corpus "
+        "order. Up to --max-words distinct words the counts, and the vocabulary, are the same "
+        "for every N; beyond, they are within the bound printed, and depend on N (give N to "
+        "repeat a result on another machine). Default: the CPU count, at most one per 8 MB "
+        "of text",
+    )
+    t.add_argument(
         "--show",
         type=int,
         default=3,
@@ -113,6 +126,7 @@ def train_vocab(args):
                 output=args.output,
                 include_hangul=args.include_hangul,
                 max_words=args.max_words,
+                workers=args.workers,
                 **limits,
             )
             tokenizer = BertTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)

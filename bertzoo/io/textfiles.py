@@ -17,6 +17,10 @@ lines read in memory bounded by settings, not by the input.
   counts the line; optionally it drops binary junk (NUL bytes, or a line
   that is mostly undecodable) and counts it.
 * `read_lines`: the two together.
+* `line_ranges` and `ByteRange`: a plain file cut into byte ranges that
+  begin at line starts (each line in exactly one range), and one range read
+  as a stream (`read_raw_lines(..., stream=...)`), so several processes can
+  read one file.
 
 The counts go into a `LineCounts`. Errors are raised as the caller's
 classes (`error`, `not_found`), which derive from `InputFilesError` and
@@ -26,6 +30,7 @@ classes (`error`, `not_found`), which derive from `InputFilesError` and
 import dataclasses
 import glob
 import gzip
+import io
 import os
 import zlib
 from pathlib import Path
@@ -209,6 +214,63 @@ def read_raw_lines(
         for stream_ in (f, raw):
             if stream_ is not None:
                 stream_.close()
+
+
+class ByteRange(io.RawIOBase):
+    """Bytes [start, end) of a file as a raw stream (end None: to the end
+    of the file); wrap it in `io.BufferedReader` to read lines."""
+
+    def __init__(self, path, start=0, end=None):
+        self._file = open(path, "rb")  # noqa: SIM115 (closed in close())
+        self._file.seek(start)
+        self._left = None if end is None else max(0, end - start)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = len(buffer) if self._left is None else min(len(buffer), self._left)
+        data = self._file.read(n)
+        buffer[: len(data)] = data
+        if self._left is not None:
+            self._left -= len(data)
+        return len(data)
+
+    def close(self):
+        self._file.close()
+        super().close()
+
+
+def open_range(path, start=0, end=None):
+    """A buffered binary stream of bytes [start, end) of `path`."""
+    return io.BufferedReader(ByteRange(path, start, end), READ_BUFFER)
+
+
+def line_ranges(path, target_bytes):
+    """[(start, end)] byte ranges that cover `path` in order, each beginning
+    at a line start and, but for the last, at least `target_bytes` long (a
+    cut falls at the first line end at or after each `target_bytes`). Only
+    the bytes of the lines where the cuts fall are read (a buffer at a
+    time, however long the line). An empty file has no ranges."""
+    if isinstance(target_bytes, bool) or not isinstance(target_bytes, int) or target_bytes < 1:
+        raise ValueError(f"target_bytes must be a positive integer, got {target_bytes!r}.")
+    size = os.path.getsize(path)
+    ranges, start = [], 0
+    with open(path, "rb") as f:
+        while start < size:
+            end = start + target_bytes
+            if end < size:
+                # The cut follows the line end of the line holding byte end - 1.
+                f.seek(end - 1)
+                end -= 1
+                while chunk := f.readline(READ_BUFFER):
+                    end += len(chunk)
+                    if chunk.endswith(b"\n"):
+                        break
+            end = min(end, size)
+            ranges.append((start, end))
+            start = end
+    return ranges
 
 
 def decode_line(raw, counts, drop_binary=False):

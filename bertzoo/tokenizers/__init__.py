@@ -1,21 +1,39 @@
 """Tokenizers: reference-exact WordPiece (BERT) and SentencePiece (ALBERT),
-in TensorFlow ops, and vocabulary training."""
+in TensorFlow ops, and vocabulary training.
 
-from bertzoo.tokenizers.base import Tokenizer, from_preset, register_tokenizer
-from bertzoo.tokenizers.kinds import TokenizerError, tokenizer_class, tokenizer_kinds
-from bertzoo.tokenizers.sentencepiece import SentencePieceTokenizer
-from bertzoo.tokenizers.train import train_sentencepiece, train_wordpiece
-from bertzoo.tokenizers.wordpiece import BertTokenizer
+The names below are imported on first use (PEP 562, `bertzoo.lazy`), so the
+pure-Python parts (`basic`, the specification tokenizer; `corpus_stream`,
+the corpus reading and word counting of vocabulary training) import without
+TensorFlow: vocabulary training's word-counting processes start in a
+fraction of a second, and hold no TensorFlow.
+"""
 
-__all__ = [
-    "BertTokenizer",
-    "SentencePieceTokenizer",
-    "Tokenizer",
-    "TokenizerError",
-    "from_preset",
-    "register_tokenizer",
-    "tokenizer_class",
-    "tokenizer_kinds",
-    "train_sentencepiece",
-    "train_wordpiece",
-]
+from bertzoo.lazy import lazy_exports
+
+_EXPORTS = {
+    "BertTokenizer": "bertzoo.tokenizers.wordpiece",
+    "SentencePieceTokenizer": "bertzoo.tokenizers.sentencepiece",
+    "Tokenizer": "bertzoo.tokenizers.base",
+    "TokenizerError": "bertzoo.tokenizers.kinds",
+    "from_preset": "bertzoo.tokenizers.base",
+    "register_tokenizer": "bertzoo.tokenizers.base",
+    "tokenizer_class": "bertzoo.tokenizers.kinds",
+    "tokenizer_kinds": "bertzoo.tokenizers.kinds",
+    "train_sentencepiece": "bertzoo.tokenizers.train",
+    "train_wordpiece": "bertzoo.tokenizers.train",
+}
+_SUBMODULES = (
+    "base",
+    "basic",
+    "corpus_stream",
+    "hf_config",
+    "hf_fast",
+    "kinds",
+    "sentencepiece",
+    "train",
+    "unicode",
+    "wordpiece",
+)
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

@@ -7,6 +7,8 @@ whose `register_tokenizer` fills the registry) and
 neither imports the other's importer.
 """
 
+import importlib
+
 from bertzoo.errors import PresetError
 
 # Role -> attribute holding that token's string.
@@ -19,8 +21,19 @@ class TokenizerError(PresetError):
 
 # Tokenizer kind (a preset's `tokenizer.kind`) -> class, filled by
 # `bertzoo.tokenizers.base.register_tokenizer` as the kinds' modules are
-# imported (bertzoo.tokenizers imports every one).
+# imported: the built-in ones by name on the first lookup (they import this
+# module, through `base`, and `bertzoo.tokenizers` loads its names lazily).
 _REGISTRY = {}
+BUILTIN_KIND_MODULES = ("bertzoo.tokenizers.wordpiece", "bertzoo.tokenizers.sentencepiece")
+_builtins_loaded = False
+
+
+def _load_builtin_kinds():
+    global _builtins_loaded
+    if not _builtins_loaded:
+        for name in BUILTIN_KIND_MODULES:
+            importlib.import_module(name)
+        _builtins_loaded = True
 
 
 def add_kind(cls):
@@ -35,12 +48,15 @@ def add_kind(cls):
 
 def tokenizer_kinds():
     """The registered tokenizer kinds, sorted ("sentencepiece", "wordpiece")."""
+    _load_builtin_kinds()
     return tuple(sorted(_REGISTRY))
 
 
 def tokenizer_class(kind):
     """The tokenizer class registered for `kind`; an unknown kind is a
     `TokenizerError` listing the valid ones."""
+    if kind not in _REGISTRY:
+        _load_builtin_kinds()
     if kind not in _REGISTRY:
         raise TokenizerError(
             f"Unknown tokenizer kind {kind!r}. Valid kinds: {', '.join(tokenizer_kinds())}."

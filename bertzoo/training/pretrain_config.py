@@ -196,7 +196,8 @@ class PretrainConfig(RunConfig):
     )
     prepare_workers: int = setting(
         None,
-        "corpus preparation: worker processes; default: the CPU count",
+        "corpus preparation and WordPiece vocabulary training: worker processes; default: "
+        "the CPU count (fewer for a small corpus)",
         group="data",
         compared=False,
     )

@@ -145,6 +145,7 @@ def prepare_tokenizer(config, output, files, chief=True):
                     strip_accents=strip,
                     output=vocabulary,
                     include_hangul=config.include_hangul,
+                    workers=config.prepare_workers,
                 )
         wait_for(vocabulary)
     return cls(vocabulary, **settings)
