@@ -420,6 +420,14 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if self.step not in (self.start_step, self.last_saved_step):
             self._save()
 
+    def save_now(self):
+        """Saves the current step now (a preemption), unless it was just
+        saved; returns the checkpoint's path (on non-chief workers, the
+        path the chief writes)."""
+        if self.step != self.last_saved_step:
+            self._save()
+        return self.manager.directory / f"{PREFIX}{self.step:09d}"
+
     def _save(self):
         if not self.enabled:
             return
