@@ -7,6 +7,8 @@ module stay in that module (e.g. `CorpusError` in `bertzoo.data.corpus`) and
 derive from these.
 """
 
+import errno
+
 
 class BertzooError(Exception):
     """Root of every error bertzoo raises on purpose."""
@@ -50,3 +52,17 @@ class InputTypeError(BertzooError, TypeError):
     expected)."""
 
     _keras_call_info_injected = True
+
+
+class DiskFullError(BertzooError, OSError):
+    """The disk (or the user's quota) filled up while bertzoo wrote: the
+    message says what was kept (the previous version of what was being
+    written; the partial copy removed). An `OSError` with errno ENOSPC, so
+    callers that handle I/O errors handle it too."""
+
+    def __init__(self, message):
+        super().__init__(errno.ENOSPC, message)
+        self.message = message
+
+    def __str__(self):
+        return self.message

@@ -41,12 +41,11 @@ def build_parser():
 
 def main(argv=None):
     from bertzoo.training.distill import REPORT_FILE, DistillConfig, run_distillation
-    from bertzoo.training.runs import run_recipe
+    from bertzoo.training.runs import recipe_exit, run_recipe
 
     args, report, error = run_recipe(build_parser(), DistillConfig, run_distillation, argv)
     if error is not None:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return recipe_exit(error)
     print(
         json.dumps(
             {

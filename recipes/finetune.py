@@ -36,12 +36,11 @@ def build_parser():
 
 def main(argv=None):
     from bertzoo.training.finetune import FinetuneConfig, run_finetuning
-    from bertzoo.training.runs import LOG_DIR, METRICS_FILE, run_recipe
+    from bertzoo.training.runs import LOG_DIR, METRICS_FILE, recipe_exit, run_recipe
 
     args, metrics, error = run_recipe(build_parser(), FinetuneConfig, run_finetuning, argv)
     if error is not None:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return recipe_exit(error)
     print(
         json.dumps(
             {

@@ -39,12 +39,11 @@ def build_parser():
 
 def main(argv=None):
     from bertzoo.training.pretrain import PRESET_DIR, PretrainConfig, run_pretraining
-    from bertzoo.training.runs import LOG_DIR, METRICS_FILE, run_recipe
+    from bertzoo.training.runs import LOG_DIR, METRICS_FILE, recipe_exit, run_recipe
 
     args, metrics, error = run_recipe(build_parser(), PretrainConfig, run_pretraining, argv)
     if error is not None:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return recipe_exit(error)
     keys = (
         "initial_masked_lm_accuracy",
         "final_masked_lm_accuracy",

@@ -8,6 +8,8 @@
 - `bertzoo.io.jsonfile`: reading a JSON object file with a one-line error.
 - `bertzoo.io.textfiles`: text input files: paths and globs -> files
   (one-line errors), and their lines read in bounded memory (`.gz` too).
+- `bertzoo.io.diskfull`: a full disk while writing: a one-line
+  `DiskFullError`, HDF5 files left open by the failed write closed.
 - `bertzoo.io.rundir`: a run's output directory: an exclusive lock, and a
   record of the files the run wrote (the only ones it may remove).
 """

@@ -11,6 +11,10 @@ seen half-written.
   the complete new one. Leftover staging folders of killed writers are
   removed by the next publish of the same target.
 
+A full disk (ENOSPC, or a quota) during either is a one-line
+`DiskFullError` (`bertzoo.io.diskfull`): the target unchanged, the partial
+copy removed, HDF5 files left open by the failed write closed first.
+
 Nothing a user wrote is lost: files in the target that its manifest does
 not list (a user's notes, a vocabulary put there by hand) are carried over
 into the new directory, and a new file of the same name as one of them
@@ -33,6 +37,7 @@ from pathlib import Path
 
 from bertzoo.errors import OutputError
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.diskfull import disk_full_guard
 
 # Staging folders of publications in progress in this process: a save into
 # one of them (a task model saving its backbone into the folder its own
@@ -107,20 +112,30 @@ def atomic_path(path, suffix=""):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale(path.parent, path.name, _temp_pattern(path.name, "tmp"))
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.tmp-{os.getpid()}-", suffix=suffix, dir=path.parent
-    )
-    os.close(fd)
-    os.unlink(tmp)  # writers such as h5py want to create the file themselves
+    state = "is unchanged" if path.exists() else "was not written"
+
+    def disk_full(free):
+        return (
+            f"No space left on the device while writing {path} ({free} free there): {path} "
+            f"{state}, and the partial copy was removed. Free some space and rerun."
+        )
+
+    tmp = None
     try:
-        yield Path(tmp)
-        fsync_path(tmp)
-        os.replace(tmp, path)
-        # Make the rename itself durable, so files written in order stay in
-        # that order after a crash.
-        fsync_path(path.parent, directory=True)
+        with disk_full_guard(lambda: tmp, disk_full, location=path.parent):
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{path.name}.tmp-{os.getpid()}-", suffix=suffix, dir=path.parent
+            )
+            os.close(fd)
+            os.unlink(tmp)  # writers such as h5py want to create the file themselves
+            yield Path(tmp)
+            fsync_path(tmp)
+            os.replace(tmp, path)
+            # Make the rename itself durable, so files written in order stay in
+            # that order after a crash.
+            fsync_path(path.parent, directory=True)
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
@@ -266,12 +281,25 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
     staging = Path(
         tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=parent)
     ).resolve()
+    state = "is unchanged" if target.exists() else "was not written"
+
+    def disk_full(free):
+        what = kind if isinstance(kind, str) else kind[0]
+        return (
+            f"No space left on the device while writing the {what} {target} ({free} free "
+            f"there): {target} {state}, and the partial copy was removed. Free some space "
+            "and rerun."
+        )
+
     with _active_lock:
         _active.add(str(staging))
     try:
-        yield staging
-        kept_kind = old["kind"] if old is not None else (kind if isinstance(kind, str) else kind[0])
-        _finish(staging, target, kept_kind, old, replaces)
+        with disk_full_guard(staging, disk_full):
+            yield staging
+            kept_kind = (
+                old["kind"] if old is not None else (kind if isinstance(kind, str) else kind[0])
+            )
+            _finish(staging, target, kept_kind, old, replaces)
     finally:
         with _active_lock:
             _active.discard(str(staging))

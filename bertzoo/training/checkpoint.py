@@ -45,6 +45,7 @@ from bertzoo import presets as preset_lib
 from bertzoo.convert.loader import check_weights_file
 from bertzoo.errors import BertzooError, IntegrityError, NonFiniteError
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.diskfull import disk_full_guard
 from bertzoo.io.publish import fsync_path
 
 FORMAT_VERSION = 1
@@ -200,41 +201,54 @@ class CheckpointManager:
         _build_optimizer(model)  # so that every checkpoint holds the full optimizer state
         rng = [{"path": v.path, "value": np.asarray(v).tolist()} for v in _rng_variables(model)]
 
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self._remove_leftovers()
         name = f"{PREFIX}{step:09d}"
         final = self.directory / name
         tmp = self.directory / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
         try:
-            model.save_weights(tmp / WEIGHTS_FILE)
-            (tmp / RNG_FILE).write_text(
-                json.dumps({"seed_generators": rng}) + "\n", encoding="utf-8"
-            )
-            (tmp / STATE_FILE).write_text(text, encoding="utf-8")
-            # Last: the checksums that restore() verifies.
-            entries = manifest_lib.describe_files(tmp, manifest_lib.list_files(tmp))
-            (tmp / manifest_lib.MANIFEST_FILE).write_text(
-                manifest_lib.manifest_text("checkpoint", entries), encoding="utf-8"
-            )
-            for f in tmp.iterdir():
-                fsync_path(f)
-            fsync_path(tmp, directory=True)
-            if final.exists():
-                # A directory cannot be renamed onto a non-empty one: move the
-                # old one aside first (only this step's copy is at risk).
-                aside = self.directory / f".{name}.old-{uuid.uuid4().hex[:8]}"
-                os.replace(final, aside)
-                os.replace(tmp, final)
-                shutil.rmtree(aside, ignore_errors=True)
-            else:
-                os.replace(tmp, final)
-            fsync_path(self.directory, directory=True)
+            with disk_full_guard(tmp, lambda free: self._disk_full(final, free)):
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._remove_leftovers()
+                tmp.mkdir()
+                self._write(model, tmp, final, rng, text)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
         self._prune()
         return final
+
+    def _disk_full(self, final, free):
+        """The one-line `DiskFullError` message of a save that filled the disk."""
+        kept = [p.name for p in self.checkpoints() if p != final]
+        kept = f"the earlier checkpoint {kept[-1]} is kept" if kept else "no earlier checkpoint"
+        return (
+            f"No space left on the device while writing checkpoint {final} ({free} free "
+            f"there): {kept}, and the partial copy was removed. Free some space and rerun the "
+            "same command to resume."
+        )
+
+    def _write(self, model, tmp, final, rng, text):
+        """Writes the checkpoint's files into `tmp` and moves it to `final`."""
+        model.save_weights(tmp / WEIGHTS_FILE)
+        (tmp / RNG_FILE).write_text(json.dumps({"seed_generators": rng}) + "\n", encoding="utf-8")
+        (tmp / STATE_FILE).write_text(text, encoding="utf-8")
+        # Last: the checksums that restore() verifies.
+        entries = manifest_lib.describe_files(tmp, manifest_lib.list_files(tmp))
+        (tmp / manifest_lib.MANIFEST_FILE).write_text(
+            manifest_lib.manifest_text("checkpoint", entries), encoding="utf-8"
+        )
+        for f in tmp.iterdir():
+            fsync_path(f)
+        fsync_path(tmp, directory=True)
+        if final.exists():
+            # A directory cannot be renamed onto a non-empty one: move the
+            # old one aside first (only this step's copy is at risk).
+            aside = self.directory / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(final, aside)
+            os.replace(tmp, final)
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        fsync_path(self.directory, directory=True)
 
     def _remove_leftovers(self):
         """Temporary and half-deleted directories of a killed run."""
@@ -426,6 +440,14 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self.step not in (self.start_step, self._last_save_step):
             self._save()
+
+    def save_now(self):
+        """Saves the current step now (a preemption), unless it was just
+        saved; returns the checkpoint's path (on non-chief workers, the
+        path the chief writes)."""
+        if self.step != self.last_saved_step:
+            self._save()
+        return self.manager.directory / f"{PREFIX}{self.step:09d}"
 
     def _save(self):
         self._last_save_step = self.step

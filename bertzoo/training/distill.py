@@ -407,10 +407,12 @@ def _distill(run, distribution):
     run.open(_written(config))
     context.tensorboard = run.tensorboard(every=10)
     run.output.mkdir(parents=True, exist_ok=True)
-    if config.method == "tinybert-task":
-        quality, student_model = distill_task(context)
-    else:
-        quality, student_model = distill_corpus(context)
+    with run.preemptible() as context.signals:  # SIGTERM/SIGINT: stop at a step boundary
+        if config.method == "tinybert-task":
+            quality, student_model = distill_task(context)
+        else:
+            quality, student_model = distill_corpus(context)
+    context.signals = None
     report = _report(context, quality, student_model, run.seconds())
     if config.method != "tinybert-task":  # task students are published at their best epoch
         save_student(context, student_model)

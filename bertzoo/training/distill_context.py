@@ -31,6 +31,7 @@ class Distillation:
     tokenizer: object
     student_init: str = None  # how the student started (bertzoo.training.students)
     tensorboard: object = None
+    signals: object = None  # the run's StopSignals while it trains (bertzoo.training.preemption)
     stages: dict = dataclasses.field(default_factory=dict)  # per stage: its last metrics
 
     @property

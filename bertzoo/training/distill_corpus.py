@@ -21,6 +21,7 @@ from bertzoo.distill.init import init_student_from_teacher
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.training.distill_context import STUDENT_DIR, stage_optimizer, tinybert_distiller
 from bertzoo.training.guards import NonFiniteGuard
+from bertzoo.training.preemption import StopAtStep
 from bertzoo.training.runs import (
     CORPUS_FILE,
     DATA_DIR,
@@ -164,12 +165,23 @@ def _fit(context, model, dataset):
         kept=f"Distillation keeps no checkpoints; "
         f"{Path(config.output) / STUDENT_DIR} was not updated.",
     )
+    callbacks = [guard, context.tensorboard]
+    if context.signals is not None:  # a signal: stop at the step boundary, nothing to save
+        callbacks.append(
+            StopAtStep(
+                context.signals,
+                0,
+                steps,
+                kept="distillation of a corpus keeps no checkpoints and nothing was published",
+                rerun="rerun the same command to start over.",
+            )
+        )
     return model.fit(
         dataset,
         epochs=1,
         steps_per_epoch=steps,
         verbose=config.verbose,
-        callbacks=[guard, context.tensorboard],
+        callbacks=callbacks,
     )
 
 

@@ -26,6 +26,7 @@ from bertzoo.training.checkpoint import CheckpointManager
 from bertzoo.training.distill_context import save_student, stage_optimizer, tinybert_distiller
 from bertzoo.training.distill_task_data import task_data, teacher_quality, teacher_record
 from bertzoo.training.guards import NonFiniteGuard
+from bertzoo.training.preemption import StopAtStep
 from bertzoo.training.runs import CHECKPOINTS_DIR
 
 logger = logging.getLogger("bertzoo.training.distill")  # the run's log lines
@@ -147,12 +148,25 @@ def _run_epoch(task, stage, title, epoch):
         stage=f"{title}, epoch {epoch + 1}",
         kept=f"The last good checkpoint was kept; {context.student_dir} was not updated.",
     )
+    callbacks = [guard, context.tensorboard]
+    if context.signals is not None:  # a signal: stop at the step boundary
+        kept = f"the checkpoint of step {step} was kept" if step else "no checkpoint yet"
+        callbacks.append(
+            StopAtStep(
+                context.signals,
+                step,
+                None,
+                kept=f"{kept} (tinybert-task checkpoints once per epoch)",
+                where=lambda at: f" ({title}, epoch {epoch + 1})",
+                rerun="rerun the same command to resume after the last finished epoch.",
+            )
+        )
     fit = model.fit(
         ds,
         epochs=1,
         steps_per_epoch=per_epoch,
         verbose=config.verbose,
-        callbacks=[guard, context.tensorboard],
+        callbacks=callbacks,
     )
     entry = {"epoch": epoch + 1, **{k: float(v[-1]) for k, v in fit.history.items()}}
     score = _held_out_score(task, stage, epoch, entry)

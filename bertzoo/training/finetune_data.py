@@ -82,11 +82,12 @@ def _sequence_length(config, path, tokenizer, segment_ids, positions):
     return config, train, label_set, None if lengths is None else {"train": lengths}, how
 
 
-def epoch_dataset(config, data, epoch):
+def epoch_dataset(config, data, epoch, start_batch=0):
     """One epoch's batches (`bertzoo.batching.training_dataset`: padded to
     their longest sequence's bucket, as `config.batching` says), drawn with
     the run's seed plus the epoch: the same batches whether or not the run
-    was resumed."""
+    was resumed. `start_batch`: the rest of the epoch after that many
+    batches (a run resumed mid-epoch)."""
     return batching.training_dataset(
         data.features,
         data.targets,
@@ -94,6 +95,7 @@ def epoch_dataset(config, data, epoch):
         config.seed + epoch,
         config.sequence_length,
         mode=config.batching,
+        start_batch=start_batch,
     )
 
 

@@ -2,7 +2,14 @@
 data stage (`bertzoo.training.finetune_data`): the output opened, the model
 built and compiled, resumed or started afresh, one epoch at a time with
 validation and the best epoch published as a preset, then the metrics and an
-optional serving export."""
+optional serving export.
+
+Checkpoints are named by global step (epoch x steps per epoch + batch) and
+record the epoch and the batches done in it: one is written after each
+epoch, and on SIGTERM or SIGINT one at the step boundary (mid-epoch), from
+which a rerun trains the rest of that epoch on the same batches as an
+uninterrupted run (`bertzoo.training.preemption`). Checkpoints of earlier
+versions, named by epoch, resume at their epoch."""
 
 import dataclasses
 import json
@@ -18,6 +25,7 @@ from bertzoo.training.finetune_data import copy_builtin, epoch_dataset, evaluate
 from bertzoo.training.guards import NonFiniteGuard
 from bertzoo.training.kind_settings import kind_settings
 from bertzoo.training.optimizers import make_optimizer
+from bertzoo.training.preemption import StopAtStep
 from bertzoo.training.runs import (
     CHECKPOINTS_DIR,
     LOGS,
@@ -40,8 +48,22 @@ class Training:
     history: list = dataclasses.field(default_factory=list)
     best: dict | None = None
     best_epoch: int | None = None
-    start: int = 0
+    start: int = 0  # the epoch the run starts in
+    start_batch: int = 0  # the batches of epoch `start` done (a mid-epoch checkpoint)
+    loss_sum: float = 0.0  # the sum of their per-batch training losses
     timings: list = dataclasses.field(default_factory=list)
+
+    def state(self, epoch, batch=0, loss_sum=0.0):
+        """A checkpoint's state at batch `batch` of epoch `epoch` (0-based;
+        batch 0: the epoch has not begun)."""
+        return {
+            "history": self.history,
+            "best": self.best,
+            "best_epoch": self.best_epoch,
+            "epoch": epoch,
+            "batch": batch,
+            "epoch_loss_sum": loss_sum,
+        }
 
 
 def finetune(run, init, distribution):
@@ -59,23 +81,22 @@ def finetune(run, init, distribution):
         **_kind_serving_settings(run.config, data.train),
     }
     tensorboard = run.tensorboard(every=max(1, training.steps_per_epoch // 10))
-    for epoch in range(training.start, run.config.epochs):
-        _epoch(run, training, data, tensorboard, epoch)
-        if training.best_epoch == epoch + 1:
-            published = {"epoch": epoch + 1, "config": run.config.to_json(), "init": init}
-            _save_best(
-                training.model,
-                data.tokenizer,
-                run.output / BEST_DIR,
-                {**published, "serving": serving},
-            )
-        # After best/: a resumed run never lacks the best epoch it records.
-        state = {
-            "history": training.history,
-            "best": training.best,
-            "best_epoch": training.best_epoch,
-        }
-        training.manager.save(training.model, epoch + 1, state)
+    steps = training.steps_per_epoch
+    with run.preemptible() as signals:
+        for epoch in range(training.start, run.config.epochs):
+            _epoch(run, training, data, tensorboard, epoch, signals)
+            if training.best_epoch == epoch + 1:
+                published = {"epoch": epoch + 1, "config": run.config.to_json(), "init": init}
+                _save_best(
+                    training.model,
+                    data.tokenizer,
+                    run.output / BEST_DIR,
+                    {**published, "serving": serving},
+                )
+            # After best/: a resumed run never lacks the best epoch it records.
+            training.manager.save(training.model, (epoch + 1) * steps, training.state(epoch + 1))
+            # A signal during validation or the publication of best/.
+            signals.check(lambda done=epoch + 1: _stopped_after_epoch(run, training, done))
     return _publish(run, init, data, training)
 
 
@@ -138,50 +159,98 @@ def _build(run, init, data, distribution):
 
 
 def _resume(run, training):
-    """Restores the last finished epoch (model, optimizer, RNG state,
-    history) when the output holds one from a run with the same settings;
-    else starts afresh (`--no-resume`: without bertzoo's checkpoints there)."""
+    """Restores the last checkpoint (model, optimizer, RNG state, history;
+    the epoch and the batches done in it) when the output holds one from a
+    run with the same settings; else starts afresh (`--no-resume`: without
+    bertzoo's checkpoints there)."""
     manager = training.manager
     if run.resumes(manager.latest()):
         state = manager.restore(training.model)
-        logger.info(
-            "Resumed from %s: %s of %d epochs done.",
-            manager.restored_path,
-            state["step"],
-            run.config.epochs,
-        )
         training.history, training.best = state["history"], state["best"]
-        training.best_epoch, training.start = state["best_epoch"], int(state["step"])
+        training.best_epoch = state["best_epoch"]
+        if "epoch" in state:
+            training.start, training.start_batch = int(state["epoch"]), int(state["batch"])
+            training.loss_sum = float(state.get("epoch_loss_sum", 0.0))
+        else:  # an earlier version's checkpoint: its step is the epochs done
+            training.start = int(state["step"])
+        mid_epoch = (
+            f", and {training.start_batch} of {training.steps_per_epoch} batches of epoch "
+            f"{training.start + 1}"
+            if training.start_batch
+            else ""
+        )
+        logger.info(
+            "Resumed from %s: %d of %d epochs done%s.",
+            manager.restored_path,
+            training.start,
+            run.config.epochs,
+            mid_epoch,
+        )
         return
     run.start_over(*(() if run.config.resume else (CHECKPOINTS_DIR,)))
 
 
-def _epoch(run, training, data, tensorboard, epoch):
-    """Trains one epoch, validates, and updates the best epoch."""
+def _stopped_after_epoch(run, training, epoch):
+    """What the stop message says at a signal that came during validation
+    or the publication of best/: the epoch's checkpoint is written."""
+    return (
+        f"after epoch {epoch} of {run.config.epochs}: checkpoint {training.manager.latest()} "
+        "written; rerun the same command to resume there."
+    )
+
+
+def _epoch(run, training, data, tensorboard, epoch, signals):
+    """Trains one epoch (the rest of it, when a checkpoint of the middle of
+    it was restored), validates, and updates the best epoch. A signal
+    (`signals`) saves the step it comes in and stops the run."""
     config, steps = run.config, training.steps_per_epoch
-    tensorboard.start_step = epoch * steps
+    first, loss_sum = (
+        (training.start_batch, training.loss_sum) if epoch == training.start else (0, 0.0)
+    )
+    start_step = epoch * steps + first
+    tensorboard.start_step = start_step
     training.timings.append(Throughput(config.batch_size))
     guard = NonFiniteGuard(  # a NaN loss stops the run before best/ or a checkpoint is written
-        epoch * steps,
+        start_step,
         stage=f"epoch {epoch + 1}",
         kept=(
-            f"The last good checkpoint (epoch {epoch}) was kept; "
-            if epoch
+            f"The last good checkpoint (epoch {epoch}"
+            + (f", batch {first} of epoch {epoch + 1}" if first else "")
+            + ") was kept; "
+            if start_step
             else "No checkpoint was written; "
         )
         + f"{run.output / BEST_DIR} was not updated.",
     )
-    fit = training.model.fit(
-        epoch_dataset(config, data.train, epoch),
-        epochs=1,
-        steps_per_epoch=steps,
-        verbose=config.verbose,
-        shuffle=False,
-        callbacks=[guard, tensorboard, training.timings[-1]],
+
+    def save(model, step, logs):
+        # Keras' "loss" is the mean over this fit's batches so far.
+        done = step - epoch * steps
+        total_loss = loss_sum + float(logs.get("loss", 0.0)) * (done - first)
+        path = training.manager.save(model, step, training.state(epoch, done, total_loss))
+        return f"checkpoint {path} written"
+
+    stop = StopAtStep(
+        signals,
+        start_step,
+        steps * config.epochs,
+        save,
+        where=lambda step: f" (epoch {epoch + 1}, batch {step - epoch * steps} of {steps})",
     )
+    if first < steps:
+        fit = training.model.fit(
+            epoch_dataset(config, data.train, epoch, start_batch=first),
+            epochs=1,
+            steps_per_epoch=steps - first,
+            verbose=config.verbose,
+            shuffle=False,
+            callbacks=[guard, tensorboard, training.timings[-1], stop],
+        )
+        loss_sum += float(fit.history["loss"][-1]) * (steps - first)
+    # else: stopped after the epoch's last step, before its validation
     scores = evaluate(config, training.model, data.validation, config.batch_size)
     scores = {k: float(v) for k, v in scores.items()}
-    train_loss = float(fit.history["loss"][-1])
+    train_loss = loss_sum / steps  # the epoch's mean batch loss, across a resume too
     training.history.append({"epoch": epoch + 1, "train_loss": train_loss, **scores})
     tensorboard.write({f"validation/{k}": v for k, v in scores.items()}, (epoch + 1) * steps)
     line = ", ".join(f"{k} {v:.4f}" for k, v in scores.items())

@@ -20,6 +20,9 @@
 - publish: JSON results written atomically;
 - TensorBoard and progress: the writer under `LOG_DIR` and the log lines of
   runs whose output is not a terminal;
+- preemption: `preemptible()` notes SIGTERM and SIGINT around the training
+  loops, which then save at the next step boundary and stop with one line
+  (`bertzoo.training.preemption`);
 - the clock: seconds since `start_clock()`.
 
 On workers other than the chief, locking, claiming and removing do nothing
@@ -35,6 +38,7 @@ from bertzoo.io.publish import atomic_write_text
 from bertzoo.io.rundir import RunDirectory
 from bertzoo.training.callbacks import ProgressLog, TensorBoardLogger
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
+from bertzoo.training.preemption import StopSignals
 from bertzoo.training.runs import CHECKPOINTS_DIR, LOG_DIR
 
 
@@ -145,6 +149,12 @@ class Run:
     def progress(self, every, total, logger=None):
         """A callback that logs a line every `every` of `total` steps."""
         return ProgressLog(every, total, logger=logger or logging.getLogger(__name__))
+
+    def preemptible(self):
+        """A `StopSignals` context: around a training loop, SIGTERM and SIGINT
+        are noted, for its `StopAtStep` callbacks and `check` calls to save
+        at the next step boundary and stop the run with one line."""
+        return StopSignals()
 
     def start_clock(self):
         self.started = time.perf_counter()

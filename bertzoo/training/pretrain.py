@@ -54,6 +54,7 @@ from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint
 from bertzoo.training.distribute import make_distribution
 from bertzoo.training.guards import NonFiniteGuard
 from bertzoo.training.lifecycle import Run
+from bertzoo.training.preemption import StopAtStep
 from bertzoo.training.pretrain_config import (
     CORPUS_LAYOUTS,
     DATA_MODES,
@@ -318,43 +319,72 @@ def _open_output(run):
 
 def _train_phases(state):
     """Trains the phases from `state.step` on; returns the TensorBoard
-    writer."""
+    writer. SIGTERM or SIGINT during training: the step under way is
+    finished, checkpointed (with its data position) and the run stops with
+    `Preempted` (`bertzoo.training.preemption`)."""
     run, config = state.run, state.run.config
     tensorboard = run.tensorboard(config.log_every, enabled=run.chief)
     progress = run.progress(config.log_every, sum(config.steps), logger=logger)
     bounds = np.cumsum([0, *config.steps])
     run.start_clock()
-    for phase in range(len(config.seq_len)):
-        if state.step >= bounds[phase + 1]:
-            continue
-        dataset = _phase_dataset(state, phase, state.step - int(bounds[phase]))
-        callbacks = _phase_callbacks(state, phase, bounds, tensorboard)
-        if config.verbose:
-            steps = f"{state.step + 1}-{bounds[phase + 1]}"
-            logger.info(
-                "Phase %d/%d: seq_len %d, steps %s, %s, global batch %d.",
-                phase + 1,
-                len(config.seq_len),
-                config.seq_len[phase],
-                steps,
-                state.data.describe(phase),
-                config.batch_size,
-            )
-        if config.verbose == 2:  # not a terminal: a line per logging interval, not per phase
-            progress.start_at(state.step)
-            callbacks.append(progress)
-        state.model.fit(
-            dataset,
-            epochs=1,
-            steps_per_epoch=int(bounds[phase + 1] - state.step),
-            callbacks=callbacks,
-            verbose=1 if config.verbose == 1 else 0,
-            shuffle=False,
-        )  # the dataset shuffles itself
-        state.step = int(bounds[phase + 1])
-        state.meters.append(callbacks[3])
+    with run.preemptible() as signals:
+        for phase in range(len(config.seq_len)):
+            if state.step >= bounds[phase + 1]:
+                continue
+            signals.check(lambda: _stopped_between_steps(state))
+            dataset = _phase_dataset(state, phase, state.step - int(bounds[phase]))
+            callbacks = _phase_callbacks(state, phase, bounds, tensorboard)
+            if config.verbose:
+                steps = f"{state.step + 1}-{bounds[phase + 1]}"
+                logger.info(
+                    "Phase %d/%d: seq_len %d, steps %s, %s, global batch %d.",
+                    phase + 1,
+                    len(config.seq_len),
+                    config.seq_len[phase],
+                    steps,
+                    state.data.describe(phase),
+                    config.batch_size,
+                )
+            if config.verbose == 2:  # not a terminal: a line per logging interval, not per phase
+                progress.start_at(state.step)
+                callbacks.append(progress)
+            callbacks.append(_stop_at_step(state, signals, callbacks[1]))  # last
+            state.model.fit(
+                dataset,
+                epochs=1,
+                steps_per_epoch=int(bounds[phase + 1] - state.step),
+                callbacks=callbacks,
+                verbose=1 if config.verbose == 1 else 0,
+                shuffle=False,
+            )  # the dataset shuffles itself
+            state.step = int(bounds[phase + 1])
+            state.meters.append(callbacks[3])
+        signals.check(lambda: _stopped_between_steps(state))
     state.seconds = run.seconds()
     return tensorboard
+
+
+def _stop_at_step(state, signals, periodic):
+    """The callback that saves the step under way at a signal (the
+    periodic checkpoint's `save_now`: its data position included)."""
+
+    def save(model, step, logs):
+        return f"checkpoint {periodic.save_now()} written"
+
+    return StopAtStep(signals, state.step, sum(state.run.config.steps), save)
+
+
+def _stopped_between_steps(state):
+    """What the stop message says between phases (a signal after a
+    phase's last step, or before the first)."""
+    latest = state.manager.latest()
+    total = sum(state.run.config.steps)
+    if latest is None:
+        return f"before step 1 of {total}: nothing trained yet; rerun the same command to start."
+    return (
+        f"after step {state.step} of {total}: checkpoint {latest} kept; rerun the same command "
+        "to resume there."
+    )
 
 
 def _phase_dataset(state, phase, start_batch):

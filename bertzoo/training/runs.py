@@ -27,6 +27,7 @@ import json
 import logging
 import random
 import re
+import signal
 import sys
 import typing
 from pathlib import Path
@@ -404,14 +405,35 @@ def run_recipe(parser, cls, run, argv=None):
     `argv` into a `cls` configuration, logs bertzoo's progress (other
     libraries: warnings only) and calls `run(config)`. Returns `(args,
     result, error)`: `error` is the `BertzooError` the run stopped with (bad
-    settings, inputs or output, another run on --output, a NaN loss; result
-    None), for the recipe to print as one line, without a traceback."""
+    settings, inputs or output, another run on --output, a NaN loss, a
+    SIGTERM or SIGINT: `Preempted`; result None), for the recipe to print as
+    one line, without a traceback (`recipe_exit`)."""
     from bertzoo.errors import BertzooError
+    from bertzoo.training.preemption import Interrupted, Preempted, interruptible, signal_name
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format=RECIPE_LOG_FORMAT)
     logging.getLogger("bertzoo").setLevel(logging.INFO)
     try:
-        return args, run(config_from_args(cls, args)), None
+        with interruptible():
+            return args, run(config_from_args(cls, args)), None
     except BertzooError as e:
         return args, None, e
+    except (Interrupted, KeyboardInterrupt) as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        stopped = Preempted(
+            f"Stopped by {signal_name(signum)} outside the training steps; every file written "
+            "is complete; rerun the same command to go on from the last checkpoint.",
+            signum,
+        )
+        return args, None, stopped
+
+
+def recipe_exit(error):
+    """Prints `error` (what `run_recipe` returned) as one line on stderr,
+    "error: ...", or for a run stopped by a signal its message ("Stopped
+    by SIGTERM after step ..."), and returns the recipe's exit status: 2, or
+    128 + the signal's number."""
+    status = getattr(error, "exit_status", 2)
+    print(f"error: {error}" if status == 2 else str(error), file=sys.stderr, flush=True)
+    return status

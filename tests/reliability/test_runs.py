@@ -661,8 +661,9 @@ def test_nan_during_finetuning_keeps_the_best_epoch_and_its_checkpoint(
     ):
         run_finetuning(_finetune_config(files, out))
     assert json.loads((out / "best" / "finetune.json").read_text())["epoch"] == 1
+    # Named by global step: epoch 1's 4 steps.
     assert [p.name for p in CheckpointManager(out / "checkpoints").checkpoints()] == [
-        "ckpt-000000001"
+        "ckpt-000000004"
     ]
     assert not (out / "metrics.json").exists()
 
