@@ -191,11 +191,11 @@ def _namespace():
 _SCRIPT = """
 set -u
 mount -t tmpfs -o size=16M tmpfs "$MNT"
-python "$RECIPE" --output "$MNT/run" "$@" > "$REPORT/first.out" 2> "$REPORT/first.err"
+"$PYTHON" "$RECIPE" --output "$MNT/run" "$@" > "$REPORT/first.out" 2> "$REPORT/first.err"
 echo $? > "$REPORT/first.rc"
 ls -A "$MNT/run/checkpoints" > "$REPORT/checkpoints.txt"
 mount -o remount,size=64M tmpfs "$MNT"
-python "$RECIPE" --output "$MNT/run" "$@" > "$REPORT/second.out" 2> "$REPORT/second.err"
+"$PYTHON" "$RECIPE" --output "$MNT/run" "$@" > "$REPORT/second.out" 2> "$REPORT/second.err"
 echo $? > "$REPORT/second.rc"
 cp "$MNT/run/metrics.json" "$REPORT/" 2>/dev/null || true
 """
@@ -220,6 +220,7 @@ def test_pretraining_on_a_full_tmpfs_stops_with_one_line_and_resumes(files, tmp_
         "MNT": str(mnt),
         "REPORT": str(report),
         "RECIPE": str(ROOT / "recipes" / "pretrain.py"),
+        "PYTHON": sys.executable,
     }
     done = subprocess.run(
         [*prefix, "sh", "-c", _SCRIPT, "sh", *args],
