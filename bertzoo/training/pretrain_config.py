@@ -51,6 +51,8 @@ class PretrainConfig(RunConfig):
     trains `steps[i]` steps on examples of `seq_len[i]` tokens.
     """
 
+    run_kind = "pretrain"
+
     preset: str = setting(
         "bert_tiny",
         "built-in preset name (random init) or a preset/HF directory (continue "
