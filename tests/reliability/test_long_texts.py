@@ -290,3 +290,18 @@ def test_a_field_over_the_limit_is_reported_as_such(tmp_path, monkeypatch, fmt):
     assert message.startswith(f"{path}:{line}: a field is longer than 1,000 characters"), message
     assert "malformed" not in message and "\n" not in message and len(message) < 400
     assert ("quote is left open" in message) == (fmt == "csv")
+
+
+def test_fill_mask_refuses_a_10_mb_text_from_its_cut():
+    """It tokenized all of it (about a GB) to say it was too long."""
+    from pathlib import Path
+
+    from bertzoo.models.fill_mask import fill_mask
+
+    preset = Path(__file__).resolve().parents[1] / "fixtures" / "fill_mask" / "bert"
+    text = "Paris " * 2_000_000 + "[MASK]"
+    with pytest.raises(ValueError, match=r"is at least \d+ tokens .* the model reads at most 40"):
+        fill_mask(preset, text)
+    # Text spread out (a token per 100 characters) is tokenized whole, as before.
+    spread = " " * 4000 + "Paris [MASK]"
+    assert fill_mask(preset, spread, top_k=1)[0][0]["token_id"] >= 0
