@@ -15,7 +15,7 @@ from bertzoo.input_checks import check_model_inputs
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
 from bertzoo.models.backbone import BertBackbone, check_predict_inputs
 from bertzoo.preprocessing import BertPreprocessor
-from bertzoo.tokenizers.base import check_utf8, to_string_tensor
+from bertzoo.tokenizers.base import check_utf8, count_long_texts, cut_message, to_string_tensor
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +245,19 @@ class TextEmbedder(keras.Model):
                 "Pairs are a tuple (texts_a, texts_b) of two equally long batches of "
                 f"strings; got batches of {' and '.join(map(str, sizes))} texts."
             )
+        self._count_cut(segments)
         return segments
+
+    def _count_cut(self, segments):
+        """The preprocessor cuts each text to `max_text_chars` in the graph;
+        the first batch with a cut text says so once."""
+        limit = self.preprocessor.max_text_chars
+        cut = sum(count_long_texts(s, limit) for s in segments)
+        if cut and not self.__dict__.get("_cut_logged"):
+            self.__dict__["_cut_logged"] = True
+            total = sum(int(s.shape[0]) for s in segments)
+            length = self.preprocessor.sequence_length
+            logger.warning(cut_message(cut, total, limit, length, "TextEmbedder: "))
 
     def _text_function(self, what, segments):
         """A `tf.function` over 1-D string batches, traced once per segment

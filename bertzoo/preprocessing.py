@@ -1,6 +1,8 @@
 """Strings -> BERT inputs: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, padded
 to a fixed length, in TensorFlow ops (eager, `tf.data`, exported graphs)."""
 
+import logging
+
 import keras
 import tensorflow as tf
 
@@ -10,6 +12,10 @@ from bertzoo.tokenizers.base import (
     Tokenizer,
     TokenizerError,
     check_utf8,
+    count_long_texts,
+    cut_message,
+    cut_texts,
+    text_cap,
     to_backend_output,
     to_string_tensor,
 )
@@ -17,24 +23,58 @@ from bertzoo.tokenizers.base import (
     from_preset as tokenizer_from_preset,
 )
 
+logger = logging.getLogger(__name__)
+
 PAIR_TRUNCATIONS = ("google", "hf-fast")
 
+# The longest sequence `packed_lengths` measures texts for: each text is
+# cut to `text_cap(LONGEST_MEASURED)` characters first, so a length
+# above any model's positions still reads as "longer than the sequence".
+LONGEST_MEASURED = 8192
 
-def packed_lengths(tokenizer, rows, batch_size=1024):
+# Rows of texts tokenized at once by the eager batch helpers
+# (`packed_lengths`, `text_chunks`): at most this many rows, and at most
+# `CHUNK_CHARS` characters of (cut) text, so their memory is bounded by
+# these settings, never by the data.
+CHUNK_ROWS = 1024
+CHUNK_CHARS = 1 << 20
+
+
+def text_chunks(rows, max_chars, batch_size=CHUNK_ROWS, chunk_chars=CHUNK_CHARS):
+    """Slices `(start, stop)` of `rows` (tuples of texts) holding at most
+    `batch_size` rows and at most `chunk_chars` characters once each text is
+    cut to `max_chars` (a single row may exceed it: at most `max_chars` per
+    text)."""
+    start, chars = 0, 0
+    for i, row in enumerate(rows):
+        size = sum(min(len(t), max_chars) for t in row)
+        if i > start and (i - start >= batch_size or chars + size > chunk_chars):
+            yield start, i
+            start, chars = i, 0
+        chars += size
+    if start < len(rows):
+        yield start, len(rows)
+
+
+def packed_lengths(tokenizer, rows, batch_size=CHUNK_ROWS):
     """The length of each row of texts (1-tuples, or 2-tuples for pairs)
     packed without truncation: `[CLS] a [SEP]` is 2 + len(a) tokens, `[CLS]
     a [SEP] b [SEP]` 3 + len(a) + len(b). A run compares these with its
-    sequence length to say how many examples it cuts (numpy int64)."""
+    sequence length to say how many examples it cuts (numpy int64). Each
+    text is measured over its first `text_cap(LONGEST_MEASURED)`
+    characters: a longer one reads as longer than any sequence, without
+    tokenizing all of it."""
     import numpy as np
 
+    max_chars = text_cap(LONGEST_MEASURED)
     out = []
-    for i in range(0, len(rows), batch_size):
-        batch = rows[i : i + batch_size]
+    for start, stop in text_chunks(rows, max_chars, batch_size):
+        batch = rows[start:stop]
         width = len(batch[0])
         total = np.full(len(batch), 1 + width, "int64")
         for j in range(width):
-            ids = tokenizer.tokenize_ids(tf.constant([r[j] for r in batch]))
-            total += ids.row_lengths().numpy()
+            texts = cut_texts(tf.constant([r[j] for r in batch]), max_chars)
+            total += tokenizer.tokenize_ids(texts).row_lengths().numpy()
         out.append(total)
     return np.concatenate(out) if out else np.zeros(0, "int64")
 
@@ -62,8 +102,12 @@ def truncate_longest_first(len_a, len_b, budget, rule="google"):
 
 
 def _head(ragged, lengths):
-    keep = tf.ragged.range(ragged.row_lengths()) < tf.expand_dims(lengths, 1)
-    return tf.ragged.boolean_mask(ragged, keep)
+    """The first `lengths[i]` values of each row, gathered from the kept
+    values only (a mask over the rows would cost batch x longest row)."""
+    keep = tf.minimum(ragged.row_lengths(), tf.cast(lengths, ragged.row_splits.dtype))
+    starts = ragged.row_splits[:-1]
+    at = tf.ragged.range(starts, starts + keep).flat_values
+    return tf.RaggedTensor.from_row_lengths(tf.gather(ragged.flat_values, at), keep)
 
 
 def _fill_like(ragged, value):
@@ -89,11 +133,17 @@ class BertPreprocessor(keras.layers.Layer):
         sequence_length: packed length, special tokens included: an int
             >= 3 ([CLS] A [SEP] with one token).
 
+        segment_ids: whether to output segment ids.
+
     Texts must be valid Unicode: bytes that are not UTF-8 (or a str with a
     lone surrogate) are an error naming the text, not silently dropped --
     eagerly a `TextEncodingError`, inside `tf.data`/`tf.function` a failed
     assertion at run time.
-        segment_ids: whether to output segment ids.
+
+    Each text is cut to `max_text_chars` (`text_cap(sequence_length)`, 64
+    characters per token) before tokenizing, so one long text costs no more
+    than that; called eagerly, the preprocessor logs the first cut once and
+    counts the texts it cut in `texts_cut`.
     """
 
     def __init__(self, tokenizer, sequence_length=128, segment_ids=True, **kwargs):
@@ -108,6 +158,8 @@ class BertPreprocessor(keras.layers.Layer):
         self.tokenizer = tokenizer
         self.sequence_length = check_sequence_length(sequence_length)
         self.segment_ids = bool(segment_ids)
+        self.max_text_chars = text_cap(self.sequence_length)
+        self.texts_cut = 0  # texts cut to max_text_chars by eager calls
         # Strings are not backend tensors: let them through Layer.__call__.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -155,6 +207,22 @@ class BertPreprocessor(keras.layers.Layer):
             ("", "") if len(segments) == 1 else (" of the first segment", " of the second segment")
         )
         segments = [check_utf8(s, of) for s, of in zip(segments, names)]
+        if tf.executing_eagerly():
+            cut = sum(count_long_texts(s, self.max_text_chars) for s in segments)
+            if cut and not self.texts_cut:
+                logger.warning(
+                    cut_message(
+                        cut,
+                        sum(int(tf.size(s)) for s in segments),
+                        self.max_text_chars,
+                        self.sequence_length,
+                        "BertPreprocessor: ",
+                    )
+                    + " Later cuts are counted in texts_cut."
+                )
+            self.texts_cut += cut
+        # One long text costs at most max_text_chars in the ops below.
+        segments = [cut_texts(s, self.max_text_chars) for s in segments]
         for s in segments:
             # A (batch, 1) column (e.g. keras.Input(shape=(1,), dtype="string"))
             # is a batch; anything wider would be silently flattened.

@@ -125,6 +125,13 @@ def write_prepared_records(prepared, output, tokenizer, masker, settings=None):
     `PreparedCorpus`) into `output` and returns the metadata document."""
     settings = settings or RecordSettings()
     settings.check()
+    if settings.objective != "none" and prepared.document["settings"].get("layout") == "documents":
+        raise CorpusError(
+            f"objective {settings.objective} trains on pairs of consecutive sentences, but "
+            f"{prepared.directory} was prepared with --layout documents: each line is a whole "
+            "document, so every pair would take a random second segment. Use --objective none, "
+            "or prepare the corpus with one sentence per line (--layout sentences)."
+        )
     prepared.check_tokenizer(tokenizer)
     pipeline._check_masker(masker, settings.seq_len)
     output = Path(output)

@@ -164,7 +164,9 @@ def pack_full_sentences(documents, tokenizer, seq_len, seed):
     """RoBERTa's FULL-SENTENCES: documents (shuffled with `seed`) are read
     as one stream of sentences, and each sequence `[CLS] ... [SEP]` is
     filled with whole consecutive sentences; a document's end inside a
-    sequence adds a [SEP]. A sentence longer than a sequence is cut to fit.
+    sequence adds a [SEP]. A sentence longer than a sequence (a whole
+    document, in the documents layout) is split into sequences of its
+    consecutive tokens, the last piece packed on: no text is dropped.
     Returns `PretrainingExamples` (objective "none"), in a shuffled order."""
     rng = random.Random(seed)
     order = list(range(len(documents)))
@@ -184,7 +186,11 @@ def pack_full_sentences(documents, tokenizer, seq_len, seed):
         for sentence in documents[d]:
             if len(current) + len(sentence) > capacity:
                 emit()
-            current.extend(sentence[:capacity].tolist())
+            while len(sentence) > capacity:
+                current.extend(sentence[:capacity].tolist())
+                emit()
+                sentence = sentence[capacity:]
+            current.extend(sentence.tolist())
         if current and len(current) < capacity:
             current.append(sep)
     emit()

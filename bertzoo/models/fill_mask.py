@@ -22,6 +22,7 @@ from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.electra import ElectraPretrainer
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.tokenizers import from_preset as tokenizer_from_preset
+from bertzoo.tokenizers.base import text_cap
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,13 @@ def _encode(tokenizer, text, max_length):
             f"{text!r} has no {tokenizer.mask_token}: fill-mask predicts the token at each "
             f"{tokenizer.mask_token} of a text."
         )
-    rows = tokenizer.tokenize_ids(_as_tensor(pieces)).to_list()
+    # A piece longer than 64 characters per token the model reads cannot
+    # fit: tokenizing its cut (not all of a 10 MB text) tells so.
+    cap = text_cap(max_length)
+    cut = any(len(p) > cap for p in pieces)
+    rows = tokenizer.tokenize_ids(_as_tensor([p[:cap] for p in pieces])).to_list()
+    if cut and sum(map(len, rows)) + len(rows) + 1 <= max_length:  # spread-out text: all of it
+        rows = tokenizer.tokenize_ids(_as_tensor(pieces)).to_list()
     ids, positions = [tokenizer.cls_token_id], []
     for i, row in enumerate(rows):
         if i:
@@ -84,7 +91,8 @@ def _encode(tokenizer, text, max_length):
     ids.append(tokenizer.sep_token_id)
     if len(ids) > max_length:
         raise ValueError(
-            f"{text[:60]!r}... is {len(ids)} tokens with [CLS] and [SEP]; the model reads at most "
+            f"{text[:60]!r}... is {'at least ' if cut else ''}{len(ids)} tokens with [CLS] and [SEP]; "
+            "the model reads at most "
             f"{max_length}. Shorten it around the mask."
         )
     return ids, positions

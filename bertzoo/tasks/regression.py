@@ -30,7 +30,9 @@ class Regression(TaskKind):
     def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
         """Targets are the float labels; there is no label set (None)."""
         examples = sentences.read_labelled(settings, path, self.name)
-        features = sentences.example_features(examples, tokenizer, sequence_length, segment_ids)
+        features = sentences.example_features(
+            examples, tokenizer, sequence_length, segment_ids, source=str(path)
+        )
         targets = np.array([float(e.label) for e in examples], "float32")
         return TaskData(features, targets, examples, {"label_set": label_set}), label_set
 

@@ -4,13 +4,17 @@ and the serving graph that packs string inputs and runs the classifier;
 and their settings (`SentenceSettings`: which columns, or which GLUE task)."""
 
 import dataclasses
+import logging
 
 import numpy as np
 import tensorflow as tf
 
 from bertzoo.data.readers import GLUE_TASKS, TaskDataError, read_glue, read_table
-from bertzoo.preprocessing import BertPreprocessor, packed_lengths
+from bertzoo.preprocessing import CHUNK_ROWS, BertPreprocessor, packed_lengths, text_chunks
 from bertzoo.tasks.base import TaskSettings, setting
+from bertzoo.tokenizers.base import cut_message
+
+logger = logging.getLogger(__name__)
 
 
 def _comma_strings(text):
@@ -82,12 +86,21 @@ def read_labelled(settings, path, task):
     return examples
 
 
-def text_features(preprocessor, rows, batch_size=1024):
+def text_features(preprocessor, rows, batch_size=CHUNK_ROWS, source=None):
     """Packs rows of texts (1-tuples, or 2-tuples for pairs) into numpy model
-    inputs, `batch_size` rows at a time."""
+    inputs, at most `batch_size` rows and `CHUNK_CHARS` characters at a
+    time. Each text is cut to the preprocessor's `max_text_chars` first
+    (logged once, with the count, naming `source`)."""
+    limit = preprocessor.max_text_chars
+    cut = sum(1 for r in rows for t in r if len(t) > limit)
+    if cut:
+        where = f"{source}: " if source else ""
+        total = sum(len(r) for r in rows)
+        logger.warning(cut_message(cut, total, limit, preprocessor.sequence_length, where))
+        rows = [tuple(t[:limit] if isinstance(t, str) else t for t in r) for r in rows]
     chunks = []
-    for i in range(0, len(rows), batch_size):
-        batch = rows[i : i + batch_size]
+    for start, stop in text_chunks(rows, limit, batch_size):
+        batch = rows[start:stop]
         segments = tuple(tf.constant([r[j] for r in batch]) for j in range(len(batch[0])))
         packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])
         chunks.append({k: v.numpy() for k, v in packed.items()})
@@ -112,10 +125,11 @@ def settings_error(settings, sequence_length, own_files):
     return None
 
 
-def example_features(examples, tokenizer, sequence_length, segment_ids):
-    """Model inputs of `TextExample`s: `[CLS] a [SEP] (b [SEP])`, padded."""
+def example_features(examples, tokenizer, sequence_length, segment_ids, source=None):
+    """Model inputs of `TextExample`s: `[CLS] a [SEP] (b [SEP])`, padded;
+    `source` (the file) names them when texts are cut."""
     preprocessor = BertPreprocessor(tokenizer, sequence_length, segment_ids=segment_ids)
-    return text_features(preprocessor, [e.texts for e in examples])
+    return text_features(preprocessor, [e.texts for e in examples], source=source)
 
 
 def example_lengths(data, tokenizer):

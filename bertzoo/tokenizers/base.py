@@ -148,6 +148,59 @@ def check_utf8(strings, of=""):
 # === End of input text checks ===
 
 
+# === Text length caps (issue 30) ===
+
+# Every path that packs strings into a sequence of `sequence_length` tokens
+# cuts each text to `text_cap(sequence_length)` characters before any
+# tokenizer op, so one long text (a scraped page in a table cell) costs at
+# most that much, not its whole length times the ops' intermediates.
+# Ordinary text needs 4 to 6 characters per token, so the cut never reaches
+# the tokens a sequence keeps. A text whose first tokens are spread wider
+# (long runs of whitespace or control characters, many words over the
+# tokenizer's word limit, each a single [UNK]) can lose tokens; the paths
+# that cut count the texts they cut and say so.
+MAX_CHARS_PER_TOKEN = 64
+
+
+def text_cap(sequence_length):
+    """The characters kept of each text packed into `sequence_length` tokens
+    (`MAX_CHARS_PER_TOKEN` per token)."""
+    return MAX_CHARS_PER_TOKEN * int(sequence_length)
+
+
+def cut_texts(strings, max_chars):
+    """A tf.string tensor (any shape) with every text longer than
+    `max_chars` characters cut to its first `max_chars` characters (UTF-8
+    characters; a byte that is not valid UTF-8 counts as one). TensorFlow
+    ops: eager, `tf.data` and exported graphs. A text of at most `max_chars`
+    bytes is never touched."""
+    long = tf.strings.length(strings) > max_chars  # bytes: >= characters
+    return tf.where(long, tf.strings.substr(strings, 0, max_chars, unit="UTF8_CHAR"), strings)
+
+
+def count_long_texts(strings, max_chars):
+    """(eagerly) How many texts of the tf.string tensor `strings` are longer
+    than `max_chars` characters: those `cut_texts` cuts."""
+    flat = tf.reshape(strings, [-1])
+    candidates = tf.boolean_mask(flat, tf.strings.length(flat) > max_chars)
+    return int(
+        tf.reduce_sum(tf.cast(tf.strings.length(candidates, "UTF8_CHAR") > max_chars, "int32"))
+    )
+
+
+def cut_message(count, total, max_chars, sequence_length, where=""):
+    """The one line a path logs for the texts it cut."""
+    texts = "texts is" if count == 1 else "texts are"
+    return (
+        f"{where}{count} of {total} {texts} longer than {max_chars:,} characters: cut to "
+        f"{max_chars:,} before tokenizing ({MAX_CHARS_PER_TOKEN} characters per token of "
+        f"sequence_length={sequence_length}: far more than the sequence holds)."
+    )
+
+
+# === End of text length caps ===
+
+
 def row_ids(row_splits):
     """The row of every value of a ragged tensor with these row splits:
     `value_rowids()`, in a handful of graph ops (its own graph version
@@ -162,15 +215,33 @@ def regex_pieces(strings, delimiters, kept=None):
     own, the others dropped. Returns (the pieces' text, flat; their start
     and end byte offsets, ragged [batch, (pieces)], int64)."""
     # tensorflow-text's split stops at a NUL byte: split a copy with NUL as
-    # U+0001 (a delimiter for no tokenizer), cut the pieces from the text.
+    # U+0001 (a delimiter for no tokenizer). Its pieces are the text's own,
+    # except in a text holding NUL: those pieces are cut from the text.
     nul_free = tf.strings.regex_replace(strings, "\\x00", "\x01")
-    _, starts, ends = tf_text.regex_split_with_offsets(nul_free, delimiters, kept or "")
-    pieces = tf.strings.substr(
-        tf.gather(strings, row_ids(starts.row_splits)),
-        starts.flat_values,
-        ends.flat_values - starts.flat_values,
-    )
+    pieces, starts, ends = tf_text.regex_split_with_offsets(nul_free, delimiters, kept or "")
+    has_nul = ~tf.strings.regex_full_match(strings, "(?s)[^\\x00]*")
+    row = row_ids(starts.row_splits)
+    at = tf.where(tf.gather(has_nul, row))[:, 0]
+    own = _cut_pieces(strings, row, starts.flat_values, ends.flat_values, at)
+    pieces = tf.tensor_scatter_nd_update(pieces.flat_values, at[:, None], own)
     return pieces, starts, ends
+
+
+def _cut_pieces(strings, row, starts, ends, at):
+    """The text of pieces `at` (flat indices; `row`, `starts`, `ends`: every
+    piece's text and byte span) cut from `strings` through their bytes, in
+    time and memory linear in the texts' length (a substr of a gathered copy
+    of the text per piece would be quadratic)."""
+    texts = tf.gather(row, at)
+    used, text_of = tf.unique(texts, out_idx=tf.int64)
+    chars = tf.strings.bytes_split(tf.gather(strings, used))  # (texts, (bytes))
+    base = tf.gather(chars.row_splits, text_of)
+    begin = base + tf.cast(tf.gather(starts, at), tf.int64)
+    end = base + tf.cast(tf.gather(ends, at), tf.int64)
+    spans = tf.ragged.range(begin, end)
+    return tf.strings.reduce_join(
+        spans.with_flat_values(tf.gather(chars.flat_values, spans.flat_values)), axis=1
+    )
 
 
 def in_tf_graph():

@@ -117,6 +117,8 @@ def parse_layer_map(text):
 class DistillConfig(RunConfig):
     """Settings of one distillation run (the recipe's flags)."""
 
+    run_kind = "distill"
+
     method: str = setting(
         "tinybert-task",
         "distilbert (KL + MLM + cosine), tinybert-general (stage 1: attention and "

@@ -80,6 +80,10 @@ class _FinetuneRunSettings(RunConfig):
     """Settings of one fine-tuning run (the recipe's flags); `FinetuneConfig`
     adds the task kinds' own (`bertzoo.tasks`: e.g. columns, QA windows)."""
 
+    run_kind = "finetune"
+    # A resumed run refuses these files changed since it started.
+    input_files = ("train", "validation")
+
     task: str = setting(
         "classification",
         ", ".join(task_kinds.get(n).description for n in task_kinds.names()),

@@ -7,6 +7,8 @@ import dataclasses
 import logging
 import tempfile
 
+import numpy as np
+
 from bertzoo import batching
 from bertzoo import tasks as task_kinds
 from bertzoo.convert.loader import resolve_preset
@@ -137,6 +139,7 @@ def read_data(run, init, distribution):
         validation, _ = load_split(
             config, paths[1], tokenizer, config.sequence_length, segment_ids, label_set
         )
+    _log_labels(label_set, train)
     truncated = None
     if lengths is not None:
         lengths["validation"] = task_kinds.get(config.task).packed_lengths(validation, tokenizer)
@@ -145,6 +148,21 @@ def read_data(run, init, distribution):
     run.config = _batch_size(run, config, init, distribution)
     dataset = builtin or {"train": str(paths[0]), "validation": str(paths[1])}
     return FinetuneData(tokenizer, train, validation, label_set, truncated, dataset, builtin)
+
+
+def _log_labels(label_set, train):
+    """The label set the model is built for, once, with each class's number
+    of training examples where the targets are one class id per row."""
+    if label_set is None:
+        return
+    names = list(label_set.names)
+    targets = train.targets
+    shown = [repr(n) for n in names]
+    if isinstance(targets, np.ndarray) and targets.ndim == 1 and targets.dtype.kind in "iu":
+        counts = np.bincount(targets, minlength=len(names))
+        shown = [f"{n!r} ({c})" for n, c in zip(names, counts)]
+    more = f", ... and {len(names) - 50} more" if len(names) > 50 else ""
+    logger.info("Labels (%d): %s%s", len(names), ", ".join(shown[:50]), more)
 
 
 def copy_builtin(run, data):

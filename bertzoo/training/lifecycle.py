@@ -14,9 +14,13 @@
 - the claim: every path the run writes is recorded before any is written (a
   user's file at one is an `OutputError`);
 - resume or start over: a run continues the checkpoints in its output only
-  when they come from a run with the same settings (`RunConfig.check_resumable`);
-  starting over removes what bertzoo wrote there and records the settings
-  (`RUN_SETTINGS_FILE`);
+  when they come from a run with the same settings (`RunConfig.check_resumable`)
+  and its input files (`RunConfig.input_files`) did not change since it
+  started; starting over removes what bertzoo wrote there and records the
+  settings (`RUN_SETTINGS_FILE`), the kind of run and the inputs'
+  fingerprints (`RUN_INFO_FILE`, `bertzoo.io.fingerprint`);
+- an output that holds a run of another kind (a pre-training run's, for a
+  fine-tuning run) is refused, resume or not: nothing of it is removed;
 - publish: JSON results written atomically;
 - TensorBoard and progress: the writer under `LOG_DIR` and the log lines of
   runs whose output is not a terminal;
@@ -29,17 +33,32 @@ On workers other than the chief, locking, claiming and removing do nothing
 (`RunDirectory`), and neither does recording the settings.
 """
 
+import dataclasses
 import json
 import logging
 import time
 from pathlib import Path
 
+from bertzoo.io.fingerprint import change, fingerprint
 from bertzoo.io.publish import atomic_write_text
 from bertzoo.io.rundir import RunDirectory
 from bertzoo.training.callbacks import ProgressLog, TensorBoardLogger
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
 from bertzoo.training.preemption import StopSignals
-from bertzoo.training.runs import CHECKPOINTS_DIR, LOG_DIR
+from bertzoo.training.runs import (
+    CHECKPOINTS_DIR,
+    LOG_DIR,
+    RUN_INFO_FILE,
+    RUN_SETTINGS_FILE,
+    flag_name,
+)
+
+logger = logging.getLogger(__name__)
+
+# Settings recorded in an output without a recorded kind that a run must
+# lack before the output counts as another kind of run's: one or two come
+# and go as bertzoo's settings change between versions.
+FOREIGN_SETTINGS = 3
 
 
 class Run:
@@ -58,6 +77,8 @@ class Run:
         self.start_over_text = start_over
         self.started = None
         self.opened = False  # locked, and what the run writes claimed
+        # The input files' fingerprints, taken before the run reads them.
+        self.inputs = self._fingerprints()
 
     def __enter__(self):
         return self
@@ -74,11 +95,15 @@ class Run:
 
     def open(self, written):
         """Locks the output and claims the paths `written` (relative to it),
-        once: a user's file there is an `OutputError`, before anything is
-        written. Returns self."""
+        once: a user's file there is an `OutputError`, and a run of another
+        kind there the run's error, before anything is written. Returns
+        self."""
         if not self.opened:
             self.directory.lock()
-            self.directory.claim(*written)
+            self.check_kind()  # before anything there is claimed
+            # The run's kind and inputs go with its settings record.
+            info = (RUN_INFO_FILE,) if RUN_SETTINGS_FILE in written else ()
+            self.directory.claim(*written, *info)
             self.opened = True
         return self
 
@@ -104,6 +129,7 @@ class Run:
         settings must then be this run's (else `self.error`);
         `unrecorded_resumes`: a checkpoint without recorded settings resumes
         (else it is refused)."""
+        self.check_kind()
         if not (self.config.resume and checkpoint):
             return False
         self.config.check_resumable(
@@ -112,7 +138,77 @@ class Run:
             unrecorded_resumes=unrecorded_resumes,
             start_over=self.start_over_text,
         )
+        self.check_inputs()
         return True
+
+    def check_kind(self):
+        """Refuses an output that holds a run of another kind (recorded in
+        `RUN_INFO_FILE`, or else told by its recorded settings), whatever
+        `resume` says: starting over there would delete that run's files."""
+        kind = type(self.config).run_kind
+        recorded = self._run_info().get("kind")
+        foreign = self.config.foreign_settings(self.output)
+        if recorded and kind and recorded != kind:
+            what = f"a {recorded} run"
+        elif not recorded and len(foreign) >= FOREIGN_SETTINGS:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            what = f"another kind of run (its recorded settings include {shown})"
+        else:
+            return
+        raise self.error(
+            f"--output {self.output} holds {what}, not a {kind or 'run like this'} run; use "
+            "another --output (nothing there was changed)."
+        )
+
+    def _run_info(self):
+        """The recorded `RUN_INFO_FILE`, or {} (none, or unreadable)."""
+        try:
+            info = self.read(RUN_INFO_FILE)
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
+
+    def _fingerprints(self):
+        """{setting: fingerprint} of the input files the settings name."""
+        prints = {}
+        for name in type(self.config).input_files:
+            path = getattr(self.config, name, None)
+            if path is None:
+                continue
+            try:
+                prints[name] = {"path": str(path), **fingerprint(path)}
+            except OSError:
+                continue  # the run's own checks say what is wrong with it
+        return prints
+
+    def check_inputs(self):
+        """Refuses to resume when an input file changed since the run
+        started (the fingerprints in `RUN_INFO_FILE`): its checkpoints were
+        trained on other data. A run recorded without them resumes."""
+        recorded = self._run_info().get("inputs")
+        if not isinstance(recorded, dict):
+            return
+        fields = {f.name: f for f in dataclasses.fields(self.config)}
+        for name, was in recorded.items():
+            now = self.inputs.get(name)
+            if now is None or not isinstance(was, dict) or now.get("path") != was.get("path"):
+                continue  # another path is a changed setting, refused before
+            what = change(was, now)
+            if what is None:
+                if now["mtime_ns"] != was.get("mtime_ns"):
+                    logger.info(
+                        "%s was modified since the run started, but its size and first and "
+                        "last MiB are unchanged: resuming.",
+                        now["path"],
+                    )
+                continue
+            flag = flag_name(fields[name]) if name in fields else name
+            deletes = f" ({self.start_over_text})" if self.start_over_text else ""
+            raise self.error(
+                f"{flag} {now['path']} changed since the run in {self.output} started ({what}); "
+                "its checkpoints were trained on the old data. Restore the file to resume, or "
+                f"rerun with --no-resume to start over there{deletes}."
+            )
 
     def start_over(self, *derived):
         """A fresh start: removes the recorded paths `derived` (what earlier
@@ -122,9 +218,13 @@ class Run:
         self.record()
 
     def record(self):
-        """Writes the settings record (`RUN_SETTINGS_FILE`), on the chief."""
+        """Writes the settings record (`RUN_SETTINGS_FILE`) and the run's
+        kind and input fingerprints (`RUN_INFO_FILE`), on the chief."""
         if self.chief:
             self.config.record(self.output)
+            if self.directory.owns(RUN_INFO_FILE):
+                info = {"kind": type(self.config).run_kind, "inputs": self.inputs}
+                self.publish(RUN_INFO_FILE, info)
 
     # === Results, logs, progress ===
 

@@ -51,6 +51,8 @@ class PretrainConfig(RunConfig):
     trains `steps[i]` steps on examples of `seq_len[i]` tokens.
     """
 
+    run_kind = "pretrain"
+
     preset: str = setting(
         "bert_tiny",
         "built-in preset name (random init) or a preset/HF directory (continue "
@@ -352,6 +354,18 @@ def preset_document(preset):
     return resolve_preset(preset)
 
 
+def corpus_layout(config):
+    """The layout of the run's corpus: that of the `--prepared` directory
+    (recorded in it), else `--corpus-layout`. A prepared directory that
+    cannot be read gives `--corpus-layout` (`check_inputs` says why)."""
+    if config.prepared:
+        try:
+            return open_prepared(config.prepared, verify=False).document["settings"]["layout"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    return config.corpus_layout
+
+
 def check_positions(config, document=None):
     """Every phase's sequence length must fit the preset's position table,
     and hold an example: [CLS] A [SEP] B [SEP] with a sentence objective
@@ -361,6 +375,23 @@ def check_positions(config, document=None):
     pairs = config.objective in ("nsp", "sop") or (
         config.objective == "auto" and document["backbone"].get("use_pooler", True)
     )
+    if pairs and corpus_layout(config) == "documents":
+        which = " (what auto picks for this preset)" if config.objective == "auto" else ""
+        prepared = f"--prepared {config.prepared} was prepared with" if config.prepared else "with"
+        raise PretrainError(
+            f"objective {config.objective}{which} trains on pairs of consecutive sentences, but "
+            f"{prepared} --corpus-layout documents each line is one whole document, so every "
+            "pair would take a random second segment and the sentence task learns nothing. Use "
+            "--objective none (masked LM on full sequences of the documents), or one sentence "
+            "per line with a blank line between documents (--corpus-layout sentences)."
+        )
+    if config.packing == "doc_sentences" and corpus_layout(config) == "documents":
+        raise PretrainError(
+            "--packing doc_sentences fills each sequence with whole sentences of one document "
+            "and cuts a longer sentence; with --corpus-layout documents a whole document is one "
+            "line, so all of it past its first sequence would be dropped. Use --packing auto "
+            "(full_sentences: long documents are split into full sequences)."
+        )
     if pairs and config.packing == "full_sentences":
         raise PretrainError(
             f"--packing full_sentences makes single-segment sequences; objective "

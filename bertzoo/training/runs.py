@@ -40,6 +40,9 @@ from bertzoo.settings import setting
 logger = logging.getLogger(__name__)
 
 RUN_SETTINGS_FILE = "run_config.json"  # the settings of the run in an output directory
+# What kind of run wrote the output, and the fingerprints of its input files
+# at its start (`bertzoo.io.fingerprint`), which a resumed run compares.
+RUN_INFO_FILE = "run_info.json"
 METRICS_FILE = "metrics.json"
 CHECKPOINTS_DIR = "checkpoints"  # bertzoo.training.checkpoint's directories
 DATA_DIR = "data"  # files a run derives from its inputs (built-in datasets, TFRecords)
@@ -86,7 +89,15 @@ def verbose_setting(default):
 
 @dataclasses.dataclass
 class RunConfig:
-    """Base of the runs' settings dataclasses (fields made with `setting`)."""
+    """Base of the runs' settings dataclasses (fields made with `setting`).
+
+    `run_kind` names the kind of run ("pretrain", "finetune", "distill"),
+    recorded in the output: a run of another kind there is refused.
+    `input_files` names the settings that hold input file paths, whose
+    fingerprints a resumed run compares with those recorded at its start."""
+
+    run_kind: typing.ClassVar[str] = ""
+    input_files: typing.ClassVar[tuple] = ()
 
     def to_json(self):
         """The settings as a JSON object (tuples become lists)."""
@@ -132,6 +143,21 @@ class RunConfig:
                 f"Recorded -> now: {changes}. Rerun with the same settings to resume, use "
                 f"another --output, or --no-resume to start over there{deletes}."
             )
+
+    def foreign_settings(self, output):
+        """The settings recorded in `output` that this kind of run has none
+        of (sorted), or () when there are none or no record: settings of a
+        run of another kind."""
+        path = Path(output) / RUN_SETTINGS_FILE
+        if not path.is_file():
+            return ()
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ()
+        if not isinstance(recorded, dict):
+            return ()
+        return tuple(sorted(set(recorded) - {f.name for f in dataclasses.fields(self)}))
 
     def changed_settings(self, output):
         """{name: (recorded, current)} for each compared setting that differs

@@ -9,6 +9,7 @@ Files must be UTF-8 (a leading byte-order mark is ignored).
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 
 from bertzoo.errors import BertzooError
@@ -127,6 +128,38 @@ def _sorted_labels(labels):
         return sorted(labels)
 
 
+def _number(label):
+    """The finite number a label spells ("1", "1.0", "01", "1e0"), or None."""
+    try:
+        value = float(label)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _check_spellings(source, first_line):
+    """Labels that spell one number in different ways ("1", "1.0", "01")
+    would be separate classes: a TaskDataError naming them, at the line
+    where the second spelling first appears. `first_line`: {label: the
+    line it first appears on}."""
+    spellings = {}
+    for label, line in first_line.items():
+        number = _number(label)
+        if number is not None:
+            spellings.setdefault(number, []).append((line, label))
+    for number, found in spellings.items():
+        if len(found) > 1:
+            found.sort(key=lambda x: (x[0] is None, x[0] or 0))
+            names = " and ".join(", ".join(repr(label) for _, label in found).rsplit(", ", 1))
+            raise data_error(
+                source,
+                found[1][0],
+                f"labels {names} {'both' if len(found) == 2 else 'all'} spell the number {number:g} and would become "
+                f"{len(found)} different classes; write each class one way throughout "
+                f"the training and validation files (e.g. {found[0][1]!r})",
+            )
+
+
 class LabelSet:
     """An ordered set of class names; a label's id is its position.
 
@@ -149,19 +182,20 @@ class LabelSet:
     def from_examples(cls, examples, source):
         """The sorted set of labels of (training) examples; `source` (e.g.
         the file path) names them in errors."""
-        labels = set()
+        first_line = {}
         for example in examples:
             if not isinstance(example.label, str):
                 raise data_error(
                     source,
                     example.line,
-                    f"label {example.label!r} is not a class name; a label set is "
+                    f"label {example.label!r:.80} is not a class name; a label set is "
                     "built from classification examples that all have labels",
                 )
-            labels.add(example.label)
-        if not labels:
+            first_line.setdefault(example.label, example.line)
+        if not first_line:
             raise data_error(source, None, "has no examples to build a label set from")
-        return cls(_sorted_labels(labels))
+        _check_spellings(source, first_line)
+        return cls(_sorted_labels(first_line))
 
     @property
     def names(self):
@@ -172,10 +206,14 @@ class LabelSet:
         try:
             return self._ids[label]
         except (KeyError, TypeError):
+            number = _number(label) if isinstance(label, str) else None
+            same = [n for n in self._names if number is not None and _number(n) == number]
+            hint = f" (the training file writes this number {same[0]!r})" if same else ""
             raise data_error(
                 source,
                 line,
-                f"label {label!r} is not in the label set; valid labels: {listing(self._names)}",
+                f"label {label!r:.80} is not in the label set{hint}; valid labels: "
+                f"{listing(self._names)}",
             ) from None
 
     def encode(self, examples, source):

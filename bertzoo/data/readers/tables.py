@@ -3,6 +3,7 @@ JSON Lines (`read_table`)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -21,6 +22,11 @@ from bertzoo.data.readers.common import (
 )
 
 FORMATS = ("tsv", "csv", "jsonl")
+# The longest field (a text, a label) a table may hold, in characters: far
+# beyond any text a model reads (the runs cut each text to 64 characters
+# per token of the sequence length before tokenizing it). A longer field is
+# reported as such; in a CSV file it is most likely a quote left open.
+MAX_FIELD_CHARS = 1 << 26
 TABLE_TASKS = ("classification", "regression")
 _SUFFIX_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 
@@ -101,9 +107,36 @@ def _csv_records(path, text, fmt):
         except StopIteration:
             return
         except csv.Error as e:
+            if "field larger than field limit" in str(e):
+                raise _long_field(path, start, fmt) from None
             raise data_error(path, start, f"malformed {fmt.upper()} row ({e})") from None
         if fields:
             yield start, fields
+
+
+def _long_field(path, line, fmt):
+    quote = (
+        "; if the text is not that long, a quote is left open on this line or after it"
+        if fmt == "csv"
+        else ""
+    )
+    return data_error(
+        path,
+        line,
+        f"a field is longer than {MAX_FIELD_CHARS:,} characters, the most a table field "
+        f"may hold{quote}",
+    )
+
+
+@contextlib.contextmanager
+def _field_limit():
+    """The csv module's field limit (131,072 characters by default, for the
+    whole process) raised to MAX_FIELD_CHARS while a table is read."""
+    previous = csv.field_size_limit(MAX_FIELD_CHARS)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _check_width(path, line, fields, width, reference, fmt):
@@ -229,8 +262,11 @@ def _text_value(path, line, column, value):
         raise data_error(
             path,
             line,
-            f"{_column_name(column)} must be a text string, got JSON {json_type(value)} {value!r}",
+            f"{_column_name(column)} must be a text string, got JSON {json_type(value)} "
+            f"{value!r:.200}",
         )
+    if len(value) > MAX_FIELD_CHARS:
+        raise _long_field(path, line, "jsonl")
     if not value.strip():
         raise data_error(
             path, line, f"{_column_name(column)} is empty; every example needs a non-empty text"
@@ -245,7 +281,7 @@ def _class_label(path, line, column, value):
         raise data_error(
             path,
             line,
-            f"label {value!r} in {_column_name(column)} is not a class name; "
+            f"label {value!r:.80} in {_column_name(column)} is not a class name; "
             "classification labels are strings or integers",
         )
     if not value.strip():
@@ -268,7 +304,7 @@ def _number_label(path, line, column, value):
         raise data_error(
             path,
             line,
-            f"label {value!r} in {_column_name(column)} is not a finite number; "
+            f"label {value!r:.80} in {_column_name(column)} is not a finite number; "
             "regression labels are numbers such as 3.8",
         )
     return number
@@ -334,7 +370,8 @@ def read_table(
         records = _csv_records(path, text, fmt)
         make_rows = _indexed_rows if columns.by_index else _named_rows
         rows = make_rows(path, records, columns, label_required, fmt)
-    examples = [_text_example(path, line, row, columns, task) for line, row in rows]
+    with _field_limit():
+        examples = [_text_example(path, line, row, columns, task) for line, row in rows]
     if not examples:
         only = "only blank lines" if fmt == "jsonl" else "only a header row or blank lines"
         raise no_examples_error(path, text, only)

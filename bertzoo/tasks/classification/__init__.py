@@ -50,7 +50,9 @@ class Classification(TaskKind):
         """Labels are class names; without `label_set` the GLUE task's label
         order, or else the sorted labels of this (training) file, define it."""
         examples = sentences.read_labelled(settings, path, self.name)
-        features = sentences.example_features(examples, tokenizer, sequence_length, segment_ids)
+        features = sentences.example_features(
+            examples, tokenizer, sequence_length, segment_ids, source=str(path)
+        )
         if label_set is None:
             if settings.glue_task is not None:
                 label_set = LabelSet(GLUE_TASKS[settings.glue_task]["labels"])

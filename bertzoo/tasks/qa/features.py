@@ -44,10 +44,12 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from bertzoo.preprocessing import text_chunks
+
 # Answer extraction lives in `bertzoo.tasks.qa.answers`; its names stay
 # importable from here too.
 from bertzoo.tasks.qa.answers import best_span_tf, extract_answers, serve_answers
-from bertzoo.tokenizers.base import row_ids, to_string_tensor
+from bertzoo.tokenizers.base import cut_texts, row_ids, text_cap, to_string_tensor
 
 FEATURE_KEYS = (
     "token_ids",
@@ -309,6 +311,10 @@ def encode_qa(
         sequence_length, doc_stride, max_query_length
     )
     questions, contexts = _string_batches(questions, contexts)
+    # Only max_query_length question tokens are kept: a longer question
+    # costs no more than text_cap of that. Contexts are not cut (windows
+    # slide over all of them); their cost is linear in their length.
+    questions = cut_texts(questions, text_cap(max(max_query_length, 1)))
     q_ids = tokenizer.tokenize_ids(questions).with_row_splits_dtype(tf.int64)
     q_ids = q_ids[:, :max_query_length]
     c_ids, c_start, c_end = tokenizer.tokenize_with_offsets(contexts)
@@ -368,7 +374,8 @@ def qa_training_features(
             of `context`; dicts `{"text", "answer_start"}` work too) and
             `is_impossible`. Only the first answer is used.
         sequence_length, doc_stride, max_query_length: see `encode_qa`.
-        chunk_size: examples encoded per `encode_qa` call (bounds memory).
+        chunk_size: examples encoded per `encode_qa` call (bounds memory,
+            with at most `CHUNK_CHARS` characters of context per call).
 
     Returns a dict of numpy arrays over all windows: the `encode_qa` keys
     (example_index counts over all of `examples`), `start_positions` and
@@ -384,8 +391,9 @@ def qa_training_features(
     examples = list(examples)
     chunk_size = max(1, int(chunk_size))
     parts = []
-    for base in range(0, len(examples), chunk_size):
-        chunk = examples[base : base + chunk_size]
+    rows = [(e.context,) for e in examples]
+    for base, stop in text_chunks(rows, max(len(r[0]) for r in rows) if rows else 0, chunk_size):
+        chunk = examples[base:stop]
         feats = encode_qa(
             tokenizer,
             [e.question for e in chunk],

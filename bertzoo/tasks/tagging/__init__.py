@@ -16,8 +16,14 @@ from bertzoo.preprocessing import packed_lengths
 from bertzoo.tasks.base import TaskData, TaskKind, register
 from bertzoo.tasks.tagging import builtin
 from bertzoo.tasks.tagging.conll import read_conll
-from bertzoo.tasks.tagging.features import encode_words, tagging_features, word_predictions
+from bertzoo.tasks.tagging.features import (
+    encode_words,
+    max_words,
+    tagging_features,
+    word_predictions,
+)
 from bertzoo.tasks.tagging.metrics import entity_f1
+from bertzoo.tokenizers.base import cut_texts, text_cap
 
 
 @dataclasses.dataclass
@@ -82,8 +88,12 @@ class Tagging(TaskKind):
 
     def serve(self, serving_model, texts):
         """`text` split into words on whitespace -> `words`, `tags` (B, W)
-        padded with "", and `num_words` (B,)."""
-        words = tf.strings.split(texts["text"])  # (B, (words))
+        padded with "", and `num_words` (B,). A text is cut to
+        `text_cap(sequence_length)` characters and `max_words` words first
+        (words past those could not be in the model input)."""
+        length = serving_model.sequence_length
+        text = cut_texts(texts["text"], text_cap(length))
+        words = tf.strings.split(text)[:, : max_words(length)]  # (B, (words))
         encoded = encode_words(serving_model.tokenizer, words, serving_model.sequence_length)
         logits = serving_model.run(encoded)
         best = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, S)

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertzoo.layers.losses import IGNORE_LABEL
+from bertzoo.tokenizers.base import text_cap
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,25 @@ def encode_words(tokenizer, words, sequence_length):
     }
 
 
+def max_words(sequence_length):
+    """The words of a sentence (or serving text) encoded for a sequence of
+    `sequence_length` tokens: every word but one of only control characters
+    yields a token, so no more than `sequence_length - 2` of them fit; twice
+    the length leaves room for tokenless words. The rest are cut (issue 30:
+    one long sentence would cost its whole length, and widen `word_starts`
+    for every sentence)."""
+    return 2 * int(sequence_length)
+
+
+def _kept_words(words, sequence_length):
+    """`words` itself when it is within the caps, else its first
+    `max_words` words, each cut to `text_cap` characters."""
+    limit, cap = max_words(sequence_length), text_cap(sequence_length)
+    if len(words) <= limit and all(len(w) <= cap for w in words):
+        return words
+    return [w[:cap] for w in words[:limit]]
+
+
 def _ragged_words(sentences):
     return (
         tf.ragged.constant([list(words) for words in sentences], dtype=tf.string, ragged_rank=1)
@@ -84,9 +104,22 @@ def tagging_features(
     off by the length limit (logged).
     """
     sentences = list(sentences)
+    kept = [_kept_words(s.words, sequence_length) for s in sentences]
+    cut = sum(1 for s, k in zip(sentences, kept) if k is not s.words)
+    if cut:
+        logger.warning(
+            "%s%d of %d sentences have more than %d words (or a word over %d characters): cut "
+            "to that before tokenizing (a %d-token sequence holds far fewer).",
+            f"{source}: " if source else "",
+            cut,
+            len(sentences),
+            max_words(sequence_length),
+            text_cap(sequence_length),
+            sequence_length,
+        )
     chunks = []
     for i in range(0, len(sentences), batch_size):
-        words = _ragged_words([s.words for s in sentences[i : i + batch_size]])
+        words = _ragged_words(kept[i : i + batch_size])
         encoded = encode_words(tokenizer, words, sequence_length)
         chunks.append({k: v.numpy() for k, v in encoded.items()})
     if not chunks:
@@ -107,8 +140,7 @@ def tagging_features(
         for k in ("token_ids", "segment_ids", "padding_mask")
     }
     lengths = np.array([len(s.words) for s in sentences])
-    present = np.arange(width)[None, :] < lengths[:, None]
-    truncated = int(np.sum(present & (starts < 0)))
+    truncated = int(lengths.sum() - np.sum(starts >= 0))
     if truncated:
         logger.warning(
             "%d of %d words are not in the model input (cut off at sequence_length=%d, or "
@@ -127,7 +159,7 @@ def tagging_features(
                 )
             for j, tag in enumerate(sentence.tags):
                 index = label_set.index(tag, source, sentence.line + j)
-                if starts[row, j] >= 0:
+                if j < width and starts[row, j] >= 0:
                     labels[row, starts[row, j]] = index
     return features, labels, starts, truncated
 
@@ -139,10 +171,11 @@ def word_predictions(logits, word_starts, lengths, label_names):
     fallback = "O" if "O" in label_names else label_names[0]
     best = np.argmax(np.asarray(logits), axis=-1)  # (n, seq)
     out = []
+    width = np.shape(word_starts)[1]
     for row, n in enumerate(lengths):
         tags = []
         for j in range(n):
-            position = word_starts[row, j]
+            position = word_starts[row, j] if j < width else -1
             tags.append(label_names[best[row, position]] if position >= 0 else fallback)
         out.append(tags)
     return out
