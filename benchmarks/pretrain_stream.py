@@ -132,12 +132,18 @@ def scale(args):
         if not corpus.is_file() or corpus.stat().st_size < mb * 2**20:
             build_corpus(corpus, mb)
         out = work / f"run-{mb:g}mb"
-        shutil.rmtree(out, ignore_errors=True)
         base = [sys.executable, str(RECIPE), *RUN, "--vocab", str(vocab), "--output", str(out)]
-        first = isolated([*base, "--corpus", str(corpus)])
-        first["worker_peak_rss_mib"] = worker_peak_mib(out / "prepared")
-        first["prepare_s"] = round(first["prepared_at"] - first["preparing_at"], 2)
-        first["prepared_to_first_step_s"] = round(first["first_step_at"] - first["prepared_at"], 2)
+        if args.reuse_first:  # the first run's figures and output, from an earlier run
+            first = json.loads(Path(args.output).read_text())["scale"]["sizes"][f"{mb:g}MB"]
+            first = first["first"]
+        else:
+            shutil.rmtree(out, ignore_errors=True)
+            first = isolated([*base, "--corpus", str(corpus)])
+            first["worker_peak_rss_mib"] = worker_peak_mib(out / "prepared")
+            first["prepare_s"] = round(first["prepared_at"] - first["preparing_at"], 2)
+            first["prepared_to_first_step_s"] = round(
+                first["first_step_at"] - first["prepared_at"], 2
+            )
         print(mb, "first", json.dumps(first))
         shutil.rmtree(out / "checkpoints" / "ckpt-000000020")
         (out / "metrics.json").unlink()
@@ -156,7 +162,8 @@ def scale(args):
             "from_prepared": prepared,
         }
         shutil.rmtree(other, ignore_errors=True)
-    record("scale", args, {"sizes": sizes, "run": " ".join(RUN)})
+    load = os.getloadavg()[0]
+    record("scale", args, {"sizes": sizes, "run": " ".join(RUN), "load_average_at_end": load})
 
 
 def _example_stats(batches):
@@ -271,7 +278,7 @@ def record(name, args, figures):
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python", "benchmarks/pretrain_stream.py", *sys.argv[1:]]),
         "machine": cpu_info(),
-        "load_average_at_start": os.getloadavg()[0],
+        "load_average_at_start": args.load_at_start,
         "versions": versions("tensorflow", "keras", "numpy"),
         **figures,
     }
@@ -284,6 +291,12 @@ def main():
     sub = parser.add_subparsers(dest="what", required=True)
     s = sub.add_parser("scale")
     s.add_argument("--mb", type=float, nargs="+", default=[50, 200, 1024])
+    s.add_argument(
+        "--reuse-first",
+        action="store_true",
+        help="keep the first runs' figures and outputs from the results file; rerun resume "
+        "and from-prepared only",
+    )
     p = sub.add_parser("parity")
     p.add_argument("--old-tree", required=True)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -294,6 +307,7 @@ def main():
         q.add_argument("--work", default="/tmp/bertzoo_bench_prepare")
         q.add_argument("--output", default=str(RESULTS / "pretrain_stream.json"))
     args = parser.parse_args()
+    args.load_at_start = os.getloadavg()[0]
     run = {"scale": scale, "parity": parity, "algorithm": algorithm, "child": child_run}
     run[args.what](args)
 
