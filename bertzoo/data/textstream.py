@@ -100,35 +100,20 @@ def plan_pieces(paths, shard_bytes, layout):
     return pieces
 
 
-class _HashingRange(io.RawIOBase):
+class _HashingRange(textfiles.ByteRange):
     """Bytes [start, end) of a file, hashed and counted as they are read."""
 
     def __init__(self, path, start, end, progress=None):
-        self._file = open(path, "rb")  # noqa: SIM115 (closed in close())
-        self._file.seek(start)
-        self._left = None if end is None else end - start
+        super().__init__(path, start, end)
         self.digest = hashlib.sha256()
         self.bytes_read = 0
         self._progress = progress
 
-    def readable(self):
-        return True
-
-    def readinto(self, buffer):
-        n = len(buffer) if self._left is None else min(len(buffer), self._left)
-        data = self._file.read(n)
-        buffer[: len(data)] = data
+    def on_read(self, data):
         self.digest.update(data)
         self.bytes_read += len(data)
-        if self._left is not None:
-            self._left -= len(data)
         if self._progress is not None:
             self._progress(len(data))
-        return len(data)
-
-    def close(self):
-        self._file.close()
-        super().close()
 
 
 def iter_lines(piece, max_line_bytes, counts, stream_holder, progress=None):

@@ -234,7 +234,11 @@ class ByteRange(io.RawIOBase):
         buffer[: len(data)] = data
         if self._left is not None:
             self._left -= len(data)
+        self.on_read(data)
         return len(data)
+
+    def on_read(self, data):
+        """Called with each chunk read (a subclass hashes or counts them)."""
 
     def close(self):
         self._file.close()
