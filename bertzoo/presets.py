@@ -28,6 +28,7 @@ and validates preset documents; reading weights, and mapping a Hugging Face
 config to a preset document, is the preset loader (`bertzoo.convert.loader`).
 """
 
+import contextlib
 import difflib
 import functools
 import json
@@ -35,6 +36,7 @@ import os
 from pathlib import Path
 
 from bertzoo.errors import PresetError  # noqa: F401  (bertzoo.presets.PresetError)
+from bertzoo.io import snapshot
 from bertzoo.io.manifest import verify_directory
 
 CONFIG_FILE = "config.json"
@@ -239,6 +241,29 @@ def _check_preset_argument(preset):
 
 
 # === End of preset names ===
+
+
+@contextlib.contextmanager
+def pinned(preset):
+    """Yields the preset argument to read a preset from: for a directory, a
+    view of the one version it holds now (`bertzoo.io.snapshot`), so that a
+    save publishing a new version meanwhile cannot mix the config of one
+    save with the weights or head of another. Errors raised inside name
+    the directory, not its view. Built-in names (and arguments that name
+    nothing, which the loader reports) are yielded unchanged."""
+    _check_preset_argument(preset)
+    if builtin_name(preset) is not None or not Path(preset).is_dir():
+        yield preset
+        return
+    with snapshot.pinned_directory(preset) as view:
+        if view == Path(preset):
+            yield preset
+            return
+        try:
+            yield view
+        except BaseException as e:
+            snapshot.show_original(e, view, preset)
+            raise
 
 
 def _is_hf_config(config):

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from bertzoo.errors import OutputError
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io import snapshot
 
 # Staging folders of publications in progress in this process: a save into
 # one of them (a task model saving its backbone into the folder its own
@@ -79,7 +80,9 @@ def _remove_stale(parent, name, pattern):
         if pid is not None and _pid_alive(int(pid)):
             continue
         if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
+            # An old version a reader still holds stays (its last reader
+            # removes it).
+            snapshot.remove_unless_read(entry.path)
         else:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
@@ -268,14 +271,16 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
     ).resolve()
     with _active_lock:
         _active.add(str(staging))
+    published = False
     try:
         yield staging
         kept_kind = old["kind"] if old is not None else (kind if isinstance(kind, str) else kind[0])
         _finish(staging, target, kept_kind, old, replaces)
+        published = True  # `staging` is the target now, or the retired old version
     finally:
         with _active_lock:
             _active.discard(str(staging))
-        if staging.exists():
+        if not published and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -331,8 +336,9 @@ def _finish(staging, target, kind, old, replaces):
             os.replace(target, aside)
             os.replace(staging, target)
             staging = aside
-        # `staging` now holds the old directory.
-        shutil.rmtree(staging, ignore_errors=True)
+        # `staging` now holds the old version: removed, unless a reader
+        # holds it (bertzoo.io.snapshot), then by its last reader.
+        snapshot.retire(staging, target.name)
     else:
         os.replace(staging, target)  # onto nothing, or onto an empty folder
     fsync_path(target.parent, directory=True)
