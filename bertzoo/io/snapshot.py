@@ -57,6 +57,17 @@ def view_of(path):
     return None
 
 
+def shown_path(path):
+    """The path a reader should show or record for `path`: inside a view,
+    the same path in the directory the view shows; else `path` itself."""
+    text = os.path.abspath(path)
+    with _views_lock:
+        for view, shown in _views.items():
+            if text == view or text.startswith(view + os.sep):
+                return Path(shown + text[len(view) :])
+    return Path(path)
+
+
 def retired_name(name):
     """The name a publisher gives the version of `name` it replaced (a
     hidden folder beside it, removed once no reader holds it)."""

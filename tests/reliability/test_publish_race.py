@@ -7,6 +7,8 @@ task head with the save's number; a load is mixed when its parts name two
 saves. The test prints its tally (run with -s): N of N loads whole.
 """
 
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,12 +20,18 @@ import numpy as np
 import pytest
 
 import bertzoo
+from bertzoo.errors import IntegrityError
+from bertzoo.io import snapshot
+from bertzoo.io.publish import publish_directory
 from tests.conftest import subprocess_env
 
 pytestmark = pytest.mark.backend_independent
 
 WRITER = Path(__file__).resolve().parent / "race_writer.py"
 LOADS = 30  # of each kind, at least
+SIZE = dict(
+    vocabulary_size=61, num_layers=2, num_heads=2, hidden_dim=10, intermediate_dim=26, dropout=0.0
+)
 
 
 def _same(values, what):
@@ -108,3 +116,51 @@ def test_from_preset_during_publishes_reads_one_version(tmp_path):
     for kind, outcomes in results.items():
         bad = [o for o in outcomes if o != "whole"]
         assert not bad, f"{len(bad)} of {len(outcomes)} {kind} loads: {bad[:3]}"
+
+
+# === The mechanism, step by step (fast) ===
+
+
+def _publish(target, text):
+    with publish_directory(target, "preset") as staging:
+        (staging / "a.txt").write_text(text)
+        (staging / "b.txt").write_text(text)
+
+
+def test_a_pinned_version_outlives_a_publish_and_its_last_reader_removes_it(tmp_path):
+    target = tmp_path / "model"
+    _publish(target, "one")
+    with snapshot.pinned_directory(target) as view:
+        assert view != target and (view / "a.txt").read_text() == "one"
+        _publish(target, "two")  # retired, not removed: this reader holds it
+        _publish(target, "three")  # the next publication leaves it too
+        assert (view / "b.txt").read_text() == "one"
+        assert (target / "b.txt").read_text() == "three"
+        retired = [p.name for p in tmp_path.iterdir() if p.name.startswith(".model.old.")]
+        assert len(retired) == 1, retired
+        with snapshot.pinned_directory(view) as inner:  # views nest
+            assert inner == view
+    # Its last reader removed it; the view is gone too.
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+    assert not view.exists()
+    # Unread, a replaced version is removed by the publication itself.
+    _publish(target, "four")
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+
+
+def test_errors_and_records_name_the_directory_not_its_view(tmp_path):
+    hf = tmp_path / "hf"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures/hf_variants/distilbert", hf)
+    backbone = bertzoo.BertBackbone.from_preset(str(hf))
+    assert (
+        backbone.preset_info["description"]
+        == f"Converted from the Hugging Face checkpoint in {hf}."
+    )
+    damaged = tmp_path / "damaged"
+    bertzoo.BertBackbone(**SIZE).save_to_preset(damaged)
+    (damaged / "model.weights.h5").write_bytes(b"x")
+    with pytest.raises(IntegrityError) as e:
+        bertzoo.BertClassifier.from_preset(str(damaged), num_classes=2)
+    assert str(e.value).startswith(f"{damaged}/model.weights.h5 is damaged"), str(e.value)
+    with pytest.raises(ValueError, match=re.escape(f"{str(hf)!r} records no classifier head")):
+        bertzoo.BertClassifier.from_preset(str(hf))
