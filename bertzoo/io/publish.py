@@ -52,6 +52,19 @@ def fsync_path(path, directory=False):
         os.close(fd)
 
 
+def current_umask():
+    """The process's umask, read without changing it where the system tells
+    (Linux's /proc/self/status); else set and restored at once."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _pid_alive(pid):
     if pid == os.getpid():
         return True
@@ -269,6 +282,10 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
     staging = Path(
         tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=parent)
     ).resolve()
+    # mkdtemp makes it private (0700); published, it gets the mode any new
+    # folder gets (the umask's), so a model server running as another user
+    # can read it.
+    os.chmod(staging, 0o777 & ~current_umask())
     with _active_lock:
         _active.add(str(staging))
     published = False
