@@ -19,6 +19,7 @@ from bertzoo.convert.common import assign_tensors
 from bertzoo.errors import PresetError
 from bertzoo.io.publish import publish_directory
 from bertzoo.io.safetensors import read_safetensors, write_safetensors
+from bertzoo.io.snapshot import shown_path
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.tokenizers.base import VOCABULARY_FILES
 
@@ -225,7 +226,7 @@ def load_task_head_file(model, path):
         logger.warning(
             "Not loading the task head from %s: it holds %s, this model needs %s; "
             "the head starts from the initialiser.",
-            path,
+            shown_path(path),
             shapes,
             wanted,
         )

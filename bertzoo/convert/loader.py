@@ -43,6 +43,7 @@ from bertzoo.convert.heads import (
 from bertzoo.convert.hf import hf_to_preset, load_hf_weights, model_type_of
 from bertzoo.convert.hf.spec import SAFETENSORS_FILE
 from bertzoo.errors import PresetError
+from bertzoo.io.snapshot import shown_path
 from bertzoo.models.backbone import BertBackbone
 
 logger = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def load_task_model(cls, preset, load_weights=True, **kwargs):
     elif task and not same_kind:
         logger.info(
             "%s holds a %s head; %s starts a new %s head.",
-            preset,
+            shown_path(preset),
             task.get("kind"),
             cls.__name__,
             cls.kinds[0],
