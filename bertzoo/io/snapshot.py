@@ -8,10 +8,12 @@ moments could get parts of two versions (the config of one save, the
 weights of the next), or find the old version's files removed under it.
 
 `pinned_directory(path)` opens the directory once, takes a shared lock on
-it (`flock`), and yields a *view*: a path that leads to that opened folder
-(a symbolic link to `/proc/<pid>/fd/<n>` in a private folder). Whatever is
-read through the view, by any reader (h5py, safetensors, json), comes from
-the version that `path` named when it was opened. A publisher retires the
+it (`flock`), and yields a *view*: `/proc/<pid>/fd/<n>`, a path that leads
+to that opened folder. Whatever is read through the view, by any reader
+(h5py, safetensors, json), comes from the version that `path` named when
+it was opened. Errors raised while reading are rewritten to name `path`
+(`show_original`), and what a reader records or logs names it too
+(`shown_path`). A publisher retires the
 version it replaces (`retire`): it is removed at once when no reader holds
 it, else by the last reader to let it go (`pinned_directory`'s exit) or by
 the next publication of the same directory.
@@ -28,7 +30,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -59,13 +60,16 @@ def view_of(path):
 
 def shown_path(path):
     """The path a reader should show or record for `path`: inside a view,
-    the same path in the directory the view shows; else `path` itself."""
+    the same path in the directory the view shows; else `path` itself
+    (whatever it is: a name such as "backbone.head_tensors" too)."""
+    if not isinstance(path, str | os.PathLike):
+        return path
     text = os.path.abspath(path)
     with _views_lock:
         for view, shown in _views.items():
             if text == view or text.startswith(view + os.sep):
                 return Path(shown + text[len(view) :])
-    return Path(path)
+    return path
 
 
 def retired_name(name):
@@ -132,7 +136,6 @@ class _Pin:
 
     def __init__(self, path):
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.root = None
         self.locked = _lock(self.fd, fcntl.LOCK_SH)
 
     def current(self, path):
@@ -148,24 +151,16 @@ class _Pin:
         was = os.fstat(self.fd)
         return (now.st_dev, now.st_ino) == (was.st_dev, was.st_ino)
 
-    def make_view(self, path):
-        target = f"/proc/{os.getpid()}/fd/{self.fd}"
-        try:
-            self.root = Path(tempfile.mkdtemp(prefix="bertzoo-view-"))
-            # The view repeats the directory's absolute path, for messages.
-            view = self.root / os.path.abspath(path).lstrip(os.sep)
-            view.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, view)
-            return view
-        except OSError:
-            return Path(target)
+    @property
+    def view(self):
+        """The opened folder as a path (`/proc/<pid>/fd/<n>`): files below
+        it are looked up in that folder, whatever `path` names meanwhile.
+        Nothing is created for it, so nothing is left behind by a kill."""
+        return Path(f"/proc/{os.getpid()}/fd/{self.fd}")
 
     def close(self, name=None):
         """Lets the folder go; the last reader of a retired version
         (`name`: the directory's name) removes it."""
-        if self.root is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
-            self.root = None
         if self.fd is None:
             return
         try:
@@ -213,7 +208,7 @@ def pinned_directory(path):
             f"{path} was replaced by a new version each of the {ATTEMPTS} times it was "
             "opened (another process publishes it continuously); try again."
         )
-    view = pin.make_view(path)
+    view = pin.view
     key = os.path.abspath(view)
     with _views_lock:
         _views[key] = str(path)
@@ -228,7 +223,8 @@ def pinned_directory(path):
 def _replace_in(value, replacements):
     if isinstance(value, str):
         for old, new in replacements:
-            value = value.replace(old, new)
+            # The view's own path, not a longer one (fd 7, not fd 70).
+            value = re.sub(re.escape(old) + r"(?![0-9])", new.replace("\\", "\\\\"), value)
         return value
     if isinstance(value, Path):
         return Path(_replace_in(str(value), replacements))
