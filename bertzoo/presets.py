@@ -28,6 +28,7 @@ and validates preset documents; reading weights, and mapping a Hugging Face
 config to a preset document, is the preset loader (`bertzoo.convert.loader`).
 """
 
+import contextlib
 import difflib
 import functools
 import json
@@ -35,6 +36,8 @@ import os
 from pathlib import Path
 
 from bertzoo.errors import PresetError  # noqa: F401  (bertzoo.presets.PresetError)
+from bertzoo.io import snapshot
+from bertzoo.io.jsonfile import parse_json
 from bertzoo.io.manifest import verify_directory
 
 CONFIG_FILE = "config.json"
@@ -125,6 +128,81 @@ def _check_types(section, spec, source, where):
             )
 
 
+# Upper bounds on a preset's sizes, checked before anything is built: a
+# config.json that asks for more is damaged or hostile (the largest released
+# BERT-family checkpoints have 250,002 tokens, 48 layers, hidden 4,096,
+# intermediate 16,384 and 4,096 positions). Each bound leaves room above
+# them. Layers are bounded more tightly: building one takes a noticeable
+# time, and layers that share their weights (num_groups < num_layers) cannot
+# be counted in a weights file.
+SIZE_BOUNDS = {
+    "vocabulary_size": 2_097_152,
+    "num_layers": 256,
+    "num_groups": 256,
+    "num_heads": 1024,
+    "hidden_dim": 65_536,
+    "embedding_dim": 65_536,
+    "intermediate_dim": 262_144,
+    "num_segments": 1024,
+    "max_sequence_length": 131_072,
+}
+
+
+def _memory_bytes():
+    """This machine's physical memory in bytes (None where unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def estimated_params(backbone):
+    """About how many parameters a backbone section builds (its embedding
+    tables and distinct transformer blocks), from its sizes alone."""
+    hidden = backbone["hidden_dim"]
+    embedding = backbone.get("embedding_dim") or hidden
+    inner = backbone["intermediate_dim"]
+    groups = backbone.get("num_groups") or backbone["num_layers"]
+    tables = (
+        backbone["vocabulary_size"]
+        + backbone.get("max_sequence_length", 512)
+        + backbone.get("num_segments", 2)
+    ) * embedding
+    projection = embedding * hidden if embedding != hidden else 0
+    block = 4 * hidden * hidden + 2 * hidden * inner + 9 * hidden + inner
+    return tables + projection + groups * block + hidden * hidden
+
+
+def check_sizes(backbone, source):
+    """Refuses, before anything is built, a backbone section whose sizes
+    exceed `SIZE_BOUNDS`, or whose weights (float32) would not fit in this
+    machine's memory: a one-line `PresetError` naming the key, its value
+    and the bound."""
+    for key, bound in SIZE_BOUNDS.items():
+        value = backbone.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > bound:
+            raise PresetError(
+                f"{source}: backbone.{key} is {value:,}, above the largest bertzoo builds "
+                f"({bound:,}); the file is damaged or not a model config."
+            )
+    sizes = ("vocabulary_size", "num_layers", "hidden_dim", "intermediate_dim")
+    numeric = ("embedding_dim", "num_groups", "num_segments", "max_sequence_length", *sizes)
+    if not all(k in backbone for k in sizes) or not all(
+        isinstance(backbone[k], int) and not isinstance(backbone[k], bool) and backbone[k] > 0
+        for k in numeric
+        if backbone.get(k) is not None
+    ):
+        return  # the constructor reports missing or invalid sizes
+    params = estimated_params(backbone)
+    memory = _memory_bytes()
+    if memory and 4 * params > memory:
+        raise PresetError(
+            f"{source}: the backbone's sizes make about {params:,} parameters "
+            f"({4 * params / 2**30:,.1f} GiB as float32), more than this machine's "
+            f"{memory / 2**30:,.1f} GiB of memory; the file is damaged or the model too large."
+        )
+
+
 def validate_preset(data, source, backbone_keys=None):
     """Checks a preset document; errors name `source` and the offending key.
 
@@ -160,6 +238,7 @@ def validate_preset(data, source, backbone_keys=None):
             f"got {tokenizer['reference']!r}."
         )
     _check_types(data.get("metadata", {}), _METADATA, source, "metadata.")
+    check_sizes(data["backbone"], source)
     return data
 
 
@@ -171,11 +250,13 @@ def read_preset_file(path, backbone_keys=None):
     except (OSError, UnicodeDecodeError) as e:
         raise PresetError(f"{path}: cannot read the preset file ({e}).") from e
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as e:
         raise PresetError(
             f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}."
         ) from e
+    except ValueError as e:
+        raise PresetError(f"{path}: {e}") from e
     return validate_preset(data, str(path), backbone_keys)
 
 
@@ -241,12 +322,35 @@ def _check_preset_argument(preset):
 # === End of preset names ===
 
 
+@contextlib.contextmanager
+def pinned(preset):
+    """Yields the preset argument to read a preset from: for a directory, a
+    view of the one version it holds now (`bertzoo.io.snapshot`), so that a
+    save publishing a new version meanwhile cannot mix the config of one
+    save with the weights or head of another. Errors raised inside name
+    the directory, not its view. Built-in names (and arguments that name
+    nothing, which the loader reports) are yielded unchanged."""
+    _check_preset_argument(preset)
+    if builtin_name(preset) is not None or not Path(preset).is_dir():
+        yield preset
+        return
+    with snapshot.pinned_directory(preset) as view:
+        if view == Path(preset):
+            yield preset
+            return
+        try:
+            yield view
+        except BaseException as e:
+            snapshot.show_original(e, view, preset)
+            raise
+
+
 def _is_hf_config(config):
     """Whether `config` (a directory's config.json) is a Hugging Face model
     config rather than a bertzoo preset document."""
     try:
-        raw = json.loads(config.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        raw = parse_json(config.read_text(encoding="utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError too
         return False  # read_preset_file reports the position
     return isinstance(raw, dict) and "model_type" in raw and "backbone" not in raw
 
@@ -308,7 +412,7 @@ def read_task_section(preset):
     # before any weights load (hashing them here too would repeat that).
     verify_directory(config.parent, names=[CONFIG_FILE])
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
+        data = parse_json(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}  # reading the preset document reports unreadable files
     task = data.get("task", {}) if isinstance(data, dict) else {}

@@ -117,7 +117,15 @@ def test_weights_of_another_architecture_are_rejected(tmp_path):
     BertBackbone(**TINY).save_to_preset(tmp_path)
     edited_by_hand(tmp_path)
     doc = json.loads((tmp_path / "config.json").read_text())
+    # Larger than the weights: refused before the model is built, naming the key.
     doc["backbone"]["intermediate_dim"] = 27
+    _write(tmp_path, doc)
+    with pytest.raises(
+        PresetError, match=r"backbone\.intermediate_dim is 27, but \S+model.weights.h5 holds 26"
+    ):
+        BertBackbone.from_preset(tmp_path)
+    # Smaller: built (cheap), then the weights' tensors do not match.
+    doc["backbone"]["intermediate_dim"] = 25
     _write(tmp_path, doc)
     with pytest.raises(PresetError, match="model.weights.h5 holds .* tensors that do not match"):
         BertBackbone.from_preset(tmp_path)

@@ -5,8 +5,10 @@ Hugging Face names) and, for a fine-tuned task model,
 section in `config.json`. Every directory is published as one unit with a
 checksum manifest (`bertzoo.io.publish`)."""
 
+import inspect
 import json
 import logging
+import re
 from pathlib import Path
 
 import keras
@@ -17,10 +19,117 @@ from bertzoo.convert.common import assign_tensors
 from bertzoo.errors import PresetError
 from bertzoo.io.publish import publish_directory
 from bertzoo.io.safetensors import read_safetensors, write_safetensors
+from bertzoo.io.snapshot import shown_path
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.tokenizers.base import VOCABULARY_FILES
 
 logger = logging.getLogger(__name__)
+
+
+def weights_file_shapes(path):
+    """`{dataset name: shape}` of a `.weights.h5` file, reading its metadata
+    only (no tensor is loaded)."""
+    import h5py
+
+    shapes = {}
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(
+                lambda name, obj: (
+                    shapes.__setitem__(name, tuple(obj.shape))
+                    if isinstance(obj, h5py.Dataset)
+                    else None
+                )
+            )
+    except OSError as e:
+        raise PresetError(f"{path} is not a readable weights file: {e}") from e
+    return shapes
+
+
+# What a bertzoo weights file's tensors say about the config, by dataset
+# name (Keras names them by layer: layers/bert_embeddings/token_embedding/...).
+_H5_TABLES = (
+    (re.compile(r"(?:^|/)token_embedding/vars/0$"), ("vocabulary_size", "embedding_dim")),
+    (re.compile(r"^layers/[^/]*embeddings/vars/0$"), ("max_sequence_length", "embedding_dim")),
+    (re.compile(r"(?:^|/)segment_embedding/vars/0$"), ("num_segments", "embedding_dim")),
+    (re.compile(r"(?:^|/)intermediate_dense/vars/0$"), ("hidden_dim", "intermediate_dim")),
+)
+_H5_BLOCK = re.compile(r"^layers/([^/]*transformer_block[^/]*)/")
+# The same for a Hugging Face safetensors file, by tensor name.
+_HF_TABLES = (
+    (re.compile(r"(?:^|\.)word_embeddings\.weight$"), ("vocabulary_size", "embedding_dim")),
+    (re.compile(r"(?:^|\.)position_embeddings\.weight$"), ("max_sequence_length", None)),
+    (re.compile(r"(?:^|\.)token_type_embeddings\.weight$"), ("num_segments", None)),
+)
+_HF_BLOCKS = (
+    (re.compile(r"(?:^|\.)albert_layer_groups\.(\d+)\."), "num_groups"),
+    (re.compile(r"(?:^|\.)layer\.(\d+)\."), "num_layers"),
+)
+
+
+def _effective(cls, config):
+    """The backbone config with the constructor's defaults filled in."""
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    full = {**defaults, **config}
+    if full.get("embedding_dim") is None:
+        full["embedding_dim"] = full.get("hidden_dim")
+    if full.get("num_groups") is None:
+        full["num_groups"] = full.get("num_layers")
+    return full
+
+
+def _check_fact(config, source, weights, key, actual, what):
+    # Only a config asking for more than the weights hold is refused here
+    # (it would build a model the file cannot fill); a smaller one is cheap
+    # to build, and the load then names each tensor that does not match.
+    value = config.get(key)
+    if isinstance(value, int) and not isinstance(value, bool) and value > actual:
+        raise PresetError(
+            f"{source}: backbone.{key} is {value:,}, but {weights} holds {actual:,} ({what}); "
+            "the config and the weights come from different models."
+        )
+
+
+def check_config_against_weights(cls, config, weights, source, kind="bertzoo"):
+    """Compares a backbone config with the tensor shapes of its weights file
+    `weights` (a bertzoo `.weights.h5`, or with `kind="hf"` a Hugging Face
+    `.safetensors`), reading only their metadata, before the model is built:
+    a config asking for larger sizes than its weights have (a hostile or
+    mismatched config.json: a huge vocabulary, hundreds of layers) is a
+    one-line `PresetError` naming the key, its value and the weights'
+    value, instead of a model built for nothing."""
+    full = _effective(cls, config)
+    if kind == "hf":
+        from bertzoo.io.safetensors import tensor_shapes
+
+        shapes = tensor_shapes(weights)
+        tables, blocks = _HF_TABLES, ()
+        for pattern, key in _HF_BLOCKS:
+            found = {int(m.group(1)) for n in shapes for m in [pattern.search(n)] if m}
+            if found:
+                blocks = ((key, max(found) + 1, f"tensors of {max(found) + 1} layers"),)
+                break
+    else:
+        shapes = weights_file_shapes(weights)
+        tables = _H5_TABLES
+        found = {m.group(1) for n in shapes for m in [_H5_BLOCK.match(n)] if m}
+        # One block per parameter group (num_layers where layers share none).
+        key = "num_groups" if config.get("num_groups") is not None else "num_layers"
+        blocks = ((key, len(found), f"{len(found)} transformer blocks"),) if found else ()
+    for pattern, keys in tables:
+        name = next((n for n in shapes if pattern.search(n)), None)
+        if name is None or len(shapes[name]) != 2:
+            continue
+        for key, actual in zip(keys, shapes[name], strict=True):
+            if key is not None:
+                what = f"{name} has shape {list(shapes[name])}"
+                _check_fact(full, source, weights, key, actual, what)
+    for key, actual, what in blocks:
+        _check_fact(full, source, weights, key, actual, what)
 
 
 def check_weights_file(path, model):
@@ -117,7 +226,7 @@ def load_task_head_file(model, path):
         logger.warning(
             "Not loading the task head from %s: it holds %s, this model needs %s; "
             "the head starts from the initialiser.",
-            path,
+            shown_path(path),
             shapes,
             wanted,
         )

@@ -13,6 +13,7 @@ import numpy as np
 
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors, read_json_object
+from bertzoo.io.snapshot import shown_path
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,9 @@ def load_pretraining_heads(tensors, variables, objective, source):
             assign_tensors(mapping, {k: tensors[k] for k in present}, source)
             loaded.extend(sorted(group))
     if loaded:
-        logger.info("Initialised pre-training heads from %s: %s", source, ", ".join(loaded))
+        logger.info(
+            "Initialised pre-training heads from %s: %s", shown_path(source), ", ".join(loaded)
+        )
     return tuple(loaded)
 
 
@@ -259,7 +262,7 @@ def load_hf_task_head(model, tensors, source):
     if architectures and not any(a.endswith(wanted) for a in architectures):
         logger.info(
             "%s is a %s checkpoint: its task head is not loaded into a %s.",
-            source,
+            shown_path(source),
             ", ".join(architectures),
             type(model).__name__,
         )
@@ -275,10 +278,10 @@ def load_hf_task_head(model, tensors, source):
         logger.warning(
             "Not loading the task head of %s: its shape does not fit this %s; the "
             "head starts from the initialiser.",
-            source,
+            shown_path(source),
             type(model).__name__,
         )
         return False
     assign_tensors(mapping, {k: tensors[k] for k in mapping}, source)
-    logger.info("Loaded the task head of %s: %s", source, ", ".join(sorted(mapping)))
+    logger.info("Loaded the task head of %s: %s", shown_path(source), ", ".join(sorted(mapping)))
     return True

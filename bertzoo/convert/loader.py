@@ -21,6 +21,7 @@ from pathlib import Path
 from bertzoo import loader_registry
 from bertzoo import presets as preset_lib
 from bertzoo.convert.bertzoo_format import (
+    check_config_against_weights,
     check_weights_file,
     load_bertzoo_weights,
     load_task_head_file,
@@ -40,7 +41,9 @@ from bertzoo.convert.heads import (
     pretraining_head_tensors,
 )
 from bertzoo.convert.hf import hf_to_preset, load_hf_weights, model_type_of
+from bertzoo.convert.hf.spec import SAFETENSORS_FILE
 from bertzoo.errors import PresetError
+from bertzoo.io.snapshot import shown_path
 from bertzoo.models.backbone import BertBackbone
 
 logger = logging.getLogger(__name__)
@@ -98,11 +101,33 @@ def load_backbone(
     task-head tensors found beside the backbone (`head_tensors`)."""
     data, directory, kind = resolve_preset(preset)
     config = {**data["backbone"], **(overrides or {})}
+    source = preset if directory is None else directory / preset_lib.CONFIG_FILE
+    # The sizes were checked against bounds (resolve_preset); the weights'
+    # shapes are compared before building too, reading metadata only.
+    if load_weights and kind == "bertzoo" and (directory / preset_lib.WEIGHTS_FILE).is_file():
+        check_config_against_weights(cls, config, directory / preset_lib.WEIGHTS_FILE, source)
+    elif load_weights and kind == "hf" and not allow_partial:
+        if (directory / SAFETENSORS_FILE).is_file():
+            check_config_against_weights(
+                cls, config, directory / SAFETENSORS_FILE, source, kind="hf"
+            )
     try:
         backbone = cls(**config)
     except (TypeError, ValueError) as e:
-        source = preset if directory is None else directory / preset_lib.CONFIG_FILE
         raise PresetError(f"{source}: invalid backbone config: {e}") from e
+    except RecursionError as e:
+        raise PresetError(
+            f"{source}: the backbone is too deep to build ({config.get('num_layers')!r} "
+            "layers exceed Python's recursion limit)."
+        ) from e
+    except Exception as e:
+        if not _out_of_memory(e):
+            raise
+        first_line = (str(e).strip().splitlines() or [""])[0][:200]
+        raise PresetError(
+            f"{source}: not enough memory to build this backbone ({type(e).__name__}: "
+            f"{first_line}); its sizes are too large for this machine."
+        ) from e
     backbone.preset_info = {k: data[k] for k in PRESET_INFO_KEYS if k in data}
     if not load_weights:
         return backbone
@@ -120,6 +145,18 @@ def load_backbone(
     else:
         backbone.head_tensors = load_bertzoo_weights(backbone, directory)
     return backbone
+
+
+def _out_of_memory(error):
+    """Whether building failed for want of memory (MemoryError, TensorFlow's
+    ResourceExhaustedError, XLA's RESOURCE_EXHAUSTED)."""
+    text = str(error)
+    return (
+        isinstance(error, MemoryError)
+        or type(error).__name__ == "ResourceExhaustedError"
+        or "RESOURCE_EXHAUSTED" in text
+        or "Out of memory" in text
+    )
 
 
 def load_task_model(cls, preset, load_weights=True, **kwargs):
@@ -143,7 +180,7 @@ def load_task_model(cls, preset, load_weights=True, **kwargs):
     elif task and not same_kind:
         logger.info(
             "%s holds a %s head; %s starts a new %s head.",
-            preset,
+            shown_path(preset),
             task.get("kind"),
             cls.__name__,
             cls.kinds[0],

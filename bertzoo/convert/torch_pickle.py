@@ -2,6 +2,8 @@
 for Hugging Face checkpoints that ship no safetensors file."""
 
 import collections
+import io
+import os
 import pickle
 import pickletools
 import zipfile
@@ -53,7 +55,8 @@ class _TorchUnpickler(pickle.Unpickler):
         order = "<"
         if f"{root}/byteorder" in archive.namelist():
             order = {"little": "<", "big": ">"}.get(
-                archive.read(f"{root}/byteorder").decode("ascii", "replace").strip(), "?"
+                _read_member(archive, f"{root}/byteorder", 64).decode("ascii", "replace").strip(),
+                "?",
             )
             if order == "?":
                 raise CheckpointError(f"{source}: unknown byte order.")
@@ -90,14 +93,19 @@ class _TorchUnpickler(pickle.Unpickler):
             dtype = np.dtype(f"{self._order}u2" if kind == "bf16" else f"{self._order}{kind}")
             member = f"{self._root}/data/{key}"
             try:
-                raw = self._archive.read(member)
+                info = self._archive.getinfo(member)
             except KeyError:
                 raise CheckpointError(f"{self._source}: missing storage {member}.") from None
-            if len(raw) != numel * dtype.itemsize:
+            # The size is checked before a byte is read (the archive's total
+            # was bounded by the file's size when it was opened).
+            if info.file_size != numel * dtype.itemsize:
                 raise CheckpointError(
-                    f"{self._source}: storage {member} has {len(raw)} bytes, expected "
+                    f"{self._source}: storage {member} has {info.file_size} bytes, expected "
                     f"{numel} x {dtype.itemsize}."
                 )
+            raw = _read_member(self._archive, member, info.file_size)
+            if len(raw) != info.file_size:
+                raise CheckpointError(f"{self._source}: storage {member} is truncated.")
             array = np.frombuffer(raw, dtype=dtype)
             if kind == "bf16":  # bfloat16 is the top half of a float32
                 array = (array.astype(np.uint32) << 16).view(np.float32)
@@ -135,8 +143,41 @@ class _TorchUnpickler(pickle.Unpickler):
         return np.array(view)
 
 
+# The pickle of a state dict holds names and small tuples: a few hundred
+# bytes per tensor (bert_large: 0.1 MB). A larger one is refused unread.
+MAX_PICKLE_BYTES = 64 << 20
+# torch.save stores its members uncompressed, so what they hold adds up to
+# about the file's size; a zip whose members declare more than this many
+# times its size (plus MAX_PICKLE_BYTES) is refused before any is read.
+MAX_EXPANSION = 4
+
+
+class ArchiveSizeError(CheckpointError):
+    """A torch zip declares members larger than it can honestly hold (a zip
+    bomb, or a damaged file)."""
+
+
+def _check_sizes(archive, path, file_size):
+    """Refuses, before reading anything, a torch zip whose members declare
+    more bytes than such a file holds: each member's uncompressed size is
+    read from the zip's directory (`ZipInfo.file_size`), and reading never
+    yields more than it (zipfile stops there)."""
+    members = archive.infolist()
+    declared = sum(info.file_size for info in members)
+    bound = MAX_EXPANSION * file_size + MAX_PICKLE_BYTES
+    if declared > bound:
+        biggest = max(members, key=lambda info: info.file_size)
+        raise ArchiveSizeError(
+            f"{path}: its members declare {declared:,} bytes uncompressed "
+            f"({biggest.filename}: {biggest.file_size:,}) in a {file_size:,}-byte file; a torch "
+            f"checkpoint holds at most about its own size ({bound:,} allowed). The file is "
+            "damaged or a zip bomb: refused before reading."
+        )
+
+
 def _torch_archive(path):
-    """`(ZipFile, root)` of a torch.save zip file."""
+    """`(ZipFile, root)` of a torch.save zip file, its declared sizes
+    checked (`_check_sizes`)."""
     if not zipfile.is_zipfile(path):
         raise CheckpointError(
             f"{path} is not a zip-format torch checkpoint (the legacy format of "
@@ -144,22 +185,47 @@ def _torch_archive(path):
             "convert it to safetensors."
         )
     archive = zipfile.ZipFile(path)
-    roots = [n[: -len("/data.pkl")] for n in archive.namelist() if n.endswith("/data.pkl")]
-    roots = [r for r in roots if "/" not in r]
-    if len(roots) != 1:
+    try:
+        _check_sizes(archive, path, os.fstat(archive.fp.fileno()).st_size)
+        roots = [n[: -len("/data.pkl")] for n in archive.namelist() if n.endswith("/data.pkl")]
+        roots = [r for r in roots if "/" not in r]
+        if len(roots) != 1:
+            raise CheckpointError(f"{path}: expected one <root>/data.pkl in the archive.")
+        info = archive.getinfo(f"{roots[0]}/data.pkl")
+        if info.file_size > MAX_PICKLE_BYTES:
+            raise ArchiveSizeError(
+                f"{path}: {info.filename} declares {info.file_size:,} bytes; the pickle of a "
+                f"state dict holds far less (at most {MAX_PICKLE_BYTES:,} read). The file is "
+                "damaged or hostile: refused before reading."
+            )
+    except BaseException:
         archive.close()
-        raise CheckpointError(f"{path}: expected one <root>/data.pkl in the archive.")
+        raise
     return archive, roots[0]
+
+
+def _read_member(archive, name, limit):
+    """A member's bytes, never more than `limit` (its declared size was
+    checked already; this holds even if the zip lies about it)."""
+    with archive.open(name) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ArchiveSizeError(f"{archive.filename}: {name} holds more than {limit:,} bytes.")
+    return data
 
 
 def pickle_strings(path):
     """The string constants of a torch.save pickle (its tensor names among
-    them), read by decoding opcodes only: nothing is constructed or run."""
+    them), read by decoding opcodes only: nothing is constructed or run.
+    A file that is not a torch zip gives none; one whose sizes are hostile
+    (`ArchiveSizeError`) is an error."""
     try:
         archive, root = _torch_archive(path)
         with archive:
-            data = archive.read(f"{root}/data.pkl")
+            data = _read_member(archive, f"{root}/data.pkl", MAX_PICKLE_BYTES)
         return {arg for _, arg, _ in pickletools.genops(data) if isinstance(arg, str)}
+    except ArchiveSizeError:
+        raise
     except (CheckpointError, ValueError, zipfile.BadZipFile, OSError):
         return set()
 
@@ -174,8 +240,8 @@ def read_torch_pickle(path):
     try:
         archive, root = _torch_archive(path)
         with archive:
-            with archive.open(f"{root}/data.pkl") as f:
-                state = _TorchUnpickler(f, archive, root, path).load()
+            data = _read_member(archive, f"{root}/data.pkl", MAX_PICKLE_BYTES)
+            state = _TorchUnpickler(io.BytesIO(data), archive, root, path).load()
     except CheckpointError:
         raise
     except Exception as e:  # malformed pickles raise all sorts of errors

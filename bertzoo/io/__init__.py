@@ -3,6 +3,8 @@
 - `bertzoo.io.publish`: atomic files, and directories published as one unit
   with a checksum manifest written last (presets, checkpoints, exports).
 - `bertzoo.io.manifest`: the manifest format and its verification.
+- `bertzoo.io.snapshot`: reading one published version of a directory
+  while new ones are published (`from_preset` never mixes two saves).
 - `bertzoo.io.safetensors`: reading and writing safetensors files, checked
   by bertzoo and by the `safetensors` package.
 - `bertzoo.io.jsonfile`: reading a JSON object file with a one-line error.

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from bertzoo.errors import IntegrityError
+from bertzoo.io.jsonfile import parse_json
 
 MANIFEST_FILE = "bertzoo-manifest.json"
 FORMAT = "bertzoo-manifest"
@@ -108,8 +109,8 @@ def read_manifest(directory):
     if not path.is_file():
         return None
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        document = parse_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # UnicodeDecodeError, JSONDecodeError, nesting
         raise IntegrityError(f"{path} is damaged: {e}.") from e
     files = document.get("files") if isinstance(document, dict) else None
     if (

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bertzoo.errors import OutputError
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io import snapshot
 from bertzoo.io.diskfull import disk_full_guard
 
 # Staging folders of publications in progress in this process: a save into
@@ -54,6 +55,19 @@ def fsync_path(path, directory=False):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def current_umask():
+    """The process's umask, read without changing it where the system tells
+    (Linux's /proc/self/status); else set and restored at once."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _pid_alive(pid):
@@ -84,7 +98,9 @@ def _remove_stale(parent, name, pattern):
         if pid is not None and _pid_alive(int(pid)):
             continue
         if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
+            # An old version a reader still holds stays (its last reader
+            # removes it).
+            snapshot.remove_unless_read(entry.path)
         else:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
@@ -291,8 +307,13 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
             "and rerun."
         )
 
+    # mkdtemp makes it private (0700); published, it gets the mode any new
+    # folder gets (the umask's), so a model server running as another user
+    # can read it.
+    os.chmod(staging, 0o777 & ~current_umask())
     with _active_lock:
         _active.add(str(staging))
+    published = False
     try:
         with disk_full_guard(staging, disk_full):
             yield staging
@@ -300,10 +321,11 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
                 old["kind"] if old is not None else (kind if isinstance(kind, str) else kind[0])
             )
             _finish(staging, target, kept_kind, old, replaces)
+        published = True  # `staging` is the target now, or the retired old version
     finally:
         with _active_lock:
             _active.discard(str(staging))
-        if staging.exists():
+        if not published and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -359,8 +381,9 @@ def _finish(staging, target, kind, old, replaces):
             os.replace(target, aside)
             os.replace(staging, target)
             staging = aside
-        # `staging` now holds the old directory.
-        shutil.rmtree(staging, ignore_errors=True)
+        # `staging` now holds the old version: removed, unless a reader
+        # holds it (bertzoo.io.snapshot), then by its last reader.
+        snapshot.retire(staging, target.name)
     else:
         os.replace(staging, target)  # onto nothing, or onto an empty folder
     fsync_path(target.parent, directory=True)

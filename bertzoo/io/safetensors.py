@@ -243,6 +243,12 @@ def _read_file(path):
 def tensor_names(path):
     """The tensor names in `path`, in file order, reading only the header
     (which is checked in full against the file's size)."""
+    return list(tensor_shapes(path))
+
+
+def tensor_shapes(path):
+    """`{name: shape}` of the tensors in `path`, in file order, reading only
+    the header (which is checked in full against the file's size)."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -261,7 +267,7 @@ def tensor_names(path):
         raise _package_error(path, e) from e
     except OSError as e:
         raise SafetensorsError(f"Cannot read {path}: {e}") from e
-    return [entry[0] for entry in entries]
+    return {entry[0]: tuple(entry[2]) for entry in entries}
 
 
 def _to_array(dtype, shape, data):

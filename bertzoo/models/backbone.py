@@ -482,14 +482,16 @@ class BertBackbone(InputChecks, keras.Model):
                     f"can be overridden: {', '.join(OVERRIDABLE_KEYS)}. To change "
                     "the architecture, build BertBackbone(**config) directly."
                 )
-        return preset_loader().load_backbone(
-            cls,
-            preset,
-            load_weights=load_weights,
-            allow_partial=allow_partial,
-            allow_pickle=allow_pickle,
-            overrides=overrides,
-        )
+        # Every file read comes from one published version of a directory.
+        with preset_lib.pinned(preset) as preset:
+            return preset_loader().load_backbone(
+                cls,
+                preset,
+                load_weights=load_weights,
+                allow_partial=allow_partial,
+                allow_pickle=allow_pickle,
+                overrides=overrides,
+            )
 
     def save_to_preset(self, preset_dir, extra=None, preset_info=None, head_tensors=None):
         """Writes `config.json`, `model.weights.h5` and (when there are task

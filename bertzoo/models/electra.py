@@ -142,13 +142,15 @@ class ElectraPretrainer(keras.Model):
         `kwargs`: the constructor's (rtd_weight, temperature, seed)."""
         from pathlib import Path
 
-        if generator is None:
-            builtin = isinstance(preset, str) and preset in preset_lib.builtin_presets()
-            generator = (
-                f"{preset}_generator" if builtin else Path(preset) / preset_lib.GENERATOR_DIR
-            )
-        discriminator = BertBackbone.from_preset(preset, load_weights=load_weights)
-        generator = BertBackbone.from_preset(generator, load_weights=load_weights)
+        # Both backbones come from one published version of the directory.
+        with preset_lib.pinned(preset) as preset:
+            if generator is None:
+                builtin = isinstance(preset, str) and preset in preset_lib.builtin_presets()
+                generator = (
+                    f"{preset}_generator" if builtin else Path(preset) / preset_lib.GENERATOR_DIR
+                )
+            discriminator = BertBackbone.from_preset(preset, load_weights=load_weights)
+            generator = BertBackbone.from_preset(generator, load_weights=load_weights)
         return cls(generator, discriminator, **kwargs)
 
     @staticmethod

@@ -105,7 +105,10 @@ class TaskModel(InputChecks, keras.Model):
         `kwargs` are this model's constructor arguments (e.g. `num_classes`);
         ones the directory records (class count, label names) default to it.
         """
-        return preset_loader().load_task_model(cls, preset, load_weights=load_weights, **kwargs)
+        # The backbone, the task section and the head come from one
+        # published version of a directory.
+        with preset_lib.pinned(preset) as preset:
+            return preset_loader().load_task_model(cls, preset, load_weights=load_weights, **kwargs)
 
     @classmethod
     def _constructor_defaults(cls, task):
@@ -294,6 +297,11 @@ class BertClassifier(TaskModel):
         """See `TaskModel.from_preset`. `num_classes` defaults to the class
         count a bertzoo task preset or an HF classifier head records; a
         different count keeps the backbone and starts a new head."""
+        with preset_lib.pinned(preset) as preset:
+            return cls._from_pinned_preset(preset, num_classes, load_weights, **kwargs)
+
+    @classmethod
+    def _from_pinned_preset(cls, preset, num_classes, load_weights, **kwargs):
         if num_classes is not None:
             task = read_task_section(preset)
             if task.get("num_classes") not in (None, num_classes):
@@ -396,6 +404,11 @@ class BertTokenClassifier(TaskModel):
     def from_preset(cls, preset, num_labels=None, load_weights=True, **kwargs):
         """See `TaskModel.from_preset`; `num_labels` defaults to the tag
         count the directory records."""
+        with preset_lib.pinned(preset) as preset:
+            return cls._from_pinned_preset(preset, num_labels, load_weights, **kwargs)
+
+    @classmethod
+    def _from_pinned_preset(cls, preset, num_labels, load_weights, **kwargs):
         task = read_task_section(preset)
         if num_labels is not None:
             if task.get("kind") == "tagging" and task.get("num_labels") != num_labels:
@@ -522,12 +535,13 @@ class BertSpanQA(TaskModel):
 def task_model_from_preset(preset, **kwargs):
     """The task model a bertzoo task preset directory records (its `task`
     section's kind), with its head loaded."""
-    task = read_task_section(preset)
-    kind = task.get("kind")
-    if kind not in TASK_MODELS:
-        raise preset_lib.PresetError(
-            f"{preset} is not a fine-tuned task preset (its config.json has no 'task' "
-            f"section with a kind in {', '.join(TASK_MODELS)}); load it with "
-            "BertClassifier/BertTokenClassifier/BertSpanQA.from_preset and the head you want."
-        )
-    return TASK_MODELS[kind].from_preset(preset, **kwargs)
+    with preset_lib.pinned(preset) as preset:
+        task = read_task_section(preset)
+        kind = task.get("kind")
+        if kind not in TASK_MODELS:
+            raise preset_lib.PresetError(
+                f"{preset} is not a fine-tuned task preset (its config.json has no 'task' "
+                f"section with a kind in {', '.join(TASK_MODELS)}); load it with "
+                "BertClassifier/BertTokenClassifier/BertSpanQA.from_preset and the head you want."
+            )
+        return TASK_MODELS[kind].from_preset(preset, **kwargs)

@@ -15,6 +15,7 @@ from bertzoo.convert.hf.spec import (
 )
 from bertzoo.convert.torch_pickle import pickle_strings
 from bertzoo.io.safetensors import tensor_names
+from bertzoo.io.snapshot import shown_path
 from bertzoo.tokenizers.hf_config import hf_tokenizer_section
 
 logger = logging.getLogger(__name__)
@@ -46,12 +47,14 @@ def hf_to_preset(directory):
     backbone.update(spec.fixed)
     if spec.model_type == "albert":
         _check_albert_groups(backbone, config_path)
-    metadata = {"source_checkpoint": str(hf.get("_name_or_path") or directory)}
+    # The directory as the caller named it (not the view it is read through).
+    shown = shown_path(directory)
+    metadata = {"source_checkpoint": str(hf.get("_name_or_path") or shown)}
     if spec.model_type == "electra":  # the architecture alone reads as BERT/ALBERT
         metadata["model_type"] = "electra"
     return {
-        "name": directory.name,
-        "description": f"Converted from the Hugging Face checkpoint in {directory}.",
+        "name": shown.name,
+        "description": f"Converted from the Hugging Face checkpoint in {shown}.",
         "backbone": backbone,
         "tokenizer": hf_tokenizer_section(directory, spec.tokenizer_kind, check=False),
         "metadata": metadata,

@@ -1,0 +1,166 @@
+"""A reader during a publish (issue 30, hole 2): `from_preset` in a loop
+while another process publishes new versions of the same directories gets
+every file of ONE version, never a mix, and never a false "damaged" error.
+
+The writer (`race_writer.py`) marks each save's config, weights, heads and
+task head with the save's number; a load is mixed when its parts name two
+saves. The test prints its tally (run with -s): N of N loads whole.
+"""
+
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+import bertzoo
+from bertzoo.errors import IntegrityError
+from bertzoo.io import snapshot
+from bertzoo.io.publish import publish_directory
+from tests.conftest import subprocess_env
+
+pytestmark = pytest.mark.backend_independent
+
+WRITER = Path(__file__).resolve().parent / "race_writer.py"
+LOADS = 30  # of each kind, at least
+SIZE = dict(
+    vocabulary_size=61, num_layers=2, num_heads=2, hidden_dim=10, intermediate_dim=26, dropout=0.0
+)
+
+
+def _same(values, what):
+    values = np.asarray(keras.ops.convert_to_numpy(values)).ravel()
+    if not np.all(values == values[0]):
+        raise AssertionError(f"{what} holds the values of several saves: {sorted(set(values))}")
+    return int(values[0])
+
+
+def _parts_of_backbone(backbone):
+    return {
+        "config": int(backbone.preset_info["description"].removeprefix("save ")),
+        "weights": _same(backbone.transformer_layers[0].output_dense.bias, "weights"),
+        "heads": _same(backbone.head_tensors["cls.predictions.bias"], "heads"),
+    }
+
+
+def _parts_of_classifier(classifier):
+    return {
+        **_parts_of_backbone(classifier.backbone),
+        "task section": int(classifier.label_names[0].split("-")[0]),
+        "task head": _same(classifier.head.bias, "task head"),
+    }
+
+
+@pytest.mark.slow
+def test_from_preset_during_publishes_reads_one_version(tmp_path):
+    backbone_dir, classifier_dir = tmp_path / "backbone", tmp_path / "classifier"
+    writer = subprocess.Popen(
+        [sys.executable, str(WRITER), str(backbone_dir), str(classifier_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    saves = [0]
+
+    def follow():
+        for line in writer.stdout:
+            if line.startswith("saved "):
+                saves[0] = int(line.split()[1])
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    results = {"backbone": [], "classifier": []}
+    try:
+        deadline = time.monotonic() + 120
+        while saves[0] < 1:
+            assert writer.poll() is None, f"the writer failed: {writer.stderr.read()[-2000:]}"
+            assert time.monotonic() < deadline, "the writer saved nothing in 120 s"
+            time.sleep(0.05)
+        first = saves[0]
+        overlapped = 0
+        for n in range(2 * LOADS):
+            kind = "backbone" if n % 2 == 0 else "classifier"
+            before = saves[0]
+            try:
+                if kind == "backbone":
+                    parts = _parts_of_backbone(bertzoo.BertBackbone.from_preset(backbone_dir))
+                else:
+                    parts = _parts_of_classifier(bertzoo.BertClassifier.from_preset(classifier_dir))
+                outcome = "whole" if len(set(parts.values())) == 1 else f"mixed {parts}"
+            except Exception as e:  # counted: a false error is a failure too
+                outcome = f"error {type(e).__name__}: {e}"
+            overlapped += saves[0] != before
+            results[kind].append(outcome)
+            keras.backend.clear_session(free_memory=False)
+        published = saves[0] - first
+    finally:
+        writer.kill()
+        writer.communicate()
+    # Old versions readers held were removed by their last reader: none pile
+    # up (a kill can leave the one being published or retired).
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert len(leftovers) <= 2, leftovers
+    for kind, outcomes in results.items():
+        whole = outcomes.count("whole")
+        print(f"\n{kind}: {whole} of {len(outcomes)} loads whole")
+    print(f"{published} saves during the loads; {overlapped} of {2 * LOADS} loads overlapped one")
+    # The loads must race the publications, not run between them.
+    assert published >= LOADS and overlapped >= LOADS, (published, overlapped)
+    for kind, outcomes in results.items():
+        bad = [o for o in outcomes if o != "whole"]
+        assert not bad, f"{len(bad)} of {len(outcomes)} {kind} loads: {bad[:3]}"
+
+
+# === The mechanism, step by step (fast) ===
+
+
+def _publish(target, text):
+    with publish_directory(target, "preset") as staging:
+        (staging / "a.txt").write_text(text)
+        (staging / "b.txt").write_text(text)
+
+
+def test_a_pinned_version_outlives_a_publish_and_its_last_reader_removes_it(tmp_path):
+    target = tmp_path / "model"
+    _publish(target, "one")
+    with snapshot.pinned_directory(target) as view:
+        assert view != target and (view / "a.txt").read_text() == "one"
+        _publish(target, "two")  # retired, not removed: this reader holds it
+        _publish(target, "three")  # the next publication leaves it too
+        assert (view / "b.txt").read_text() == "one"
+        assert (target / "b.txt").read_text() == "three"
+        retired = [p.name for p in tmp_path.iterdir() if p.name.startswith(".model.old.")]
+        assert len(retired) == 1, retired
+        with snapshot.pinned_directory(view) as inner:  # views nest
+            assert inner == view
+    # Its last reader removed it; the view is gone too.
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+    assert not view.exists()
+    # Unread, a replaced version is removed by the publication itself.
+    _publish(target, "four")
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+
+
+def test_errors_and_records_name_the_directory_not_its_view(tmp_path):
+    hf = tmp_path / "hf"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures/hf_variants/distilbert", hf)
+    backbone = bertzoo.BertBackbone.from_preset(str(hf))
+    assert (
+        backbone.preset_info["description"]
+        == f"Converted from the Hugging Face checkpoint in {hf}."
+    )
+    damaged = tmp_path / "damaged"
+    bertzoo.BertBackbone(**SIZE).save_to_preset(damaged)
+    (damaged / "model.weights.h5").write_bytes(b"x")
+    with pytest.raises(IntegrityError) as e:
+        bertzoo.BertClassifier.from_preset(str(damaged), num_classes=2)
+    assert str(e.value).startswith(f"{damaged}/model.weights.h5 is damaged"), str(e.value)
+    with pytest.raises(ValueError, match=re.escape(f"{str(hf)!r} records no classifier head")):
+        bertzoo.BertClassifier.from_preset(str(hf))
