@@ -62,9 +62,11 @@ def test_wordpiece_with_a_capped_word_table(corpus):
     # Measured (3,302 distinct words, 2,500 tokens: a vocabulary nearly as
     # large as the word list, the harshest case): overlap 0.771 and 0.582,
     # tokens per word x1.168 and x1.566, [UNK] 0.0026 and 0.0019 (full:
-    # 0.0030; every character is kept, so capping never adds [UNK]).
+    # 0.0030; every character is kept, so capping never adds [UNK]). The
+    # corpus is the running Python's help topics: Python 3.11.2's (3,100
+    # distinct words) gives overlap 0.694 and x1.247 at half the table.
     overlap, ratio, unk = figures[0.5]
-    assert overlap >= 0.73 and ratio <= 1.21 and unk <= full_fit["unk_rate"]
+    assert overlap >= 0.66 and ratio <= 1.30 and unk <= full_fit["unk_rate"]
     overlap, ratio, unk = figures[0.25]
     assert overlap >= 0.54 and ratio <= 1.62 and unk <= full_fit["unk_rate"]
 
@@ -86,7 +88,8 @@ def test_sentencepiece_on_a_line_sample(corpus, tmp_path):
         figures.append((tokenizer.vocabulary, tokens, unknown / tokens))
     overlap = train.vocabulary_overlap(figures[0][0], figures[1][0])
     # Measured: overlap 0.789, held-out tokens x0.986, <unk> 0.0032 (full:
-    # 0.0025).
+    # 0.0025) with Python 3.11.7's help topics as the corpus; <unk> 0.0077
+    # with Python 3.11.2's.
     assert overlap >= 0.75
     assert figures[1][1] <= 1.05 * figures[0][1]
-    assert figures[1][2] <= 0.005
+    assert figures[1][2] <= 0.01
