@@ -1,7 +1,9 @@
 """The data-service command: a tf.data service dispatcher or worker, which
 serves pre-training batches made on CPU hosts to the trainers."""
 
+import os
 import sys
+import threading
 import time
 
 
@@ -56,5 +58,26 @@ def data_service_command(args):
         while True:  # not server.join(): Ctrl-C cannot interrupt a wait inside TensorFlow
             time.sleep(3600)
     except KeyboardInterrupt:
-        server.stop()
+        _stop(server)
     return 0
+
+
+# Seconds a stopping server gets to finish: a worker whose jobs are still
+# registered (a trainer that has not released its iterator) can wait in
+# TensorFlow indefinitely.
+STOP_GRACE = 10
+
+
+def _stop(server):
+    """Stops `server`, waiting at most `STOP_GRACE` seconds; past that the
+    process ends at once (the elements in flight on a worker are lost, as
+    when a worker dies: the dispatcher hands its work to the others)."""
+    stopper = threading.Thread(target=server.stop, daemon=True)
+    stopper.start()
+    stopper.join(STOP_GRACE)
+    if stopper.is_alive():
+        print(
+            f"stopped after {STOP_GRACE} s without a clean shutdown.", file=sys.stderr, flush=True
+        )
+        sys.stdout.flush()
+        os._exit(0)
