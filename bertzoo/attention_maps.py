@@ -10,7 +10,7 @@ The numbers come from `BertBackbone.feature_model()`: the pre-softmax
 scores `QK^T / sqrt(d_head)` of every layer, and their softmax over the
 keys (the attention probabilities the model uses; one text is run without
 padding, so no position is masked). Layers and heads are numbered from 1.
-The picture needs matplotlib (`pip install "bertzoo[plot]"`).
+The picture needs matplotlib (`pip install ".[plot]"` in the bertzoo checkout).
 
 Beside the heat maps, a summary panel shows per layer the average
 attention each token pays to [CLS], to [SEP] and to itself, the patterns
@@ -112,8 +112,8 @@ def _pyplot():
         import matplotlib
     except ImportError:
         raise ImportError(
-            'Drawing attention maps needs matplotlib: pip install "bertzoo[plot]" (or '
-            "matplotlib). attention_maps() returns the numbers without it."
+            'Drawing attention maps needs matplotlib: pip install matplotlib, or pip install ".[plot]" '
+            "in the bertzoo checkout. attention_maps() returns the numbers without it."
         ) from None
     matplotlib.use("Agg")  # files only; no display needed
     import matplotlib.pyplot as plt

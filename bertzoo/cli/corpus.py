@@ -52,7 +52,7 @@ def add_prepare(sub):
         choices=("local", "beam"),
         default="local",
         help="local: this machine's process pool (default); beam: an Apache Beam pipeline "
-        '(pip install "bertzoo[beam]"), DirectRunner unless --beam-option runner=... says',
+        '(pip install apache-beam, or pip install ".[beam]" in the bertzoo checkout), DirectRunner unless --beam-option runner=... says',
     )
     p.add_argument(
         "--beam-option",

@@ -41,7 +41,7 @@ def add_model_commands(sub):
             "Draws the attention of every layer x head (or of --layer, or of --layer and "
             "--head, large) on TEXT (and --pair), tokens on both axes, with a summary "
             "panel of each layer's average attention to [CLS], [SEP] and the token itself. "
-            "Layers and heads count from 1. Needs matplotlib: pip install 'bertzoo[plot]'."
+            "Layers and heads count from 1. Needs matplotlib: pip install matplotlib, or pip install '.[plot]' in the bertzoo checkout."
         ),
     )
     a.add_argument("preset", metavar="PRESET")

@@ -1,5 +1,5 @@
 """`prepare_corpus` on an Apache Beam runner (DirectRunner here; Dataflow,
-Flink or Spark on a cluster). Needs `pip install "bertzoo[beam]"`.
+Flink or Spark on a cluster). Needs apache-beam (`pip install ".[beam]"` in the bertzoo checkout).
 
     from bertzoo.data.beam_prepare import prepare_corpus_beam
     prepare_corpus_beam(["/data/wiki/*.txt"], tokenizer, "/mnt/corpus/prepared",
@@ -71,8 +71,8 @@ def import_beam():
         import apache_beam
     except ImportError:
         raise BeamMissingError(
-            'Preparing with Apache Beam needs apache-beam: pip install "bertzoo[beam]" '
-            "(or the local pool: --engine local, the default)."
+            'Preparing with Apache Beam needs apache-beam: pip install apache-beam, or pip install ".[beam]" '
+            "in the bertzoo checkout (or the local pool: --engine local, the default)."
         ) from None
     return apache_beam
 
