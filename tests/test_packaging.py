@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _source_copy(target):
-    """What the build reads (pyproject.toml, README.md, bertzoo/, presets/),
+    """What the build reads (pyproject.toml, README.md, LICENSE, bertzoo/, presets/),
     copied to `target`: building there leaves nothing (build/, *.egg-info)
     in the checkout."""
     target.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, target / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("bertzoo", "presets"):
@@ -59,6 +59,10 @@ def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
     for name in preset_lib.builtin_presets():
         assert f"bertzoo/presets_data/{name}.json" in names
     assert "bertzoo/tokenizers/unicode_tables.json" in names
+    # The license pyproject.toml declares ships with the wheel, as its full text.
+    (license_name,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+    license_text = zipfile.ZipFile(wheel).read(license_name).decode()
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     target = tmp_path / "site"
     subprocess.run(
         [
