@@ -66,7 +66,7 @@ def test_summary_is_the_average_attention_to_cls_sep_and_self(maps):
     np.testing.assert_allclose(summary["self"], np.trace(p, axis1=2, axis2=3).mean(1) / n)
     # MiniLM, as BERT-analysis papers describe for BERT: heads attend to
     # [CLS] far more than to a uniform share (1/17). Measured: 0.19 in layer
-    # 1, 0.46-0.58 in layers 2-5 (the README's "about half"), 0.35 in 6.
+    # 1, 0.46-0.58 in layers 2-5 (docs/inspecting.md's "about half"), 0.35 in 6.
     cls = summary["[CLS]"]
     assert cls[0] < 0.3 and ((0.4 < cls[1:5]) & (cls[1:5] < 0.65)).all() and cls[5] > 0.25
     # The Korean pair is two [UNK]s (jamo MiniLM's vocabulary lacks).

@@ -100,9 +100,9 @@ def test_wheel_contains_presets_and_works_from_another_directory(tmp_path):
     assert params == 109_482_240
 
 
-def test_readme_preset_table_is_current():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert presets_table() in readme
+def test_docs_preset_table_is_current():
+    page = (ROOT / "docs" / "presets.md").read_text(encoding="utf-8")
+    assert presets_table() in page
 
 
 def test_cli_presets_and_demo(capsys):

@@ -1,6 +1,6 @@
 """The memory and batch-size planner: exact parameter counts, the memory
 parts, the largest batch, FLOPs against the reference's anchors, the
-measured XLA peak (JAX pass), the README's 12 GiB table, the command line,
+measured XLA peak (JAX pass), docs/planner.md's 12 GiB table, the command line,
 and --batch-size auto in the recipes."""
 
 import argparse
@@ -22,7 +22,8 @@ from bertzoo.training.pretrain import PretrainConfig, PretrainError, _auto_batch
 from bertzoo.training.runs import batch_size_flag, resolve_batch_size
 from tests.conftest import tiny_backbone
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+# The planner's guide, whose figures these tests check.
+PLANNER_PAGE = Path(__file__).resolve().parent.parent / "docs" / "planner.md"
 GiB = 2**30
 
 
@@ -112,15 +113,15 @@ def test_plan_is_within_8_percent_of_the_compiled_steps_peak(preset, seq_len, ba
     assert abs(predicted / measured - 1) < 0.08, (predicted, measured)
 
 
-def _readme_plan_table():
-    text = README.read_text(encoding="utf-8")
+def _docs_plan_table():
+    text = PLANNER_PAGE.read_text(encoding="utf-8")
     section = text.split("<!-- plan-table -->")[1]
     rows = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \|", section, flags=re.M)
     return {int(s): (int(original), int(planned)) for s, original, planned in rows}
 
 
-def test_readme_12gib_table_is_what_the_planner_says():
-    table = _readme_plan_table()
+def test_docs_12gib_table_is_what_the_planner_says():
+    table = _docs_plan_table()
     assert sorted(table) == [64, 128, 256, 320, 384, 512]
     # The original BERT README's table (REFERENCE.md).
     assert {s: o for s, (o, _) in table.items()} == {
@@ -135,7 +136,7 @@ def test_readme_12gib_table_is_what_the_planner_says():
         assert plan("bert_base", seq_len=seq_len, memory="12GiB", optimizer="adam").max_batch == (
             planned
         )
-        # The XLA step keeps less than the 2018 TensorFlow graph did. README:
+        # The XLA step keeps less than the 2018 TensorFlow graph did. docs/planner.md:
         # "from 256 tokens on 1.2-1.5x the original's; at 64 and 128 about 2x".
         low, high = (1.8, 2.1) if seq_len <= 128 else (1.15, 1.5)
         assert low <= planned / original <= high, (seq_len, planned / original)
@@ -250,11 +251,11 @@ def test_recipe_refuses_an_auto_batch_that_cannot_fit(tmp_path):
     assert not out.exists()
 
 
-def test_readme_printout_and_figures_are_the_planners():
-    """The README's example printout is what the command prints, and the
-    12 GiB card holds the 512-token batches the README states for flash
+def test_docs_printout_and_figures_are_the_planners():
+    """docs/planner.md's example printout is what the command prints, and the
+    12 GiB card holds the 512-token batches the page states for flash
     attention and bfloat16."""
-    text = README.read_text(encoding="utf-8")
+    text = PLANNER_PAGE.read_text(encoding="utf-8")
     command = "python -m bertzoo plan bert_base --seq-len 512 --memory 12GiB --tflops 312"
     assert command in text
     printout = re.search(r"```\n(preset\s+bert_base\n.*?)```", text, flags=re.S).group(1)

@@ -54,7 +54,7 @@ def add_model_commands(sub):
 
 
 def presets_table():
-    """The built-in presets as a Markdown table (also used in the README)."""
+    """The built-in presets as a Markdown table (also used in docs/presets.md)."""
     import json
 
     from bertzoo import presets as preset_lib

@@ -32,7 +32,7 @@ def test_uniform_layer_map_follows_tinybert():
 def test_suggested_layer_map_ends_near_equal_blocks():
     from bertzoo.distill.layer_map import suggested_layer_map
 
-    # The default student's map (README "Distillation"): MiniLM's 6 layers
+    # The default student's map (docs/distillation.md): MiniLM's 6 layers
     # onto 4, student layers 1-4 <- teacher layers 2, 3, 5, 6 (1-based).
     assert suggested_layer_map(6, 4) == (1, 2, 4, 5)
     for teacher, student in ((12, 4), (6, 3), (4, 4), (12, 6)):

@@ -291,7 +291,7 @@ def test_damaged_preset_files_are_an_error_naming_the_file(tmp_path, worker):
         return True
 
     detected, total = _report("preset files", _corruptions(tmp_path / "p", names, attempt))
-    assert detected == total == 5 * OFFSETS  # 105 of 105, as the README says
+    assert detected == total == 5 * OFFSETS  # 105 of 105, as docs/files.md says
     # Repaired, it loads again; and the opt-out skips the check.
     assert _which(bertzoo.BertClassifier.from_preset(tmp_path / "p"), {"A": model}) == "A"
 

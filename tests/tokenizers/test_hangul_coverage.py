@@ -147,7 +147,7 @@ def test_hangul_syllable_sets():
 
 
 def test_out_of_domain_korean_is_unknown_without_the_option(plain_vocab):
-    # The README's description of the data: 38 legal sentences using 204
+    # docs/korean.md's description of the data: 38 legal sentences using 204
     # syllables; 12 out-of-domain sentences.
     legal = [line for line in LEGAL.splitlines() if line.strip()]
     assert len(legal) == 38 and len({c for c in LEGAL if is_syllable(c)}) == 204
@@ -155,7 +155,7 @@ def test_out_of_domain_korean_is_unknown_without_the_option(plain_vocab):
     words = hangul_words(OUT_OF_DOMAIN)
     assert len(plain_vocab) < SIZE  # the small corpus has no more pieces
     assert not set(COMMON) <= set(plain_vocab)
-    # The README's table ("Korean vocabularies"): 507 tokens; 48 of the 57
+    # docs/korean.md's table (Hangul coverage): 507 tokens; 48 of the 57
     # Hangul words and 54 of all 71 words are [UNK].
     assert len(words) == 57 and unk_rate(plain_vocab, words) == pytest.approx(48 / 57)
     assert len(plain_vocab) == 507
@@ -183,7 +183,7 @@ def test_common_syllables_cover_out_of_domain_korean(legal, plain_vocab, common_
     again = train.train_wordpiece(legal, SIZE, include_hangul="common", **CASED)
     assert again == vocab  # deterministic
     assert unk_rate(vocab, hangul_words(OUT_OF_DOMAIN)) == 0.0
-    # The README's table: 4,799 tokens; 6 of the 71 words stay [UNK] (emoji,
+    # docs/korean.md's table: 4,799 tokens; 6 of the 71 words stay [UNK] (emoji,
     # English, punctuation, compatibility jamo).
     assert len(vocab) == 4799 and unk_rate(vocab, all_words(OUT_OF_DOMAIN)) == pytest.approx(6 / 71)
     # The trade-off of "common": a syllable outside the set is still [UNK].
@@ -283,7 +283,7 @@ def test_sentencepiece_required_chars(legal, tmp_path):
     plain = train.train_sentencepiece(legal, 300, tmp_path / "plain", **CASED)
     tokenizer = SentencePieceTokenizer(plain, **CASED)
     rows = as_lists(tokenizer(hangul_words(OUT_OF_DOMAIN)))
-    assert sum(tokenizer.unk_token_id in row for row in rows) == 48  # of 57, as the README says
+    assert sum(tokenizer.unk_token_id in row for row in rows) == 48  # of 57, as docs/korean.md says
     with pytest.raises(
         TokenizerError, match=r"too small for include_hangul='common'.*at least \d+"
     ):
