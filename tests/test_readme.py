@@ -273,3 +273,44 @@ def test_bertzoo_commands_run_as_written(tmp_path):
     vocab = (tmp_path / "ko_vocab.txt").read_text(encoding="utf-8").split("\n")
     assert "원피스" in vocab
     assert not any("\u1100" <= ch <= "\u11ff" for token in vocab for ch in token)
+
+
+# --- docs/ -------------------------------------------------------------------
+
+
+def _docs_blocks(language):
+    for path in sorted(DOCS.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for m in FENCE.finditer(text):
+            if m.group(1) == language:
+                yield f"{path.name}:{text[: m.start()].count(chr(10)) + 1}", m.group(2)
+
+
+def test_docs_python_examples_are_python():
+    import ast
+
+    for where, code in _docs_blocks("python"):
+        try:
+            ast.parse(code)
+        except SyntaxError as e:
+            raise AssertionError(f"docs/{where}: {e}") from None
+
+
+@pytest.mark.parametrize(
+    "where, command",
+    [
+        (where, shlex.join(c))
+        for where, code in _docs_blocks("bash")
+        for c in _commands(code)
+        if c[0] == "python" and len(c) > 1 and c[1] in RECIPES
+    ],
+)
+def test_docs_recipe_commands_use_the_recipes_flags(where, command):
+    _, script, *argv = shlex.split(command)
+    module = importlib.import_module(script.removesuffix(".py").replace("/", "."))
+    try:
+        module.build_parser().parse_args(argv)
+    except SystemExit as e:
+        if e.code == 0 and argv == ["--help"]:
+            return
+        raise AssertionError(f"docs/{where}: {command}: refused by the recipe's parser") from e
