@@ -12,7 +12,14 @@ def backbone_config(preset):
     config = getattr(preset, "get_config", None)
     if config is not None:  # a BertBackbone
         return config()
-    from bertzoo.convert.loader import resolve_preset  # Keras: only when a preset is read
+    from bertzoo import presets as preset_lib
+
+    # A built-in name (or one that names nothing: PresetError) is answered
+    # without Keras or TensorFlow; directories go through the one loader.
+    kind, location = preset_lib.classify(preset)
+    if kind == "builtin":
+        return dict(preset_lib.read_document(kind, location)["backbone"])
+    from bertzoo.convert.loader import resolve_preset  # Keras: only when a directory is read
 
     document, _, _ = resolve_preset(preset)
     return dict(document["backbone"])

@@ -32,6 +32,7 @@ import sys
 import typing
 from pathlib import Path
 
+from bertzoo import quiet
 from bertzoo.batching import BATCHING_MODES
 from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
 from bertzoo.io.publish import atomic_write_text
@@ -420,7 +421,7 @@ def recipe_parser(doc, cls, groups, prog=None):
     parser = argparse.ArgumentParser(
         prog=prog,
         description=doc.split("\n\n")[0],
-        epilog=doc.split("\n\n", 1)[1],
+        epilog=doc.split("\n\n", 1)[1].rstrip("\n") + "\n\n" + quiet.HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return add_config_flags(parser, cls, groups=groups)
