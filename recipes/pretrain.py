@@ -57,7 +57,15 @@ def main(argv=None):
         "steps",
         "examples_per_second",
     )
-    print(json.dumps({k: metrics[k] for k in keys if k in metrics}, indent=2))
+    shown = {k: metrics[k] for k in keys if k in metrics}
+    if shown.get("examples_per_second", 0) is None:
+        del shown["examples_per_second"]  # no step ran: nothing was timed
+    print(json.dumps(shown, indent=2))
+    if "examples_per_second" not in shown:
+        print(
+            f"No training step ran: the run was already at step {metrics['steps']}; "
+            "examples_per_second is measured only on the steps a run trains."
+        )
     print(
         f"preset: {os.path.join(args.output, PRESET_DIR)}  "
         f"metrics: {os.path.join(args.output, METRICS_FILE)}  "
