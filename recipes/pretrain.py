@@ -28,7 +28,8 @@ quiet_tensorflow()  # before anything imports TensorFlow (BERTZOO_TF_LOGS=1: its
 
 
 def build_parser():
-    from bertzoo.training.pretrain import PretrainConfig
+    # The settings alone: --help (and a bad flag) answer without TensorFlow.
+    from bertzoo.training.pretrain_config import PretrainConfig
     from bertzoo.training.runs import recipe_parser
 
     return recipe_parser(
@@ -40,10 +41,12 @@ def build_parser():
 
 
 def main(argv=None):
+    parser = build_parser()
+    parser.parse_args(argv)  # --help and bad flags answer here, before TensorFlow loads
     from bertzoo.training.pretrain import PRESET_DIR, PretrainConfig, run_pretraining
     from bertzoo.training.runs import LOG_DIR, METRICS_FILE, recipe_exit, run_recipe
 
-    args, metrics, error = run_recipe(build_parser(), PretrainConfig, run_pretraining, argv)
+    args, metrics, error = run_recipe(parser, PretrainConfig, run_pretraining, argv)
     if error is not None:
         return recipe_exit(error)
     keys = (

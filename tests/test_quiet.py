@@ -188,6 +188,42 @@ def test_no_model_commands_do_not_import_tensorflow(args, status, needle):
     assert seconds < 5, seconds  # generous: the proof is that TensorFlow stayed out
 
 
+_RECIPE_WRAPPER = (
+    "import runpy, sys\n"
+    "path = sys.argv[1]\n"
+    "sys.argv = sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_path(path, run_name='__main__')\n"
+    "except SystemExit as e:\n"
+    "    code = e.code\n"
+    "loaded = sorted(m for m in ('tensorflow', 'keras', 'jax') if m in sys.modules)\n"
+    "print('LOADED', ','.join(loaded) or '-', 'STATUS', code, file=sys.stderr)\n"
+)
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "args, status, needle",
+    [
+        (("--help",), 0, "BERTZOO_TF_LOGS=1"),
+        (("--optimizer", "sgd"), 2, "invalid choice: 'sgd'"),
+    ],
+)
+def test_pretraining_recipe_help_does_not_import_tensorflow(args, status, needle):
+    done = subprocess.run(
+        [sys.executable, "-c", _RECIPE_WRAPPER, str(ROOT / "recipes" / "pretrain.py"), *args],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    *err, last = done.stderr.rstrip("\n").splitlines()
+    _, loaded, _, code = last.split()
+    assert int(code) == status and needle in (done.stdout + "\n".join(err)), done
+    assert loaded == "-", f"recipes/pretrain.py {args} imported {loaded}"
+
+
 @pytest.mark.backend_independent
 def test_top_level_help_lists_every_command():
     from bertzoo.cli import COMMANDS

@@ -80,7 +80,7 @@ from bertzoo.errors import BertzooError
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel")
+from bertzoo.training.runs import STRATEGIES  # noqa: E402, F401  (the strategies made here)
 
 
 class DistributionError(BertzooError, RuntimeError, ValueError):

@@ -13,7 +13,7 @@ from bertzoo.training.schedules import WarmupLinearDecay
 # "*layer_norm"; "LayerNorm" covers models with HF-style names.
 DEFAULT_EXCLUSIONS = ("layer_norm", "LayerNorm", "bias")
 
-OPTIMIZERS = ("adamw", "lamb")
+from bertzoo.training.runs import OPTIMIZERS  # noqa: E402, F401  (the optimizers made here)
 
 
 def _excluded(variable, patterns):
