@@ -20,6 +20,11 @@ Python exceptions, bertzoo's own errors and warnings are untouched.
 
 `BERTZOO_TF_LOGS=1` in the environment turns all of this off (and reaches
 the processes a run starts, since they inherit the environment).
+
+The processes a quiet process starts (spawned preparation workers, the
+export subprocess) are quiet too: `quiet_tensorflow` marks the environment
+(`BERTZOO_QUIET_TF=1`), and `import bertzoo`, which comes first in such a
+child, calls `inherit()`.
 """
 
 import importlib.util
@@ -29,6 +34,7 @@ import sys
 import tempfile
 
 ENV_VAR = "BERTZOO_TF_LOGS"
+CHILD_VAR = "BERTZOO_QUIET_TF"  # set by a quiet process for the ones it starts
 HELP = f"{ENV_VAR}=1 in the environment shows TensorFlow's own log lines (hidden by default)."
 
 # TensorFlow's C++ log lines (absl format: severity letter, MMDD, time,
@@ -57,11 +63,19 @@ def quiet_tensorflow():
     if tf_logs_wanted():
         return False
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ[CHILD_VAR] = "1"
     if "tensorflow" not in sys.modules and not any(
         isinstance(f, _QuietImport) for f in sys.meta_path
     ):
         sys.meta_path.insert(0, _QuietImport())
     return True
+
+
+def inherit():
+    """`quiet_tensorflow()` in a process started by a quiet one (see the
+    module docstring); nothing otherwise."""
+    if os.environ.get(CHILD_VAR) == "1":
+        quiet_tensorflow()
 
 
 class _QuietImport:

@@ -36,7 +36,11 @@ REAL_LINES = [
 
 
 def _env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.ENV_VAR)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.ENV_VAR, quiet.CHILD_VAR)
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
     return env
@@ -108,6 +112,32 @@ def test_banner_written_while_tensorflow_imports_is_filtered(tmp_path):
         [sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == "level 1" and _noise(done.stderr) == []
+
+
+@pytest.mark.backend_independent
+def test_processes_a_quiet_one_starts_are_quiet(tmp_path):
+    """A spawned worker imports bertzoo (to unpickle its function) before
+    TensorFlow: the environment's mark makes it quiet too."""
+    fake = _fake_tensorflow(tmp_path)
+    env = _env(PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]))
+    child = "import bertzoo, tensorflow; print('level', tensorflow.LEVEL)"
+    parent = (
+        "import subprocess, sys\n"
+        "from bertzoo.quiet import quiet_tensorflow\n"
+        "quiet_tensorflow()\n"
+        f"subprocess.run([sys.executable, '-c', {child!r}], check=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", parent], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert _noise(done.stderr) == [] and "a line of the program's own" in done.stderr
+    assert done.stdout.strip() == "level 3"
+    # Without the mark (a process no quiet one started), importing bertzoo changes nothing.
+    done = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert len(_noise(done.stderr)) == 4 and done.stdout.strip() == "level None"
 
 
 @pytest.mark.backend_independent
