@@ -131,6 +131,8 @@ def _check_preset(preset):
     from bertzoo import presets as preset_lib
     from bertzoo.errors import BertzooError
 
+    if Path(preset).is_dir():
+        return None  # the loader verifies and reads it (once)
     try:
         preset_lib.classify(preset)
     except BertzooError as e:
