@@ -10,8 +10,13 @@ registered, so `keras.saving.load_model` reads bertzoo's `.keras` files.
 import importlib
 import sys
 
+from bertzoo import quiet
 from bertzoo.lazy import lazy_exports, when_imported
 from bertzoo.loader_registry import set_loader_module
+
+# A process started by a quiet recipe or command (a spawned worker) is quiet
+# too: it imports bertzoo before anything of TensorFlow (bertzoo.quiet).
+quiet.inherit()
 
 __version__ = "0.1.0"
 

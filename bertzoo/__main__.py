@@ -1,8 +1,9 @@
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from bertzoo.quiet import quiet_tensorflow
 
-from bertzoo.cli import main
+quiet_tensorflow()  # before anything imports TensorFlow (BERTZOO_TF_LOGS=1: its logs)
+
+from bertzoo.cli import main  # noqa: E402
 
 sys.exit(main())

@@ -129,6 +129,10 @@ def _check_index(name, value, count):
     return value - 1
 
 
+GRID_LABEL_POINTS = 7  # token labels in the layer x head grid
+LARGE_LABEL_POINTS = 9  # ... on one head's large map
+
+
 def plot_attention(maps, out, layer=None, head=None, scores=False, dpi=100):
     """Draws `maps` (an `AttentionMaps`) as a PNG at `out`: with no `layer`
     and `head`, a grid of every layer x head; with both, one large heat map
@@ -136,8 +140,9 @@ def plot_attention(maps, out, layer=None, head=None, scores=False, dpi=100):
     both axes (rows: queries, columns: keys) and a summary panel shows each
     layer's average attention to [CLS], [SEP] and the token itself.
     `scores`: draw the pre-softmax scores instead of the probabilities.
-    Layers and heads count from 1. Returns `{"path", "drawn"}`, the arrays
-    drawn (`(layer, head)` 1-based -> matrix)."""
+    Layers and heads count from 1. Returns `{"path", "drawn", "label_points",
+    "dpi"}`: `drawn` maps `(layer, head)` (1-based) to the matrix drawn, and
+    the token labels are `label_points` high (x dpi / 72 pixels)."""
     plt = _pyplot()
     values = maps.scores if scores else maps.probabilities
     li = _check_index("layer", layer, maps.num_layers)
@@ -149,11 +154,15 @@ def plot_attention(maps, out, layer=None, head=None, scores=False, dpi=100):
     rows, cols = len(layers), len(heads)
     n = len(maps.tokens)
     big = rows * cols == 1
-    cell = max(0.35 * n, 4.0) if big else max(0.12 * n, 1.6)
+    # Token labels stay legible at any length: the font has a floor in
+    # points, and each cell grows with the tokens so that its rows are
+    # spaced at least one label (plus 2 points) apart.
+    label_size = LARGE_LABEL_POINTS if big else GRID_LABEL_POINTS
+    per_token = (label_size + 2) / 72  # inches
+    cell = max(per_token * n, 4.0) if big else max(per_token * n, 1.6)
     fig = plt.figure(figsize=(cols * cell + 0.5, rows * cell + 3.2), dpi=dpi)
     grid = fig.add_gridspec(rows + 1, cols, height_ratios=[cell] * rows + [2.6])
     drawn = {}
-    label_size = 9 if big else max(3, min(7, 60 // max(n, 1)))
     vmin, vmax = (None, None) if scores else (0.0, 1.0)
     for r, li_ in enumerate(layers):
         for c, hi_ in enumerate(heads):
@@ -195,4 +204,4 @@ def plot_attention(maps, out, layer=None, head=None, scores=False, dpi=100):
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png")
     plt.close(fig)
-    return {"path": out, "drawn": drawn}
+    return {"path": out, "drawn": drawn, "label_points": label_size, "dpi": dpi}

@@ -29,7 +29,9 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from bertzoo.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow (BERTZOO_TF_LOGS=1: its logs)
 
 
 def build_parser():

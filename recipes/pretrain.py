@@ -22,11 +22,14 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from bertzoo.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow (BERTZOO_TF_LOGS=1: its logs)
 
 
 def build_parser():
-    from bertzoo.training.pretrain import PretrainConfig
+    # The settings alone: --help (and a bad flag) answer without TensorFlow.
+    from bertzoo.training.pretrain_config import PretrainConfig
     from bertzoo.training.runs import recipe_parser
 
     return recipe_parser(
@@ -38,10 +41,12 @@ def build_parser():
 
 
 def main(argv=None):
+    parser = build_parser()
+    parser.parse_args(argv)  # --help and bad flags answer here, before TensorFlow loads
     from bertzoo.training.pretrain import PRESET_DIR, PretrainConfig, run_pretraining
     from bertzoo.training.runs import LOG_DIR, METRICS_FILE, recipe_exit, run_recipe
 
-    args, metrics, error = run_recipe(build_parser(), PretrainConfig, run_pretraining, argv)
+    args, metrics, error = run_recipe(parser, PretrainConfig, run_pretraining, argv)
     if error is not None:
         return recipe_exit(error)
     keys = (
@@ -55,7 +60,15 @@ def main(argv=None):
         "steps",
         "examples_per_second",
     )
-    print(json.dumps({k: metrics[k] for k in keys if k in metrics}, indent=2))
+    shown = {k: metrics[k] for k in keys if k in metrics}
+    if shown.get("examples_per_second", 0) is None:
+        del shown["examples_per_second"]  # no step ran: nothing was timed
+    print(json.dumps(shown, indent=2))
+    if "examples_per_second" not in shown:
+        print(
+            f"No training step ran: the run was already at step {metrics['steps']}; "
+            "examples_per_second is measured only on the steps a run trains."
+        )
     print(
         f"preset: {os.path.join(args.output, PRESET_DIR)}  "
         f"metrics: {os.path.join(args.output, METRICS_FILE)}  "

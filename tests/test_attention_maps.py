@@ -83,8 +83,13 @@ def test_grid_and_single_head_pictures(maps, tmp_path):
     grid = plot_attention(maps, tmp_path / "grid.png", dpi=50)
     shape, spread = _image(grid["path"])
     n = len(maps.tokens)
-    cell = max(0.12 * n, 1.6)
-    assert shape[:2] == (round((6 * cell + 3.2) * 50), round((12 * cell + 0.5) * 50))
+    # Token labels are legible (7 points: 10 pixels at 100 dpi, not 3), and
+    # each cell's rows are spaced at least a label apart.
+    assert grid["label_points"] == 7 and grid["dpi"] == 50
+    cell = max((7 + 2) / 72 * n, 1.6)
+    assert cell / n * 72 >= grid["label_points"]
+    expected = ((6 * cell + 3.2) * 50, (12 * cell + 0.5) * 50)
+    assert all(abs(got - want) <= 1 for got, want in zip(shape[:2], expected)), shape
     assert spread > 0.1  # not blank
     assert sorted(grid["drawn"]) == [
         (layer, head) for layer in range(1, 7) for head in range(1, 13)
@@ -112,7 +117,7 @@ def test_command_line(minilm_dir, tmp_path, capsys, monkeypatch):
     out = tmp_path / "attn.png"
     assert main(["attention", str(minilm_dir), TEXT, "--out", str(out), "--layer", "2"]) == 0
     assert out.is_file() and _image(out)[1] > 0.1
-    assert "6 layers x 12 heads" in capsys.readouterr().out
+    assert f"{out}: layer 2, all 12 heads (of 6 layers x 12 heads)," in capsys.readouterr().out
     # An existing file is never replaced; bad settings are one line.
     assert main(["attention", str(minilm_dir), TEXT, "--out", str(out)]) == 2
     assert "exists" in capsys.readouterr().err
@@ -125,6 +130,12 @@ def test_command_line(minilm_dir, tmp_path, capsys, monkeypatch):
     )
     err = capsys.readouterr().err
     assert err.startswith("error: head must be an integer in 1..12") and err.count("\n") == 1
+    one = tmp_path / "one.png"
+    assert (
+        main(["attention", str(minilm_dir), TEXT, "--out", str(one), "--layer", "3", "--head", "2"])
+        == 0
+    )
+    assert f"{one}: layer 3 head 2 (of 6 layers x 12 heads)," in capsys.readouterr().out
     # Without matplotlib: a clear message, the numbers still work.
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["attention", str(minilm_dir), TEXT, "--out", str(bad)]) == 2

@@ -6,6 +6,7 @@ anything is written, with the file and line."""
 
 import dataclasses
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -547,3 +548,23 @@ def test_default_sequence_length_keeps_the_training_examples_whole(
         assert np.mean(lengths > length) <= 0.01
         assert length == 8 or np.mean(lengths > length - 8) > 0.01
         assert result["truncated"]["train"] == pytest.approx(np.mean(lengths > length), abs=1e-4)
+
+
+@pytest.mark.slow  # two one-epoch runs: about a minute on 2 busy cores
+def test_log_says_where_the_run_starts_and_how_its_length_was_chosen(tmp_path, tiny_preset, caplog):
+    """The built-in dataset's length is its default, not "given"; a length
+    the user passes is; and the log names the checkpoint the run starts from."""
+    caplog.set_level(logging.INFO, logger="bertzoo")
+    config = FinetuneConfig(
+        init=str(tiny_preset), output=str(tmp_path / "run"), epochs=1, batch_size=32, verbose=0
+    )
+    result = run_finetuning(config)
+    assert result["sequence_length"] == 64
+    text = caplog.text
+    assert f"Starting from {tiny_preset}." in text
+    assert "Sequence length 64 (the built-in dataset's default)" in text
+    assert "(given" not in text
+
+    caplog.clear()
+    run_finetuning(dataclasses.replace(config, output=str(tmp_path / "again"), sequence_length=32))
+    assert "Sequence length 32 (given: --sequence-length)" in caplog.text

@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Module prefix -> floor (shared/DESIGN.md); the longest matching prefix decides.
 FLOORS = {
-    # 0: one error root, files that can be trusted, lazy names
+    # 0: one error root, files that can be trusted, lazy names, quiet TensorFlow
     "bertzoo.errors": 0,
     "bertzoo.io": 0,
     "bertzoo.lazy": 0,
+    "bertzoo.quiet": 0,
     # 1: layers, tokenizers (registered by kind), presets and the loader registry
     "bertzoo.layers": 1,
     "bertzoo.tokenizers": 1,

@@ -198,3 +198,18 @@ def test_public_api():
     for name in ("BertBackbone", "PresetError", "list_presets", "layers", "__version__"):
         assert hasattr(bertzoo, name)
     assert bertzoo.list_presets()["bert_base"]["params"] == 109_482_240
+
+
+def test_a_preset_saved_inside_a_publication_records_its_final_name(tmp_path):
+    """A fine-tuning run saves its best epoch into the staging folder of
+    best/'s publication: the recorded name is "best", not the staging
+    folder's (".best.tmp-PID-RANDOM")."""
+    from bertzoo.io.publish import atomic_directory, published_name
+
+    with atomic_directory(tmp_path / "best") as staging:
+        assert staging.name.startswith(".best.tmp-") and published_name(staging) == "best"
+        BertBackbone(**TINY).save_to_preset(staging)
+    assert json.loads((tmp_path / "best" / "config.json").read_text())["name"] == "best"
+    assert published_name(tmp_path / "best") == "best"
+    BertBackbone(**TINY).save_to_preset(tmp_path / "plain")
+    assert json.loads((tmp_path / "plain" / "config.json").read_text())["name"] == "plain"

@@ -428,3 +428,31 @@ def test_albert_presets_train_a_sentencepiece_vocabulary(tmp_path):
     pieces = tokenizer.detokenize(tokenizer("이 원피스 예뻐요"))
     assert tokenizer.unk_token not in pieces
     assert not any("\u1100" <= ch <= "\u11ff" for piece in pieces for ch in piece)  # no jamo
+
+
+@pytest.mark.backend_independent
+def test_a_rerun_that_trains_no_step_prints_no_null_throughput(tmp_path, capsys, monkeypatch):
+    """A finished run rerun resumes at its end and times nothing: the recipe
+    leaves examples_per_second out and says why, instead of printing null."""
+    from bertzoo.training import runs
+    from recipes.pretrain import main
+
+    metrics = {
+        "initial_masked_lm_accuracy": 0.1,
+        "final_masked_lm_accuracy": 0.2,
+        "steps": 170,
+        "examples_per_second": None,
+    }
+    monkeypatch.setattr(
+        runs,
+        "run_recipe",
+        lambda parser, cls, run, argv: (parser.parse_args(argv), metrics, None),
+    )
+    assert main(["--output", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "null" not in out and "examples_per_second" in out
+    assert "No training step ran: the run was already at step 170;" in out
+    metrics["examples_per_second"] = 380.7
+    assert main(["--output", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert '"examples_per_second": 380.7' in out and "No training step ran" not in out

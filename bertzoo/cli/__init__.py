@@ -6,6 +6,7 @@ and running them; this module builds the parser and dispatches."""
 
 import argparse
 
+from bertzoo import quiet
 from bertzoo.cli.convert import add_convert_google, convert_google
 from bertzoo.cli.corpus import (
     add_prepare,
@@ -46,8 +47,11 @@ COMMANDS = {
 }
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bertzoo", description=__doc__.split("\n\n")[0])
+def build_parser():
+    """The parser of every command."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bertzoo", description=__doc__.split("\n\n")[0], epilog=quiet.HELP
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     add_model_commands(sub)
     add_train_vocab(sub)
@@ -57,6 +61,10 @@ def main(argv=None):
     add_prepare(sub)
     add_prepare_records(sub)
     add_data_service(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     status = COMMANDS[args.command](args)
     return 0 if status is None else status

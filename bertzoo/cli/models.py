@@ -12,13 +12,19 @@ def add_model_commands(sub):
     sub.add_parser("presets", help="print the built-in presets")
     d = sub.add_parser("demo", help="build a preset and run one forward pass")
     d.add_argument("--preset", default="bert_base", help="built-in name or preset directory")
-    d.add_argument("--batch", type=int, default=2)
-    d.add_argument("--seq", type=int, default=16)
+    d.add_argument(
+        "--batch", type=int, default=2, help="sequences in the batch (default %(default)s)"
+    )
+    d.add_argument("--seq", type=int, default=16, help="tokens per sequence (default %(default)s)")
     v = sub.add_parser(
         "verify",
         help="check a directory bertzoo wrote (preset, checkpoint, export) against its manifest",
     )
-    v.add_argument("directory", metavar="DIR")
+    v.add_argument(
+        "directory",
+        metavar="DIR",
+        help="a directory bertzoo wrote with its manifest: a preset, checkpoint or export",
+    )
     f = sub.add_parser(
         "fill-mask",
         help="the most probable tokens at each [MASK] of a text (a preset with an MLM head)",
@@ -30,8 +36,13 @@ def add_model_commands(sub):
             "its generator/)."
         ),
     )
-    f.add_argument("preset", metavar="PRESET")
-    f.add_argument("texts", metavar="TEXT", nargs="+")
+    f.add_argument("preset", metavar="PRESET", help="a preset directory with a masked-LM head")
+    f.add_argument(
+        "texts",
+        metavar="TEXT",
+        nargs="+",
+        help="one or more texts, each with at least one mask token (e.g. [MASK])",
+    )
     f.add_argument("--top-k", type=int, default=5, help="tokens per mask (default %(default)s)")
     f.add_argument("--json", action="store_true", help="print JSON instead of a table")
     a = sub.add_parser(
@@ -44,12 +55,14 @@ def add_model_commands(sub):
             "Layers and heads count from 1. Needs matplotlib: pip install matplotlib, or pip install '.[plot]' in the bertzoo checkout."
         ),
     )
-    a.add_argument("preset", metavar="PRESET")
-    a.add_argument("text", metavar="TEXT")
+    a.add_argument("preset", metavar="PRESET", help="a built-in name or a preset directory")
+    a.add_argument("text", metavar="TEXT", help="the text whose attention is drawn")
     a.add_argument("--pair", default=None, help="a second segment")
     a.add_argument("--out", required=True, help="the PNG file to write")
-    a.add_argument("--layer", type=int, default=None)
-    a.add_argument("--head", type=int, default=None)
+    a.add_argument("--layer", type=int, default=None, help="draw only this layer (from 1)")
+    a.add_argument(
+        "--head", type=int, default=None, help="with --layer: draw only this head (from 1), large"
+    )
     a.add_argument("--scores", action="store_true", help="pre-softmax scores, not probabilities")
 
 
@@ -111,9 +124,39 @@ def demo(preset, batch, seq, seed=0):
     return outputs
 
 
+def _check_preset(preset):
+    """None if `preset` names something (a built-in name or a directory),
+    else prints the one-line error and returns 2: before TensorFlow loads, so
+    a mistyped name is refused at once."""
+    from bertzoo import presets as preset_lib
+    from bertzoo.errors import BertzooError
+
+    if Path(preset).is_dir():
+        return None  # the loader verifies and reads it (once)
+    try:
+        preset_lib.classify(preset)
+    except BertzooError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return None
+
+
 def demo_command(args):
     """`demo`: builds the preset and prints one forward pass."""
-    demo(args.preset, args.batch, args.seq)
+    from bertzoo.errors import BertzooError
+
+    for name, value in (("--batch", args.batch), ("--seq", args.seq)):
+        if value < 1:
+            print(f"error: {name} must be >= 1, got {value}.", file=sys.stderr)
+            return 2
+    status = _check_preset(args.preset)
+    if status is not None:
+        return status
+    try:
+        demo(args.preset, args.batch, args.seq)
+    except BertzooError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -143,12 +186,15 @@ def fill_mask_command(args):
     """`fill-mask`: returns the exit status (2: bad input, one line)."""
     import json
 
-    from bertzoo.errors import BertzooError
-    from bertzoo.models.fill_mask import fill_mask
-
     if args.top_k < 1:
         print(f"error: --top-k must be >= 1, got {args.top_k}.", file=sys.stderr)
         return 2
+    status = _check_preset(args.preset)
+    if status is not None:
+        return status
+    from bertzoo.errors import BertzooError
+    from bertzoo.models.fill_mask import fill_mask
+
     try:
         results = fill_mask(args.preset, args.texts, top_k=args.top_k)
     except (BertzooError, ValueError) as e:
@@ -167,9 +213,6 @@ def fill_mask_command(args):
 
 def attention_command(args):
     """`attention`: returns the exit status (2: bad input, one line)."""
-    from bertzoo.attention_maps import attention_maps, plot_attention
-    from bertzoo.errors import BertzooError
-
     out = Path(args.out)
     if out.exists():
         print(
@@ -177,14 +220,33 @@ def attention_command(args):
             file=sys.stderr,
         )
         return 2
+    status = _check_preset(args.preset)
+    if status is not None:
+        return status
+    from bertzoo.attention_maps import attention_maps, plot_attention
+    from bertzoo.errors import BertzooError
+
     try:
         maps = attention_maps(args.preset, args.text, pair=args.pair)
         plot_attention(maps, out, layer=args.layer, head=args.head, scores=args.scores)
     except (BertzooError, ValueError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"{out}: {maps.num_layers} layers x {maps.num_heads} heads, {len(maps.tokens)} tokens")
+    print(
+        f"{out}: {drawn_summary(maps.num_layers, maps.num_heads, args.layer, args.head)}, "
+        f"{len(maps.tokens)} tokens"
+    )
     return 0
+
+
+def drawn_summary(num_layers, num_heads, layer=None, head=None):
+    """What `attention` drew, in words (the model's size in parentheses)."""
+    size = f"of {num_layers} layers x {num_heads} heads"
+    if layer is None:
+        return f"all {num_layers} layers x {num_heads} heads"
+    if head is None:
+        return f"layer {layer}, all {num_heads} heads ({size})"
+    return f"layer {layer} head {head} ({size})"
 
 
 def add_export(sub):

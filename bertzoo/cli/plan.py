@@ -18,17 +18,40 @@ def add_plan(sub):
             "(benchmarks/plan_calibration.py)."
         ),
     )
-    p.add_argument("preset", metavar="PRESET")
+    p.add_argument(
+        "preset", metavar="PRESET", help="a built-in name, a preset or Hugging Face directory"
+    )
     p.add_argument(
         "--seq-len", type=int, default=512, help="tokens per sequence (default %(default)s)"
     )
     p.add_argument(
         "--memory", default="12GiB", help="device memory, e.g. 12GiB or 80GB (default %(default)s)"
     )
-    p.add_argument("--precision", default="float32", choices=planner.PRECISIONS)
-    p.add_argument("--optimizer", default="adamw", choices=planner.OPTIMIZERS)
-    p.add_argument("--mode", default="finetune", choices=planner.MODES)
-    p.add_argument("--gradient-accumulation", type=int, default=1, metavar="N")
+    p.add_argument(
+        "--precision",
+        default="float32",
+        choices=planner.PRECISIONS,
+        help="weights and activations (default %(default)s)",
+    )
+    p.add_argument(
+        "--optimizer",
+        default="adamw",
+        choices=planner.OPTIMIZERS,
+        help="its state per weight counts (default %(default)s)",
+    )
+    p.add_argument(
+        "--mode",
+        default="finetune",
+        choices=planner.MODES,
+        help="the step planned (default %(default)s)",
+    )
+    p.add_argument(
+        "--gradient-accumulation",
+        type=int,
+        default=1,
+        metavar="N",
+        help="micro-batches per optimizer step (default %(default)s)",
+    )
     p.add_argument(
         "--attention",
         default="auto",

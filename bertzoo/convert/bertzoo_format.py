@@ -17,7 +17,7 @@ import numpy as np
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors
 from bertzoo.errors import PresetError
-from bertzoo.io.publish import publish_directory
+from bertzoo.io.publish import publish_directory, published_name
 from bertzoo.io.safetensors import read_safetensors, write_safetensors
 from bertzoo.io.snapshot import shown_path
 from bertzoo.models.backbone import BertBackbone
@@ -201,7 +201,9 @@ def save_backbone(backbone, preset_dir, preset_info, head_tensors, extra=None):
     tensors written as `heads.safetensors` (none: no file), `extra` more
     top-level sections for `config.json`."""
     preset_dir = Path(preset_dir)
-    document = _preset_document(backbone, preset_dir.name, preset_info, extra)
+    # Saved into a publication's staging folder (a fine-tuning run's best/),
+    # the preset is named after the folder it is published as.
+    document = _preset_document(backbone, published_name(preset_dir), preset_info, extra)
     text = json.dumps(document, indent=2) + "\n"
     with publish_directory(preset_dir, "preset", replaces=preset_lib.MODEL_FILES) as staging:
         backbone.save_weights(staging / preset_lib.WEIGHTS_FILE)

@@ -43,8 +43,8 @@ from bertzoo.io.diskfull import disk_full_guard
 # Staging folders of publications in progress in this process: a save into
 # one of them (a task model saving its backbone into the folder its own
 # publication staged) writes there directly; the outermost publication
-# publishes.
-_active = set()
+# publishes. Each maps to the name it is published as.
+_active = {}
 _active_lock = threading.Lock()
 
 
@@ -265,6 +265,14 @@ def is_staging(path):
         return str(Path(path).resolve()) in _active
 
 
+def published_name(path):
+    """The name `path` has once published: for a staging folder of a
+    publication in progress in this process, its target's name (what a
+    preset records as its `name`), else `path`'s own."""
+    with _active_lock:
+        return _active.get(str(Path(path).resolve()), Path(path).name)
+
+
 @contextlib.contextmanager
 def publish_directory(target, kind, overwrite=True, replaces=None):
     """Yields a staging folder to fill; on success it becomes `target`
@@ -312,7 +320,7 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
     # can read it.
     os.chmod(staging, 0o777 & ~current_umask())
     with _active_lock:
-        _active.add(str(staging))
+        _active[str(staging)] = target.name
     published = False
     try:
         with disk_full_guard(staging, disk_full):
@@ -324,7 +332,7 @@ def publish_directory(target, kind, overwrite=True, replaces=None):
         published = True  # `staging` is the target now, or the retired old version
     finally:
         with _active_lock:
-            _active.discard(str(staging))
+            _active.pop(str(staging), None)
         if not published and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 

@@ -2,6 +2,8 @@
 (`Architecture`), and parameter counts."""
 
 import dataclasses
+import os
+from pathlib import Path
 
 
 def backbone_config(preset):
@@ -12,7 +14,15 @@ def backbone_config(preset):
     config = getattr(preset, "get_config", None)
     if config is not None:  # a BertBackbone
         return config()
-    from bertzoo.convert.loader import resolve_preset  # Keras: only when a preset is read
+    from bertzoo import presets as preset_lib
+
+    # A built-in name (or one that names nothing: PresetError) is answered
+    # without Keras or TensorFlow; directories go through the one loader
+    # (which verifies them once).
+    if not (isinstance(preset, str | os.PathLike) and Path(preset).is_dir()):
+        kind, location = preset_lib.classify(preset)  # a directory is never read here
+        return dict(preset_lib.read_document(kind, location)["backbone"])
+    from bertzoo.convert.loader import resolve_preset  # Keras: only when a directory is read
 
     document, _, _ = resolve_preset(preset)
     return dict(document["backbone"])

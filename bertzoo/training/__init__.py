@@ -9,26 +9,29 @@ each split by stage (`pretrain_config`, `pretrain_data`, `pretrain_model`;
 record, publish, TensorBoard, progress), with the settings and flags they
 share (`bertzoo.training.runs`)."""
 
-from bertzoo.training.checkpoint import (
-    CheckpointManager,
-    PeriodicCheckpoint,
-    TrainingCheckpointError,
+from bertzoo.lazy import lazy_exports
+
+# Loaded on first use, so that the recipes' settings (and their --help) are
+# read without Keras or TensorFlow.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CheckpointManager": "bertzoo.training.checkpoint",
+        "PeriodicCheckpoint": "bertzoo.training.checkpoint",
+        "TrainingCheckpointError": "bertzoo.training.checkpoint",
+        "STRATEGIES": "bertzoo.training.runs",
+        "Distribution": "bertzoo.training.distribute",
+        "DistributionError": "bertzoo.training.distribute",
+        "make_distribution": "bertzoo.training.distribute",
+        "DEFAULT_EXCLUSIONS": "bertzoo.training.optimizers",
+        "OPTIMIZERS": "bertzoo.training.runs",
+        "AdamW": "bertzoo.training.optimizers",
+        "Lamb": "bertzoo.training.optimizers",
+        "make_optimizer": "bertzoo.training.optimizers",
+        "uses_weight_decay": "bertzoo.training.optimizers",
+        "WarmupLinearDecay": "bertzoo.training.schedules",
+    },
 )
-from bertzoo.training.distribute import (
-    STRATEGIES,
-    Distribution,
-    DistributionError,
-    make_distribution,
-)
-from bertzoo.training.optimizers import (
-    DEFAULT_EXCLUSIONS,
-    OPTIMIZERS,
-    AdamW,
-    Lamb,
-    make_optimizer,
-    uses_weight_decay,
-)
-from bertzoo.training.schedules import WarmupLinearDecay
 
 __all__ = [
     "CheckpointManager",

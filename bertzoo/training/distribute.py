@@ -77,10 +77,9 @@ import os
 import keras
 
 from bertzoo.errors import BertzooError
+from bertzoo.training.runs import STRATEGIES  # noqa: F401  (the choices made here)
 
 logger = logging.getLogger(__name__)
-
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel")
 
 
 class DistributionError(BertzooError, RuntimeError, ValueError):

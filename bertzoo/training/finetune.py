@@ -266,7 +266,9 @@ def resolve_defaults(config):
     kind = task_kinds.get(config.task)
     defaults = dict(DEFAULTS)
     if config.train is None:
-        defaults.update(kind.builtin_training)
+        # The built-in dataset's sequence length is set where the data is
+        # read (`finetune_data`), which then says it chose it.
+        defaults.update({k: v for k, v in kind.builtin_training.items() if k != "sequence_length"})
         config = with_kind_settings(config, kind.builtin_settings(kind_settings(config, kind)))
     changes = {k: v for k, v in defaults.items() if getattr(config, k) is None}
     config = dataclasses.replace(config, **changes)
@@ -285,6 +287,9 @@ def run_finetuning(config):
     validate_config(config)
     config = resolve_defaults(config)
     init = config.init or default_init()
+    logger.info(
+        "Starting from %s%s.", init, "" if config.init else " (the default: no --init given)"
+    )
     distribution = make_distribution(config.strategy, tpu=config.tpu)
     if config.batch_size != AUTO:
         distribution.check_batch_size(config.batch_size)

@@ -55,15 +55,20 @@ def load_split(config, path, tokenizer, sequence_length, segment_ids, label_set=
     return kind.load(settings, path, tokenizer, sequence_length, segment_ids, label_set)
 
 
-def _sequence_length(config, path, tokenizer, segment_ids, positions):
+def _sequence_length(config, path, tokenizer, segment_ids, positions, builtin=False):
     """Reads the training split at the run's sequence length: the one
-    given, or else the shortest multiple of 8 that keeps `COVERAGE` (99%) of
-    the training examples whole, at most the model's `positions`; kinds that
+    given, the built-in dataset's (`builtin`: the kind's `builtin_training`),
+    or else the shortest multiple of 8 that keeps `COVERAGE` (99%) of the
+    training examples whole, at most the model's `positions`; kinds that
     never cut text (QA) take `WINDOW_LENGTH`. Returns (config with the
     length set, training data, label set, {"train": packed lengths} or None,
     how the length was chosen)."""
     kind = task_kinds.get(config.task)
-    given = config.sequence_length
+    given, given_by = config.sequence_length, "given: --sequence-length"
+    if given is None and builtin and "sequence_length" in kind.builtin_training:
+        given = min(kind.builtin_training["sequence_length"], positions)
+        given_by = "the built-in dataset's default"
+        config = dataclasses.replace(config, sequence_length=given)
     if given is None and not kind.cuts_text:
         window = min(WINDOW_LENGTH, positions)
         config = dataclasses.replace(config, sequence_length=window)
@@ -72,7 +77,7 @@ def _sequence_length(config, path, tokenizer, segment_ids, positions):
     train, label_set = load_split(config, path, tokenizer, given or positions, segment_ids)
     lengths = kind.packed_lengths(train, tokenizer) if kind.cuts_text else None
     if given is not None:
-        return config, train, label_set, None if lengths is None else {"train": lengths}, "given"
+        return config, train, label_set, None if lengths is None else {"train": lengths}, given_by
     if lengths is None:  # a kind that gives no lengths: the fixed default
         chosen, how = min(WINDOW_LENGTH, positions), "the default"
     else:
@@ -134,7 +139,7 @@ def read_data(run, init, distribution):
         # its copy only once every check has passed (below).
         config, paths, builtin = _data_files(config, staging)
         config, train, label_set, lengths, chosen_by = _sequence_length(
-            config, paths[0], tokenizer, segment_ids, positions
+            config, paths[0], tokenizer, segment_ids, positions, builtin=builtin is not None
         )
         validation, _ = load_split(
             config, paths[1], tokenizer, config.sequence_length, segment_ids, label_set

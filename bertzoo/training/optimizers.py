@@ -5,6 +5,7 @@ loss scaling."""
 import keras
 from keras import ops
 
+from bertzoo.training.runs import OPTIMIZERS  # noqa: F401  (the choices made here)
 from bertzoo.training.schedules import WarmupLinearDecay
 
 # Substrings of a variable's path that exclude it from weight decay (and, for
@@ -12,8 +13,6 @@ from bertzoo.training.schedules import WarmupLinearDecay
 # ["LayerNorm", "layer_norm", "bias"]. bertzoo's LayerNorms are all named
 # "*layer_norm"; "LayerNorm" covers models with HF-style names.
 DEFAULT_EXCLUSIONS = ("layer_norm", "LayerNorm", "bias")
-
-OPTIMIZERS = ("adamw", "lamb")
 
 
 def _excluded(variable, patterns):

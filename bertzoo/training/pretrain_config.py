@@ -7,18 +7,12 @@ import logging
 import math
 from pathlib import Path
 
-from bertzoo.convert.loader import resolve_preset
-from bertzoo.data import read_metadata
-from bertzoo.data.corpus import CorpusFilesError, expand_files
-from bertzoo.data.examples import min_seq_len
-from bertzoo.data.shards import open_prepared
 from bertzoo.errors import BertzooError
-from bertzoo.training.distribute import STRATEGIES
-from bertzoo.training.guards import check_finite_settings
-from bertzoo.training.optimizers import OPTIMIZERS
 from bertzoo.training.runs import (
     AUTO,
+    OPTIMIZERS,
     PRECISIONS,
+    STRATEGIES,
     RunConfig,
     batch_size_setting,
     comma_ints,
@@ -27,6 +21,10 @@ from bertzoo.training.runs import (
     setting,
     verbose_setting,
 )
+
+# The checks below that read presets, corpora or models import those modules
+# (and so Keras and TensorFlow) when they run: the settings themselves, and
+# the recipe's --help, need neither.
 
 logger = logging.getLogger("bertzoo.training.pretrain")  # the run's log lines
 
@@ -248,6 +246,8 @@ def _positive(name, value):
 
 def validate_config(config):
     """Checks the settings that need no model or data; raises PretrainError."""
+    from bertzoo.training.guards import check_finite_settings
+
     check_finite_settings(config, PretrainError)
     _choice("objective", config.objective, OBJECTIVE_CHOICES)
     _choice("masking", config.masking, MASKING_CHOICES)
@@ -334,6 +334,10 @@ def max_predictions(config):
 
 def check_inputs(config):
     """The input files exist (checked before anything is written)."""
+    from bertzoo.data import read_metadata
+    from bertzoo.data.corpus import CorpusFilesError, expand_files
+    from bertzoo.data.shards import open_prepared
+
     try:
         if config.corpus:
             expand_files(list(config.corpus))
@@ -351,6 +355,8 @@ def check_inputs(config):
 
 
 def preset_document(preset):
+    from bertzoo.convert.loader import resolve_preset
+
     return resolve_preset(preset)
 
 
@@ -359,6 +365,8 @@ def corpus_layout(config):
     (recorded in it), else `--corpus-layout`. A prepared directory that
     cannot be read gives `--corpus-layout` (`check_inputs` says why)."""
     if config.prepared:
+        from bertzoo.data.shards import open_prepared
+
         try:
             return open_prepared(config.prepared, verify=False).document["settings"]["layout"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -370,6 +378,8 @@ def check_positions(config, document=None):
     """Every phase's sequence length must fit the preset's position table,
     and hold an example: [CLS] A [SEP] B [SEP] with a sentence objective
     (auto: with the preset's pooler), a little less without."""
+    from bertzoo.data.examples import min_seq_len
+
     if document is None:
         document = preset_document(config.preset)[0]
     pairs = config.objective in ("nsp", "sop") or (

@@ -32,8 +32,8 @@ import sys
 import typing
 from pathlib import Path
 
+from bertzoo import quiet
 from bertzoo.batching import BATCHING_MODES
-from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
 from bertzoo.io.publish import atomic_write_text
 from bertzoo.settings import setting
 
@@ -51,6 +51,10 @@ LOG_DIR = "logs"  # TensorBoard
 LOGS = f"{LOG_DIR}/events.out.tfevents.*"
 CORPUS_FILE = "corpus.txt"  # the built-in corpus, when a run is given no corpus files
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+# The choices of --strategy and --optimizer (`bertzoo.training.distribute`,
+# `bertzoo.training.optimizers`), here so that settings load without Keras.
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel")
+OPTIMIZERS = ("adamw", "lamb")
 VERBOSITY = (0, 1, 2)  # Keras: silent, progress bar, one line per epoch
 
 
@@ -188,6 +192,8 @@ def write_builtin_corpus(path):
     path = Path(path)
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
+        from bertzoo.data.builtin_corpus import python_docs_corpus, write_corpus
+
         write_corpus(python_docs_corpus(), path)
     logger.info("Built-in corpus: the Python documentation help topics (%s).", path)
     return path
@@ -420,7 +426,7 @@ def recipe_parser(doc, cls, groups, prog=None):
     parser = argparse.ArgumentParser(
         prog=prog,
         description=doc.split("\n\n")[0],
-        epilog=doc.split("\n\n", 1)[1],
+        epilog=doc.split("\n\n", 1)[1].rstrip("\n") + "\n\n" + quiet.HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return add_config_flags(parser, cls, groups=groups)

@@ -1,0 +1,329 @@
+"""Quiet by default: no TensorFlow, absl or CUDA banner line reaches the user
+of the recipes or `python -m bertzoo` (BERTZOO_TF_LOGS=1 brings them back),
+and the commands that need no model answer without importing TensorFlow."""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from bertzoo import quiet
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What users saw on a CPU machine before (TensorFlow 2.21, issue 31).
+NOISE = re.compile(
+    r"E0000|W0000|I0000|cuInit|CUDA|cuda|oneDNN|TensorFlow binary|absl::InitializeLog"
+)
+REAL_LINES = [
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 00:00:1795688036.660589    8796 port.cc:153] oneDNN custom operations are on.",
+    "I0000 00:00:1795688036.660953    8796 cudart_stub.cc:31] Could not find cuda drivers on "
+    "your machine, GPU will not be used.",
+    "I0000 00:00:1795688037.029378    8796 cpu_feature_guard.cc:227] This TensorFlow binary is "
+    "optimized to use available CPU instructions in performance-critical operations.",
+    "To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild "
+    "TensorFlow with the appropriate compiler flags.",
+    "E0000 00:00:1795688067.981425    9453 cuda_platform.cc:52] failed call to cuInit: INTERNAL: "
+    "CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
+    "W0000 00:00:1795688067.981425    9453 some/file.cc:7] a warning",
+]
+
+
+def _env(**extra):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.ENV_VAR, quiet.CHILD_VAR)
+    }
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env
+
+
+def _noise(text):
+    return [line for line in text.splitlines() if NOISE.search(line)]
+
+
+@pytest.mark.backend_independent
+def test_tensorflow_log_lines_are_recognised():
+    for line in REAL_LINES:
+        assert quiet.is_tf_log_line(line), line
+    for line in (
+        "error: Unknown preset 'nope': not a built-in preset name",
+        "INFO bertzoo.training.pretrain: step 3/3: loss 6.7448",
+        "Traceback (most recent call last):",
+        "UserWarning: something",
+    ):
+        assert not quiet.is_tf_log_line(line), line
+
+
+def _fake_tensorflow(tmp_path):
+    """A `tensorflow` package that writes the real banner on descriptor 2 (as
+    TensorFlow's C++ does) and one line of its own, and reports the log level
+    it was imported under."""
+    package = tmp_path / "fake" / "tensorflow"
+    package.mkdir(parents=True)
+    banner = "".join(line + "\n" for line in REAL_LINES[:5])
+    (package / "__init__.py").write_text(
+        textwrap.dedent(
+            f"""\
+            import os, sys
+            os.write(2, {banner.encode()!r})
+            os.write(2, b"a line of the program's own\\n")
+            print("python stderr stays", file=sys.stderr)
+            LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+            """
+        )
+    )
+    return tmp_path / "fake"
+
+
+_IMPORT = (
+    "from bertzoo.quiet import quiet_tensorflow\n"
+    "quiet_tensorflow()\n"
+    "import tensorflow\n"
+    "print('level', tensorflow.LEVEL)\n"
+)
+
+
+@pytest.mark.backend_independent
+def test_banner_written_while_tensorflow_imports_is_filtered(tmp_path):
+    fake = _fake_tensorflow(tmp_path)
+    env = _env(PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]))
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert _noise(done.stderr) == [], done.stderr
+    # Everything else written meanwhile still reaches the user, in order.
+    assert done.stderr.splitlines() == ["a line of the program's own", "python stderr stays"]
+    # TensorFlow's later C++ errors (cuInit, oneDNN DT_INT64) need level 3.
+    assert done.stdout.strip() == "level 3"
+
+    # A level the user chose is kept.
+    env["TF_CPP_MIN_LOG_LEVEL"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "level 1" and _noise(done.stderr) == []
+
+
+@pytest.mark.backend_independent
+def test_processes_a_quiet_one_starts_are_quiet(tmp_path):
+    """A spawned worker imports bertzoo (to unpickle its function) before
+    TensorFlow: the environment's mark makes it quiet too."""
+    fake = _fake_tensorflow(tmp_path)
+    env = _env(PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]))
+    child = "import bertzoo, tensorflow; print('level', tensorflow.LEVEL)"
+    parent = (
+        "import subprocess, sys\n"
+        "from bertzoo.quiet import quiet_tensorflow\n"
+        "quiet_tensorflow()\n"
+        f"subprocess.run([sys.executable, '-c', {child!r}], check=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", parent], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert _noise(done.stderr) == [] and "a line of the program's own" in done.stderr
+    assert done.stdout.strip() == "level 3"
+    # Without the mark (a process no quiet one started), importing bertzoo changes nothing.
+    done = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert len(_noise(done.stderr)) == 4 and done.stdout.strip() == "level None"
+
+
+@pytest.mark.backend_independent
+def test_bertzoo_tf_logs_brings_them_back(tmp_path):
+    fake = _fake_tensorflow(tmp_path)
+    env = _env(PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]), BERTZOO_TF_LOGS="1")
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(_noise(done.stderr)) == 4, done.stderr  # the banner, as TensorFlow wrote it
+    assert done.stdout.strip() == "level None"  # TensorFlow's own default
+
+
+@pytest.mark.backend_independent
+def test_help_names_the_switch():
+    done = subprocess.run(
+        [sys.executable, "-m", "bertzoo", "--help"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "BERTZOO_TF_LOGS=1" in done.stdout
+
+
+# === Commands that need no model import no TensorFlow ===
+
+_WRAPPER = (
+    "import runpy, sys\n"
+    "sys.argv = ['bertzoo'] + sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_module('bertzoo', run_name='__main__', alter_sys=True)\n"
+    "except SystemExit as e:\n"
+    "    code = e.code\n"
+    "loaded = sorted(m for m in ('tensorflow', 'keras', 'jax') if m in sys.modules)\n"
+    "print('LOADED', ','.join(loaded) or '-', 'STATUS', code, file=sys.stderr)\n"
+)
+
+
+def _run_cli(*args):
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, *args],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    seconds = time.perf_counter() - start
+    *err, last = done.stderr.rstrip("\n").splitlines()
+    _, loaded, _, status = last.split()
+    return done.stdout, "\n".join(err), loaded, int(status), seconds
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "args, status, needle",
+    [
+        (("--help",), 0, "plan"),
+        (("presets",), 0, "| `bert_tiny` |"),
+        (("plan", "bert_base", "--seq-len", "128"), 0, "largest batch"),
+        (("plan", "nope"), 2, "error: Unknown preset 'nope'"),
+        (("demo", "--preset", "nope"), 2, "error: Unknown preset 'nope'"),
+        (("fill-mask", "nope", "a [MASK] b"), 2, "error: Unknown preset 'nope'"),
+        (("attention", "nope", "a b", "--out", "/nonexistent/x.png"), 2, "error: Unknown preset"),
+        (("demo", "--seq", "0"), 2, "error: --seq must be >= 1, got 0."),
+    ],
+)
+def test_no_model_commands_do_not_import_tensorflow(args, status, needle):
+    out, err, loaded, code, seconds = _run_cli(*args)
+    assert code == status, (out, err)
+    assert needle in (out if status == 0 else err), (out, err)
+    if status:
+        assert err.count("\n") == 0, err  # one line, no traceback
+    assert loaded == "-", f"{args} imported {loaded}"
+    assert seconds < 5, seconds  # generous: the proof is that TensorFlow stayed out
+
+
+_RECIPE_WRAPPER = (
+    "import runpy, sys\n"
+    "path = sys.argv[1]\n"
+    "sys.argv = sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_path(path, run_name='__main__')\n"
+    "except SystemExit as e:\n"
+    "    code = e.code\n"
+    "loaded = sorted(m for m in ('tensorflow', 'keras', 'jax') if m in sys.modules)\n"
+    "print('LOADED', ','.join(loaded) or '-', 'STATUS', code, file=sys.stderr)\n"
+)
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "args, status, needle",
+    [
+        (("--help",), 0, "BERTZOO_TF_LOGS=1"),
+        (("--optimizer", "sgd"), 2, "invalid choice: 'sgd'"),
+    ],
+)
+def test_pretraining_recipe_help_does_not_import_tensorflow(args, status, needle):
+    done = subprocess.run(
+        [sys.executable, "-c", _RECIPE_WRAPPER, str(ROOT / "recipes" / "pretrain.py"), *args],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    *err, last = done.stderr.rstrip("\n").splitlines()
+    _, loaded, _, code = last.split()
+    assert int(code) == status and needle in (done.stdout + "\n".join(err)), done
+    assert loaded == "-", f"recipes/pretrain.py {args} imported {loaded}"
+
+
+@pytest.mark.backend_independent
+def test_top_level_help_lists_every_command():
+    from bertzoo.cli import COMMANDS
+
+    out, _, _, code, _ = _run_cli("--help")
+    listed = set(re.findall(r"^    ([a-z-]+) ", out, re.M))
+    assert code == 0 and listed == set(COMMANDS), (sorted(COMMANDS), out)
+
+
+@pytest.mark.backend_independent
+def test_model_command_arguments_have_help():
+    import argparse
+
+    from bertzoo.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for command in ("demo", "verify", "fill-mask", "attention", "plan"):
+        for action in sub.choices[command]._actions:
+            assert action.help, f"{command}: {action.dest} has no help text"
+
+
+# === The real thing: TensorFlow loads, and nothing of its banner shows ===
+
+
+@pytest.mark.slow
+def test_cli_demo_is_quiet():
+    done = subprocess.run(
+        [sys.executable, "-m", "bertzoo", "demo", "--preset", "bert_tiny", "--seq", "8"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "parameters: 4,385,920" in done.stdout
+    assert _noise(done.stdout + done.stderr) == [], done.stderr
+
+
+@pytest.mark.slow
+def test_pretraining_recipe_is_quiet(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    sentences = [f"the cat number {i} sat on mat {i % 7} today ." for i in range(400)]
+    corpus.write_text("\n\n".join("\n".join(sentences[i : i + 8]) for i in range(0, 400, 8)) + "\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "recipes" / "pretrain.py"),
+            "--corpus",
+            str(corpus),
+            "--output",
+            str(tmp_path / "run"),
+            "--preset",
+            "bert_tiny",
+            "--vocab-size",
+            "200",
+            "--seq-len",
+            "32",
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"steps": 2' in done.stdout
+    assert _noise(done.stdout + done.stderr) == [], done.stderr
