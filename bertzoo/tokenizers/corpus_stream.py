@@ -90,6 +90,9 @@ class CorpusStats(textfiles.LineCounts):
     workers: int = 1  # WordPiece: the processes that counted the words
     word_counts: str = ""  # WordPiece: how the words were counted
     sampled: str = ""  # SentencePiece: the line sample, when not all lines
+    # The accent stripping the vocabulary was trained with (None: not yet
+    # trained); it differs from the one asked for when Hangul kept it off.
+    strip_accents: object = None
 
     @property
     def cut_lines(self):
