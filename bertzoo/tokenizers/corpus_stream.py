@@ -172,6 +172,21 @@ def read_lines(files, max_line_bytes=DEFAULT_MAX_LINE_BYTES, stats=None):
     _corpus_read(stats)
 
 
+def head_lines(files, lines, max_line_bytes=DEFAULT_MAX_LINE_BYTES):
+    """The first `lines` non-empty lines of the files, read as `read_lines`
+    reads them but silently: a look at the corpus before it is read and
+    reported on."""
+    textfiles.check_max_line_bytes(max_line_bytes, TrainingFilesError)
+    seen = 0
+    for path in expand_paths(files):
+        for line in _range_lines(path, max_line_bytes, CorpusStats()):
+            if line.strip():
+                yield line
+                seen += 1
+                if seen >= lines:
+                    return
+
+
 def check_limit(name, value, minimum=1):
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise TokenizerError(f"{name} must be an integer >= {minimum}, got {value!r}.")

@@ -76,16 +76,11 @@ def is_hangul(char):
 def hangul_word_share(files, max_line_bytes=DEFAULT_MAX_LINE_BYTES, lines=HANGUL_SCAN_LINES):
     """(words holding Hangul, words) in the first `lines` non-empty lines of
     the files (words split on whitespace)."""
-    hangul = words = seen = 0
-    for line in read_lines(files, max_line_bytes):
-        if not line.strip():
-            continue
+    hangul = words = 0
+    for line in corpus_stream.head_lines(files, lines, max_line_bytes):
         for word in line.split():
             words += 1
             hangul += any(is_hangul(c) for c in word)
-        seen += 1
-        if seen >= lines:
-            break
     return hangul, words
 
 

@@ -143,3 +143,17 @@ def test_pretraining_vocabulary_keeps_syllables_unless_told(tmp_path, caplog):
         stripped = prepare_tokenizer(told, tmp_path / "told", [str(KOREAN)])
     assert stripped.strip_accents and "hold jamo" in caplog.text
     assert "Keeping Hangul" not in caplog.text
+
+
+def test_the_look_at_the_corpus_reports_nothing_twice(tmp_path, capsys, caplog):
+    corpus = tmp_path / "ko.txt"
+    corpus.write_bytes(KOREAN.read_bytes() + b"\xff\xfe broken line\n")
+    status, out, err, records = _train_vocab(
+        [corpus, "--vocab-size", "3000", "--output", tmp_path / "v.txt", "--show", "0"],
+        capsys,
+        caplog,
+    )
+    assert status == 0, err
+    messages = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert sum("not valid UTF-8" in m for m in messages) == 1, messages
+    assert sum("Keeping Hangul" in m for m in messages) == 1, messages
