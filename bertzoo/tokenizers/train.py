@@ -101,9 +101,11 @@ def visible(piece):
 
 
 def _warn_jamo(vocabulary, strip_accents):
-    """One warning when accent stripping filled the vocabulary with jamo."""
+    """One warning when accent stripping filled the vocabulary with jamo (at
+    least HANGUL_SHARE of its tokens: an English vocabulary with a few
+    jamo from quoted Korean stays quiet)."""
     jamo = len(jamo_tokens(vocabulary))
-    if jamo and strip_accents:
+    if strip_accents and jamo and jamo >= HANGUL_SHARE * len(vocabulary):
         logger.warning(
             "Accent stripping decomposed Hangul into jamo: %s of the %s tokens (%.0f%%) hold "
             "jamo. Train with strip_accents=False (--no-strip-accents) to keep syllables whole, "

@@ -157,3 +157,13 @@ def test_the_look_at_the_corpus_reports_nothing_twice(tmp_path, capsys, caplog):
     messages = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
     assert sum("not valid UTF-8" in m for m in messages) == 1, messages
     assert sum("Keeping Hangul" in m for m in messages) == 1, messages
+
+
+def test_a_few_jamo_in_a_large_vocabulary_stay_quiet(caplog):
+    words = [f"w{i}" for i in range(995)]
+    jamo = ["\u1100", "##\u1161", "\u1112", "##\u1161", "##\u11ab"]
+    with caplog.at_level(logging.WARNING, logger="bertzoo"):
+        train._warn_jamo(words + jamo, strip_accents=True)  # 0.5% of the tokens
+        assert caplog.records == []
+        train._warn_jamo(words[:400] + jamo, strip_accents=True)  # 1.2%
+    assert "5 of the 405 tokens (1%) hold jamo" in caplog.text
