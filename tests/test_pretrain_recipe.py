@@ -4,7 +4,6 @@ tutorial of docs/korean.md (run verbatim), and bad settings."""
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -262,54 +261,6 @@ def test_static_data_written_once_and_read(tmp_path):
     )
     with pytest.raises(bertzoo.data.PretrainingDataError, match="written for seq_len=32"):
         run_pretraining(wrong)
-
-
-def _korean_tutorial():
-    page = ROOT / "docs" / "korean.md"
-    if not page.exists():
-        # The tutorial moved from the README to its own page, written on the
-        # Korean branch; this test runs it once that page is merged.
-        pytest.skip("docs/korean.md (the Korean tutorial's page) is not in this checkout yet")
-    match = re.search(
-        r"<!-- korean-tutorial -->\s*```bash\n(.*?)```", page.read_text(encoding="utf-8"), re.S
-    )
-    assert match, "docs/korean.md lost its Korean tutorial block"
-    return match.group(1)
-
-
-@pytest.mark.slow
-def test_korean_tutorial_commands_run_verbatim(tmp_path):
-    """Runs docs/korean.md's Korean tutorial as written, on the Korean sample
-    corpus, from a directory holding `ko.txt` and the recipes."""
-    # The sample as the tutorial's format: documents of ten sentences.
-    lines = [
-        x
-        for x in (FIXTURES / "korean_corpus.txt").read_text(encoding="utf-8").splitlines()
-        if x.strip()
-    ]
-    documents = ["\n".join(lines[i : i + 10]) for i in range(0, len(lines), 10)]
-    (tmp_path / "ko.txt").write_text("\n\n".join(documents) + "\n", encoding="utf-8")
-    (tmp_path / "recipes").symlink_to(ROOT / "recipes")
-    script = "set -euo pipefail\n" + _korean_tutorial()
-    result = subprocess.run(
-        ["bash", "-c", script],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    # The vocabulary keeps Hangul syllables whole (no jamo), the run learnt,
-    # and the embedding step printed its vectors.
-    vocab = (tmp_path / "ko_vocab.txt").read_text(encoding="utf-8").split("\n")
-    assert "원피스" in vocab and "예뻐요" in vocab
-    assert not any("\u1100" <= ch <= "\u11ff" for token in vocab for ch in token)
-    metrics = json.loads((tmp_path / "runs" / "ko" / "metrics.json").read_text())
-    assert metrics["eval_held_out"] and metrics["objective"] == "sop"
-    assert metrics["final_masked_lm_accuracy"] > metrics["initial_masked_lm_accuracy"] + 0.1
-    assert "이 / 원피스 / 예뻐요" in result.stdout
-    assert re.search(r"embeddings: \(3, 128\)", result.stdout), result.stdout
 
 
 @pytest.mark.backend_independent

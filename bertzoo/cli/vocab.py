@@ -35,7 +35,8 @@ def add_train_vocab(sub):
         "--strip-accents",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="default: follows --lowercase",
+        help="default: follows --lowercase, except that WordPiece keeps it off, with a notice, "
+        "for a corpus whose words are 1%% or more Hangul (stripping turns syllables into jamo)",
     )
     t.add_argument(
         "--include-hangul",
@@ -85,7 +86,8 @@ def add_train_vocab(sub):
         type=int,
         default=3,
         metavar="N",
-        help="print the tokenization of the first N lines (default 3)",
+        help="print the tokenization of the first N lines (default 3); conjoining jamo and "
+        "combining marks (what accent stripping's NFD leaves) are written as \\uXXXX",
     )
 
 
@@ -95,7 +97,12 @@ def train_vocab(args):
     from bertzoo.errors import BertzooError
     from bertzoo.tokenizers import BertTokenizer, SentencePieceTokenizer
     from bertzoo.tokenizers.corpus_stream import CorpusStats
-    from bertzoo.tokenizers.train import read_lines, train_sentencepiece, train_wordpiece
+    from bertzoo.tokenizers.train import (
+        read_lines,
+        train_sentencepiece,
+        train_wordpiece,
+        visible,
+    )
 
     if Path(args.output).is_dir():
         name = "vocab.txt" if args.kind == "wordpiece" else "spiece.model"
@@ -127,8 +134,10 @@ def train_vocab(args):
                 include_hangul=args.include_hangul,
                 max_words=args.max_words,
                 workers=args.workers,
+                keep_hangul_syllables=args.strip_accents is None,
                 **limits,
             )
+            strip = stats.strip_accents
             tokenizer = BertTokenizer(args.output, lowercase=args.lowercase, strip_accents=strip)
         else:
             train_sentencepiece(
@@ -151,19 +160,31 @@ def train_vocab(args):
     ) as e:  # OSError: a missing file, an unwritable --output
         print(f"error: {e}", file=sys.stderr)
         return 2
+    capped = (
+        f", not the {args.vocab_size} asked for: the corpus has no more pieces"
+        if tokenizer.vocabulary_size < args.vocab_size
+        else ""
+    )
     print(
-        f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens "
+        f"Wrote {args.output}: {tokenizer.vocabulary_size} tokens{capped} "
         f"(lowercase={tokenizer.lowercase}, strip_accents={tokenizer.strip_accents})."
     )
     reports = [("Read", stats.summary()), ("Word counts:", stats.word_counts)]
     for label, text in reports + [("Sample:", stats.sampled)]:
         if text:
             print(f"{label} {text}.")
-    shown = 0
+    shown, decomposed = 0, False
     for line in read_lines(args.files, args.max_line_bytes):
         if shown >= args.show:
             break
         if line.strip():
-            print(f"  {line.strip()}\n    -> {' '.join(tokenizer.detokenize(tokenizer(line)))}")
+            pieces = " ".join(visible(p) for p in tokenizer.detokenize(tokenizer(line)))
+            print(f"  {line.strip()}\n    -> {pieces}")
             shown += 1
+            decomposed = decomposed or "\\u" in pieces
+    if decomposed:
+        print(
+            "  (\\uXXXX: a conjoining jamo or combining mark, a piece of a decomposed (NFD) "
+            "syllable or accented letter; composed (NFC) ones print as themselves)"
+        )
     return 0

@@ -90,6 +90,9 @@ class CorpusStats(textfiles.LineCounts):
     workers: int = 1  # WordPiece: the processes that counted the words
     word_counts: str = ""  # WordPiece: how the words were counted
     sampled: str = ""  # SentencePiece: the line sample, when not all lines
+    # The accent stripping the vocabulary was trained with (None: not yet
+    # trained); it differs from the one asked for when Hangul kept it off.
+    strip_accents: object = None
 
     @property
     def cut_lines(self):
@@ -167,6 +170,21 @@ def read_lines(files, max_line_bytes=DEFAULT_MAX_LINE_BYTES, stats=None):
     for path in paths:
         yield from _file_lines(path, max_line_bytes, stats)
     _corpus_read(stats)
+
+
+def head_lines(files, lines, max_line_bytes=DEFAULT_MAX_LINE_BYTES):
+    """The first `lines` non-empty lines of the files, read as `read_lines`
+    reads them but silently: a look at the corpus before it is read and
+    reported on."""
+    textfiles.check_max_line_bytes(max_line_bytes, TrainingFilesError)
+    seen = 0
+    for path in expand_paths(files):
+        for line in _range_lines(path, max_line_bytes, CorpusStats()):
+            if line.strip():
+                yield line
+                seen += 1
+                if seen >= lines:
+                    return
 
 
 def check_limit(name, value, minimum=1):

@@ -21,6 +21,7 @@ other domains into [UNK] / <unk>.
 import io
 import logging
 import re
+import unicodedata
 from pathlib import Path
 
 import sentencepiece as spm
@@ -52,6 +53,90 @@ ALBERT_CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 ALBERT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 JOINER = "##"
 HANGUL_SETS = ("none", "common", "all")
+# Conjoining jamo: what NFD (accent stripping) makes of a Hangul syllable,
+# and their extended blocks. Terminals draw a run of them as the syllable.
+CONJOINING_JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
+HANGUL_SYLLABLE_RANGE = (0xAC00, 0xD7A3)
+# With accent stripping by default, a corpus whose words are at least this
+# share Hangul (in its first HANGUL_SCAN_LINES non-empty lines) keeps it off.
+HANGUL_SHARE = 0.01
+HANGUL_SCAN_LINES = 10_000
+
+
+def is_conjoining_jamo(char):
+    return any(lo <= ord(char) <= hi for lo, hi in CONJOINING_JAMO)
+
+
+def is_hangul(char):
+    """A precomposed syllable, a conjoining jamo or a compatibility jamo (ㅋ)."""
+    lo, hi = HANGUL_SYLLABLE_RANGE
+    return lo <= ord(char) <= hi or 0x3131 <= ord(char) <= 0x318E or is_conjoining_jamo(char)
+
+
+def hangul_word_share(files, max_line_bytes=DEFAULT_MAX_LINE_BYTES, lines=HANGUL_SCAN_LINES):
+    """(words holding Hangul, words) in the first `lines` non-empty lines of
+    the files (words split on whitespace)."""
+    hangul = words = 0
+    for line in corpus_stream.head_lines(files, lines, max_line_bytes):
+        for word in line.split():
+            words += 1
+            hangul += any(is_hangul(c) for c in word)
+    return hangul, words
+
+
+def jamo_tokens(vocabulary):
+    """The tokens (WordPiece tokens, SentencePiece pieces) that hold a
+    conjoining jamo."""
+    return [t for t in vocabulary if any(is_conjoining_jamo(c) for c in t)]
+
+
+def visible(piece):
+    """`piece` with conjoining jamo and combining marks (what NFD makes of a
+    syllable or an accented letter) written as \\uXXXX, so a decomposed piece
+    does not look like the composed one on a terminal."""
+    return "".join(
+        f"\\u{ord(c):04x}" if is_conjoining_jamo(c) or unicodedata.category(c) == "Mn" else c
+        for c in piece
+    )
+
+
+def _warn_jamo(vocabulary, strip_accents):
+    """One warning when accent stripping filled the vocabulary with jamo (at
+    least HANGUL_SHARE of its tokens: an English vocabulary with a few
+    jamo from quoted Korean stays quiet)."""
+    jamo = len(jamo_tokens(vocabulary))
+    if strip_accents and jamo and jamo >= HANGUL_SHARE * len(vocabulary):
+        logger.warning(
+            "Accent stripping decomposed Hangul into jamo: %s of the %s tokens (%.0f%%) hold "
+            "jamo. Train with strip_accents=False (--no-strip-accents) to keep syllables whole, "
+            "unless you mean to reproduce multilingual uncased BERT.",
+            f"{jamo:,}",
+            f"{len(vocabulary):,}",
+            100 * jamo / len(vocabulary),
+        )
+
+
+def keep_syllables(files, lowercase, strip_accents, max_line_bytes=DEFAULT_MAX_LINE_BYTES):
+    """The accent stripping to train with when the caller left it to the
+    default: `strip_accents` (None follows `lowercase`), except that a
+    corpus whose first lines' words are at least HANGUL_SHARE Hangul keeps
+    it off (accent stripping would turn every syllable into jamo), with a
+    one-line warning. Returns the setting (a bool)."""
+    strip = basic.resolve_strip_accents(lowercase, strip_accents)
+    if not strip:
+        return False
+    hangul, words = hangul_word_share(files, max_line_bytes)
+    if words and hangul >= HANGUL_SHARE * words:
+        logger.warning(
+            "Keeping Hangul syllables whole: %s of the first %s words hold Hangul, which accent "
+            "stripping would decompose into jamo, so the vocabulary is trained with "
+            "strip_accents=False (--strip-accents, strip_accents=True, strips anyway, as "
+            "multilingual uncased BERT does).",
+            f"{hangul:,}",
+            f"{words:,}",
+        )
+        return False
+    return True
 
 
 def _hangul_set(which):
@@ -138,6 +223,7 @@ def train_wordpiece(
     max_line_bytes=DEFAULT_MAX_LINE_BYTES,
     stats=None,
     workers=1,
+    keep_hangul_syllables=False,
 ):
     """Learns a WordPiece vocabulary (BERT's `vocab.txt`) from text files.
 
@@ -216,6 +302,13 @@ def train_wordpiece(
             with invalid UTF-8), or None.
         workers: the processes that count the words (1: this one; None:
             the CPU count, at most one per 8 MB of text).
+        keep_hangul_syllables: the caller left `strip_accents` to its
+            default: a corpus whose words are at least 1% Hangul is then
+            trained with strip_accents=False, with a warning
+            (`keep_syllables`); `stats.strip_accents` says which was used.
+            Without it, a vocabulary trained with accent stripping that
+            holds jamo is trained as asked, with a warning giving their
+            share.
 
     Returns:
         The vocabulary, a list of tokens (index = id).
@@ -227,8 +320,11 @@ def train_wordpiece(
             f"reserved_tokens must be distinct non-empty tokens, padding first; got {reserved}."
         )
     include_hangul = _hangul_set(include_hangul)
+    if keep_hangul_syllables:
+        strip_accents = keep_syllables(files, lowercase, strip_accents, max_line_bytes)
     basic_tokenizer = basic.BasicTokenizer(lowercase, strip_accents, reference, control_chars)
     stats = CorpusStats() if stats is None else stats
+    stats.strip_accents = basic_tokenizer.strip_accents
     counter = count_words(files, basic_tokenizer, max_words, max_line_bytes, stats, workers)
     counts = counter.counts
     if not counts:
@@ -286,6 +382,7 @@ def train_wordpiece(
             vocab_size,
             min_frequency,
         )
+    _warn_jamo(vocabulary, basic_tokenizer.strip_accents)
     if output is not None:
         write_vocabulary(output, vocabulary)
     return vocabulary
@@ -384,8 +481,10 @@ def train_sentencepiece(
     Args:
         files: a text file, a glob pattern or a list of them (UTF-8, one
             text per line; `.gz` files are decompressed as they are read).
-        vocab_size: the exact number of pieces (sentencepiece fails when the
-            corpus cannot fill it; the error says so).
+        vocab_size: the number of pieces; a corpus that cannot fill it
+            gives as many as sentencepiece can make of it (it names the
+            most; logged), as `train_wordpiece` stops where the corpus has
+            no more pieces.
         output: the model file (ending in .model) or a directory to write
             spiece.model into; written atomically.
         lowercase, strip_accents: the `SentencePieceTokenizer` settings the
@@ -456,12 +555,8 @@ def train_sentencepiece(
     if hangul:
         given = str(options.get("required_chars", ""))
         options["required_chars"] = "".join(dict.fromkeys(given + "".join(hangul)))
-    spm.set_random_generator_seed(seed)
-    model = io.BytesIO()
     try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=model, **options
-        )
+        proto = _train_model(sentences, options, seed)
     except RuntimeError as e:
         needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(e))
         if hangul and needed:
@@ -470,17 +565,49 @@ def train_sentencepiece(
                 f"the special pieces, the set's {len(hangul):,} syllables and the corpus's other "
                 f"characters need at least {needed.group(1)}."
             ) from None
-        raise TokenizerError(f"SentencePiece training failed: {e}") from None
-    proto = model.getvalue()
+        if needed:  # as WordPiece says when its characters do not fit
+            raise TokenizerError(
+                f"vocab_size={vocab_size} is too small: the special pieces and the corpus's "
+                f"characters (character_coverage={character_coverage}) need at least "
+                f"{needed.group(1)}."
+            ) from None
+        most = re.search(
+            r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", str(e)
+        )
+        if not most:
+            raise TokenizerError(f"SentencePiece training failed: {e}") from None
+        # As WordPiece does: a corpus that cannot fill vocab_size gives the
+        # vocabulary it can (sentencepiece names the most), with a notice.
+        options["vocab_size"] = int(most.group(1))
+        logger.info(
+            "SentencePiece vocabulary has %d pieces (asked for %d): the corpus has no more.",
+            options["vocab_size"],
+            vocab_size,
+        )
+        try:
+            proto = _train_model(sentences, options, seed)
+        except RuntimeError as again:
+            raise TokenizerError(f"SentencePiece training failed: {again}") from None
     pieces = model_pieces(proto)
     expected = [pad_piece, unk_piece, *control_symbols]
     if pieces[: len(expected)] != expected:  # would break ALBERT's ids
         raise TokenizerError(
             f"The trained model starts with {pieces[: len(expected)]}, not {expected}."
         )
+    if stats is not None:
+        stats.strip_accents = bool(strip_accents)
+    _warn_jamo(pieces, strip_accents)
     with atomic_path(path) as tmp:
         Path(tmp).write_bytes(proto)
     return path
+
+
+def _train_model(sentences, options, seed):
+    """The serialized model sentencepiece trains on `sentences`."""
+    spm.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, **options)
+    return model.getvalue()
 
 
 def vocabulary_overlap(reference, other):

@@ -91,8 +91,9 @@ class PretrainConfig(RunConfig):
     lowercase: bool = setting(None, "default: the preset's setting", group="data")
     strip_accents: bool = setting(
         None,
-        "default: follows --lowercase; use --no-strip-accents for Korean (keeps Hangul "
-        "syllables whole)",
+        "default: follows --lowercase, except that a WordPiece vocabulary the run trains on a "
+        "corpus whose words are 1%% or more Hangul keeps it off, with a notice (stripping "
+        "turns syllables into jamo); --no-strip-accents for Korean says so",
         group="data",
     )
     objective: str = setting(

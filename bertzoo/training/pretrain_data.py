@@ -67,6 +67,8 @@ INPUT_VERSION = 2
 # Held-out documents are collected until they hold this many evaluation
 # batches' worth of tokens (an example takes at most seq_len of them).
 EVAL_TOKEN_MARGIN = 2
+# Fewer held-out examples than this are warned about (their accuracy is noise).
+MIN_EVAL_EXAMPLES = 100
 
 
 def corpus_files(config, output, chief):
@@ -146,9 +148,24 @@ def prepare_tokenizer(config, output, files, chief=True):
                     output=vocabulary,
                     include_hangul=config.include_hangul,
                     workers=config.prepare_workers,
+                    keep_hangul_syllables=config.strip_accents is None,
                 )
         wait_for(vocabulary)
+        if kind == "wordpiece" and config.strip_accents is None and has_syllables(vocabulary):
+            # Trained without accent stripping because the corpus is Korean
+            # (`keep_syllables`): tokenize as it was trained, on resume too.
+            settings["strip_accents"] = False
     return cls(vocabulary, **settings)
+
+
+def has_syllables(vocabulary):
+    """Whether a vocab.txt holds a precomposed Hangul syllable: accent
+    stripping (NFD) leaves none, so one trained with it never does."""
+    from bertzoo.tokenizers.train import HANGUL_SYLLABLE_RANGE
+
+    lo, hi = HANGUL_SYLLABLE_RANGE
+    text = Path(vocabulary).read_text(encoding="utf-8")
+    return any(lo <= ord(c) <= hi for c in text)
 
 
 def wait_for(path, seconds=24 * 3600, writer="the chief worker", log_every=300):
@@ -189,6 +206,28 @@ class EvalSet:
     batches: object
 
 
+def warn_small_eval(config, examples, batch):
+    """One warning when the evaluation sees fewer than MIN_EVAL_EXAMPLES
+    held-out examples, saying how to get more."""
+    seen = min(examples, batch * config.eval_batches)
+    if seen >= MIN_EVAL_EXAMPLES:
+        return
+    if examples < MIN_EVAL_EXAMPLES:
+        more = (
+            f"hold out more documents with --eval-fraction (now {config.eval_fraction:g}) "
+            "or give more text"
+        )
+    else:
+        more = f"raise --eval-batches (now {config.eval_batches})"
+    logger.warning(
+        "The held-out evaluation has %d examples, fewer than %d: its accuracy and loss are "
+        "noisy; %s.",
+        seen,
+        MIN_EVAL_EXAMPLES,
+        more,
+    )
+
+
 def eval_batches(config, examples, masker, objective):
     """The evaluation batches of `examples` at the last (longest) phase's
     length. Masks are drawn once (cached): the initial and final numbers,
@@ -202,6 +241,7 @@ def eval_batches(config, examples, masker, objective):
         100 * truncated,
     )
     batch = min(config.batch_size, len(examples))
+    warn_small_eval(config, len(examples), batch)
     batches = (
         make_pretraining_dataset(examples, batch, masker, seed=config.seed + 11, shuffle=False)
         .take(config.eval_batches)

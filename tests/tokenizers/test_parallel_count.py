@@ -266,6 +266,6 @@ def test_cli_and_the_pretraining_recipe_pass_workers(tmp_path, small_ranges, cap
     corpus = tmp_path / "ko.txt"
     corpus.write_bytes(KOREAN.read_bytes())
     for workers in (2, None):
-        config = PretrainConfig(vocab_size=600, lowercase=False, prepare_workers=workers)
+        config = PretrainConfig(vocab_size=1000, lowercase=False, prepare_workers=workers)
         prepare_tokenizer(config, tmp_path / f"run{workers}", [str(corpus)])
     assert seen == [2, None]
