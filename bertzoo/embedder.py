@@ -194,23 +194,11 @@ class TextEmbedder(keras.Model):
         pooling, normalised, and the backbone's maximum length. `dtype`
         (e.g. "mixed_bfloat16") is the backbone's dtype policy; the pooled
         embeddings stay float32."""
-        overrides = {} if dtype is None else {"dtype": dtype}
-        backbone = BertBackbone.from_preset(preset, load_weights=load_weights, **overrides)
-        settings = {}
-        if preset_lib.builtin_name(preset) is None:
-            settings = sentence_transformers_settings(preset)
-        length = settings.get("sequence_length") if sequence_length is None else sequence_length
-        preprocessor = BertPreprocessor.from_preset(
-            preset, sequence_length=length, vocabulary=vocabulary
-        )
-        tokenizer = preprocessor.tokenizer
-        if settings.get("lowercase") and not tokenizer.lowercase:
-            preprocessor = BertPreprocessor.from_preset(
-                preset,
-                sequence_length=length,
-                vocabulary=vocabulary,
-                lowercase=True,
-                strip_accents=tokenizer.strip_accents,
+        # Model, tokenizer and settings from one published version of the
+        # directory, even while a run publishes the next one there.
+        with preset_lib.pinned(preset) as source:
+            backbone, preprocessor, settings = cls._parts_from_preset(
+                source, preset, sequence_length, vocabulary, load_weights, dtype
             )
         return cls(
             backbone,
@@ -219,6 +207,30 @@ class TextEmbedder(keras.Model):
             normalize=settings.get("normalize", True) if normalize is None else normalize,
             **kwargs,
         )
+
+    @staticmethod
+    def _parts_from_preset(source, preset, sequence_length, vocabulary, load_weights, dtype):
+        """(backbone, preprocessor, sentence-transformers settings) read from
+        `source` (the pinned view of `preset`)."""
+        overrides = {} if dtype is None else {"dtype": dtype}
+        backbone = BertBackbone.from_preset(source, load_weights=load_weights, **overrides)
+        settings = {}
+        if preset_lib.builtin_name(preset) is None:
+            settings = sentence_transformers_settings(source)
+        length = settings.get("sequence_length") if sequence_length is None else sequence_length
+        preprocessor = BertPreprocessor.from_preset(
+            source, sequence_length=length, vocabulary=vocabulary
+        )
+        tokenizer = preprocessor.tokenizer
+        if settings.get("lowercase") and not tokenizer.lowercase:
+            preprocessor = BertPreprocessor.from_preset(
+                source,
+                sequence_length=length,
+                vocabulary=vocabulary,
+                lowercase=True,
+                strip_accents=tokenizer.strip_accents,
+            )
+        return backbone, preprocessor, settings
 
     def _string_segments(self, x):
         """Texts (a batch, or a tuple of two for pairs) -> 1-D string

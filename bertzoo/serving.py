@@ -34,6 +34,7 @@ from pathlib import Path
 
 import keras
 
+from bertzoo import presets as preset_lib
 from bertzoo.io.publish import atomic_write_text, check_target, publish_directory
 
 SAVED_MODEL_DIR = "saved_model"
@@ -246,12 +247,15 @@ def serving_model_from_preset(preset_dir, sequence_length=None, **settings):
 
     preset_dir = Path(preset_dir)
     recorded = {}
-    run_file = preset_dir / "finetune.json"
-    if run_file.is_file():
-        recorded = json.loads(run_file.read_text(encoding="utf-8")).get("serving", {})
+    # The run's settings, the model and the tokenizer from one published
+    # version of the directory (a run may publish its next best meanwhile).
+    with preset_lib.pinned(preset_dir) as source:
+        run_file = Path(source) / "finetune.json"
+        if run_file.is_file():
+            recorded = json.loads(run_file.read_text(encoding="utf-8")).get("serving", {})
+        model = task_model_from_preset(source)
+        tokenizer = tokenizer_from_preset(source)
     settings = {**recorded, **{k: v for k, v in settings.items() if v is not None}}
-    model = task_model_from_preset(preset_dir)
-    tokenizer = tokenizer_from_preset(preset_dir)
     if sequence_length is None:
         sequence_length = recorded.get("sequence_length") or model.backbone.max_sequence_length
     settings.pop("sequence_length", None)

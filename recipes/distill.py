@@ -28,6 +28,7 @@ Examples:
 import json
 import os
 import sys
+import time
 
 from bertzoo.quiet import quiet_tensorflow
 
@@ -45,9 +46,11 @@ def main(argv=None):
     from bertzoo.training.distill import REPORT_FILE, DistillConfig, run_distillation
     from bertzoo.training.runs import recipe_exit, run_recipe
 
+    started = time.perf_counter()
     args, report, error = run_recipe(build_parser(), DistillConfig, run_distillation, argv)
     if error is not None:
         return recipe_exit(error)
+    wall = {"wall_seconds": round(time.perf_counter() - started, 1)}  # the whole run's
     print(
         json.dumps(
             {
@@ -56,6 +59,7 @@ def main(argv=None):
                     "teacher_params",
                     "student_params",
                     "speedup",
+                    "speedup_on_validation",
                     "quality_retained",
                     "metric",
                     "teacher_metric",
@@ -64,7 +68,8 @@ def main(argv=None):
                     "truncated",
                 )
                 if k in report
-            },
+            }
+            | wall,
             indent=2,
         )
     )

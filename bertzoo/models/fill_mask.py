@@ -41,29 +41,38 @@ def masked_lm_model(preset):
     """`(model, tokenizer)` for a preset with a masked-LM head: a
     `BertPretrainer` whose head came from the checkpoint, or, for an ELECTRA
     preset whose discriminator has none, its `generator/`."""
-    kind, location = preset_lib.classify(preset)
-    if kind == "builtin":
-        raise NoMaskedLMHead(
-            f"{preset!r} is a built-in architecture without weights: fill-mask needs a trained "
-            "masked-LM head (a pre-training recipe output, a converted checkpoint or a Hugging "
-            "Face *ForMaskedLM / *ForPreTraining directory)."
-        )
-    backbone = BertBackbone.from_preset(preset)
+    # Model and tokenizer from one published version of the directory, even
+    # while a run publishes the next one there (what it is, too: classifying
+    # a directory reads its files).
+    with preset_lib.pinned(preset) as source:
+        kind, _ = preset_lib.classify(source)
+        if kind == "builtin":
+            raise NoMaskedLMHead(
+                f"{preset!r} is a built-in architecture without weights: fill-mask needs a "
+                "trained masked-LM head (a pre-training recipe output, a converted checkpoint "
+                "or a Hugging Face *ForMaskedLM / *ForPreTraining directory)."
+            )
+        return _masked_lm_model(preset, source)
+
+
+def _masked_lm_model(preset, source):
+    """`masked_lm_model` of `preset` (the name messages show), read from
+    `source` (its pinned view)."""
+    backbone = BertBackbone.from_preset(source)
     pretrainer = BertPretrainer(backbone, objective="none")
     if not _mlm_head_loaded(pretrainer):
-        generator = Path(location) / preset_lib.GENERATOR_DIR
+        generator = Path(source) / preset_lib.GENERATOR_DIR
         if (generator / preset_lib.CONFIG_FILE).is_file():
-            logger.info(
-                "%s has no masked-LM head; using its ELECTRA generator %s.", preset, generator
-            )
-            return masked_lm_model(generator)
+            shown = Path(preset) / preset_lib.GENERATOR_DIR
+            logger.info("%s has no masked-LM head; using its ELECTRA generator %s.", preset, shown)
+            return _masked_lm_model(shown, generator)
         raise NoMaskedLMHead(
             f"{preset} has no masked-LM head (its checkpoint holds "
             f"{', '.join(sorted(backbone.head_tensors)) or 'no heads'}): fill-mask needs one. "
             "Use a pre-training recipe output, a Hugging Face *ForMaskedLM / *ForPreTraining "
             "directory, a converted Google checkpoint or an ELECTRA generator."
         )
-    return pretrainer, tokenizer_from_preset(preset)
+    return pretrainer, tokenizer_from_preset(source)
 
 
 def _encode(tokenizer, text, max_length):

@@ -118,6 +118,9 @@ class DistillConfig(RunConfig):
     """Settings of one distillation run (the recipe's flags)."""
 
     run_kind = "distill"
+    # A resumed tinybert-task run refuses these files changed since it
+    # started (its checkpoints were trained on them).
+    input_files = ("train", "validation")
 
     method: str = setting(
         "tinybert-task",
@@ -385,9 +388,7 @@ def run_distillation(config):
 
 def _written(config):
     """The paths (under the output) the run writes, claimed before any is."""
-    names = [LOGS, STUDENT_DIR, REPORT_FILE]
-    if config.method == "tinybert-task":
-        names += [CHECKPOINTS_DIR, RUN_SETTINGS_FILE]
+    names = [LOGS, STUDENT_DIR, REPORT_FILE, CHECKPOINTS_DIR, RUN_SETTINGS_FILE]
     if needs_own_teacher(config):
         names.append("teacher")
     if config.method == "tinybert-task" and config.train is None:
@@ -407,7 +408,6 @@ def _distill(run, distribution):
     run.start_clock()
     context = _models(run, distribution, teacher_path, tokenizer)
     run.open(_written(config))
-    context.tensorboard = run.tensorboard(every=10)
     run.output.mkdir(parents=True, exist_ok=True)
     with run.preemptible() as context.signals:  # SIGTERM/SIGINT: stop at a step boundary
         if config.method == "tinybert-task":
@@ -418,6 +418,7 @@ def _distill(run, distribution):
     report = _report(context, quality, student_model, run.seconds())
     if config.method != "tinybert-task":  # task students are published at their best epoch
         save_student(context, student_model)
+        run.remove(CHECKPOINTS_DIR)  # a preempted step's, now published
     run.publish(REPORT_FILE, report)
     for key in ("teacher_params", "student_params", "speedup", "quality_retained"):
         logger.info("%s: %s", key, report[key])

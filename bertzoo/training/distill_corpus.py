@@ -2,8 +2,11 @@
 distilbert and tinybert-general): masked examples from the corpus's
 documents, one stage of `--steps` steps, and the student's quality on the
 held-out documents (masked-LM accuracy against the teacher's for distilbert;
-the cosine of the last hidden states for tinybert-general)."""
+the cosine of the last hidden states for tinybert-general). SIGTERM or SIGINT
+saves a checkpoint of the step under way, which a rerun resumes on the same
+batches; it is removed once the student is published."""
 
+import json
 import logging
 from pathlib import Path
 
@@ -19,10 +22,12 @@ from bertzoo.distill.distillers import (
 from bertzoo.distill.evaluate import hidden_cosine
 from bertzoo.distill.init import init_student_from_teacher
 from bertzoo.models.pretrainer import BertPretrainer
+from bertzoo.training.checkpoint import CheckpointManager
 from bertzoo.training.distill_context import STUDENT_DIR, stage_optimizer, tinybert_distiller
 from bertzoo.training.guards import NonFiniteGuard
 from bertzoo.training.preemption import StopAtStep
 from bertzoo.training.runs import (
+    CHECKPOINTS_DIR,
     CORPUS_FILE,
     DATA_DIR,
     split_documents,
@@ -78,10 +83,16 @@ def distill_corpus(context):
     held-out documents; returns (the report's quality entries, the
     student's backbone)."""
     config = context.config
-    train, held, held_count = _corpus_batches(context)
+    manager = CheckpointManager(context.run.output / CHECKPOINTS_DIR, keep=1)
+    start, sums = _resume_position(context, manager)
+    # Once resuming is decided: a refused rerun writes nothing.
+    context.tensorboard = context.run.tensorboard(every=10)
+    train, held, held_count = _corpus_batches(context, start)
     distiller, models = _build_distiller(context)
     data = train if config.method == "distilbert" else _inputs_only(train)
-    context.stages[config.method] = _history(_fit(context, distiller, data))
+    if start:
+        _restore(context, manager, distiller, data, start)
+    context.stages[config.method] = _fit(context, distiller, data, manager, start, sums)
     if config.method == "distilbert":
         quality = _masked_lm_quality(context, distiller, models, held)
     else:
@@ -99,14 +110,44 @@ def distill_corpus(context):
     return {**quality, "held_out": {"examples": held_count}}, context.student
 
 
-def _corpus_batches(context):
-    """(training batches, held-out batches, held-out example count)."""
+def _resume_position(context, manager):
+    """(the step to start at, the sums of the stage's metrics over the steps
+    before it): where the checkpoint a signal left in the output stopped,
+    when the run resumes it (same settings and corpus), else (0, {})."""
+    run = context.run
+    latest = manager.latest()
+    if run.resumes(latest):
+        state = json.loads((latest / "state.json").read_text(encoding="utf-8"))
+        return int(state["step"]), dict(state.get("metric_sums") or {})
+    run.start_over(*(() if run.config.resume else (CHECKPOINTS_DIR,)))
+    return 0, {}
+
+
+def _restore(context, manager, distiller, data, start):
+    """The distiller (student, teacher, optimizer, RNG) as the checkpoint of
+    step `start` holds it."""
+    batch = next(iter(data.take(1)))
+    distiller(batch[0] if isinstance(batch, tuple) else batch)  # built, to restore into
+    manager.restore(distiller)
+    logger.info(
+        "Resumed from %s at step %d of %d.", manager.restored_path, start, context.config.steps
+    )
+
+
+def _corpus_batches(context, start=0):
+    """(training batches from step `start` on, held-out batches, held-out
+    example count)."""
     config = context.config
     train_examples, held_examples, masker = _corpus_examples(
         config, context.tokenizer, context.teacher
     )
     ds = make_pretraining_dataset(
-        train_examples, config.batch_size, masker, seed=config.seed, repeat=True
+        train_examples,
+        config.batch_size,
+        masker,
+        seed=config.seed,
+        repeat=True,
+        start_batch=start,
     )
     held = make_pretraining_dataset(
         held_examples,
@@ -154,39 +195,44 @@ def _build_distiller(context):
     return distiller, models
 
 
-def _fit(context, model, dataset):
-    """Trains the stage for `--steps` steps."""
+def _fit(context, model, dataset, manager, start, sums):
+    """Trains the stage from step `start` to `--steps`; on a signal, saves
+    the step under way (with `sums`, the metrics' sums before `start`) and
+    stops the run. Returns the stage's metrics, means over all its steps."""
     config, stage, steps = context.config, context.config.method, context.config.steps
-    context.tensorboard.start_at(0)
+    context.tensorboard.start_at(start)
     logger.info("%s: %d steps", stage, steps)
     # A NaN loss stops the run: the student is not published.
     guard = NonFiniteGuard(
+        start,
         stage=stage,
-        kept=f"Distillation keeps no checkpoints; "
-        f"{Path(config.output) / STUDENT_DIR} was not updated.",
+        kept=(f"The checkpoint of step {start} was kept; " if start else "")
+        + f"{Path(config.output) / STUDENT_DIR} was not updated.",
     )
+
+    def save(model, step, logs):
+        # Keras' logs are the means over this fit's steps so far.
+        done = step - start
+        partial = {k: sums.get(k, 0.0) + float(v) * done for k, v in logs.items()}
+        path = manager.save(model, step, {"metric_sums": partial})
+        return f"checkpoint {path} written"
+
     callbacks = [guard, context.tensorboard]
-    if context.signals is not None:  # a signal: stop at the step boundary, nothing to save
-        callbacks.append(
-            StopAtStep(
-                context.signals,
-                0,
-                steps,
-                kept="distillation of a corpus keeps no checkpoints and nothing was published",
-                rerun="rerun the same command to start over.",
-            )
+    if context.signals is not None:  # a signal: save the step under way and stop
+        callbacks.append(StopAtStep(context.signals, start, steps, save))
+    history = {}
+    if start < steps:
+        fit = model.fit(
+            dataset,
+            epochs=1,
+            steps_per_epoch=steps - start,
+            verbose=config.verbose,
+            callbacks=callbacks,
+            shuffle=False,  # the dataset is shuffled (Keras warns at shuffle=True)
         )
-    return model.fit(
-        dataset,
-        epochs=1,
-        steps_per_epoch=steps,
-        verbose=config.verbose,
-        callbacks=callbacks,
-    )
-
-
-def _history(fit):
-    return {k: float(v[-1]) for k, v in fit.history.items()}
+        history = {k: float(v[-1]) for k, v in fit.history.items()}
+    keys = sorted(set(history) | set(sums))
+    return {k: (sums.get(k, 0.0) + history.get(k, 0.0) * (steps - start)) / steps for k in keys}
 
 
 def _masked_lm_quality(context, distiller, models, held):

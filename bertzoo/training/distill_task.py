@@ -3,7 +3,9 @@ tinybert-task): intermediate layers, then the prediction layer, each for
 whole epochs over the training texts plus augmentations
 (`bertzoo.training.distill_task_data`) until the held-out slice of the
 training data stops improving (`--patience` epochs), with a checkpoint after
-every epoch so a killed run resumes where it stopped. The best
+every epoch so a killed run resumes where it stopped, and on SIGTERM or
+SIGINT one at the step boundary (mid-epoch), from which a rerun trains the
+rest of the epoch on the same batches. The best
 prediction-stage epoch is the published student, scored on the validation
 split."""
 
@@ -66,6 +68,8 @@ def distill_task(context):
     student, models = _build_distillers(context, data, plan)
     manager = CheckpointManager(context.run.output / CHECKPOINTS_DIR, keep=1)
     state = _resume_state(context.run, manager, models)
+    # Once resuming is decided: a refused rerun writes nothing.
+    context.tensorboard = context.run.tensorboard(every=10)
     task = _TaskRun(context, data, student, models, manager, state, plan)
     for stage, title in STAGES:
         _run_stage(task, stage, title)
@@ -132,8 +136,11 @@ def _run_epoch(task, stage, title, epoch):
     checkpoint."""
     config, data, state, context = task.config, task.data, task.state, task.context
     model, (per_epoch, most) = task.models[stage], task.plan[stage]
-    step = state["global_step"]
-    context.tensorboard.start_at(step)
+    step = state["global_step"]  # at the epoch's start
+    # Batches of this epoch trained before a preemption, and the sums of
+    # their metrics: the rest of the epoch runs on the same batches.
+    first, sums = state.get("batch", 0), dict(state.get("epoch_sums") or {})
+    context.tensorboard.start_at(step + first)
     ds = batching.training_dataset(
         data["pool_features"],
         None,
@@ -142,33 +149,51 @@ def _run_epoch(task, stage, title, epoch):
         data["sequence_length"],
         mode=config.batching,
         epochs=None,
+        start_batch=first,
     )
     guard = NonFiniteGuard(
-        step,
+        step + first,
         stage=f"{title}, epoch {epoch + 1}",
         kept=f"The last good checkpoint was kept; {context.student_dir} was not updated.",
     )
     callbacks = [guard, context.tensorboard]
-    if context.signals is not None:  # a signal: stop at the step boundary
-        kept = f"the checkpoint of step {step} was kept" if step else "no checkpoint yet"
+
+    def save(model, at, logs):
+        # Keras' logs are the means over this fit's batches so far.
+        done = at - step
+        partial = {k: sums.get(k, 0.0) + float(v) * (done - first) for k, v in logs.items()}
+        position = {"batch": done, "epoch_sums": partial}
+        path = task.manager.save(model, at, _checkpoint_state({**state, **position}))
+        return f"checkpoint {path} written"
+
+    if context.signals is not None:  # a signal: save the step under way and stop
         callbacks.append(
             StopAtStep(
                 context.signals,
-                step,
-                None,
-                kept=f"{kept} (tinybert-task checkpoints once per epoch)",
-                where=lambda at: f" ({title}, epoch {epoch + 1})",
-                rerun="rerun the same command to resume after the last finished epoch.",
+                step + first,
+                _most_steps(task.plan),
+                save,
+                where=lambda at: f" ({title}, epoch {epoch + 1}, batch {at - step} of {per_epoch})",
             )
         )
-    fit = model.fit(
-        ds,
-        epochs=1,
-        steps_per_epoch=per_epoch,
-        verbose=config.verbose,
-        callbacks=callbacks,
-    )
-    entry = {"epoch": epoch + 1, **{k: float(v[-1]) for k, v in fit.history.items()}}
+    history = {}
+    if first < per_epoch:
+        fit = model.fit(
+            ds,
+            epochs=1,
+            steps_per_epoch=per_epoch - first,
+            verbose=config.verbose,
+            callbacks=callbacks,
+            shuffle=False,  # the dataset is shuffled (Keras warns at shuffle=True)
+        )
+        history = {k: float(v[-1]) for k, v in fit.history.items()}
+    # else: stopped after the epoch's last step, before its held-out score
+    keys = set(history) | set(sums)
+    means = {
+        k: (sums.get(k, 0.0) + history.get(k, 0.0) * (per_epoch - first)) / per_epoch
+        for k in sorted(keys)
+    }
+    entry = {"epoch": epoch + 1, **means}
     score = _held_out_score(task, stage, epoch, entry)
     state["history"].setdefault(stage, []).append(entry)
     improved = state["best"] is None or score > state["best"]
@@ -189,7 +214,22 @@ def _run_epoch(task, stage, title, epoch):
     state["epoch"] = epoch + 1
     state["done"] = state["bad"] >= config.patience or epoch + 1 == most
     state["global_step"] = step + per_epoch
-    task.manager.save(model, step + per_epoch, _checkpoint_state(state))
+    state["batch"], state["epoch_sums"] = 0, {}
+    path = task.manager.save(model, step + per_epoch, _checkpoint_state(state))
+    if context.signals is not None:  # a signal during the held-out score or the publication
+        context.signals.check(
+            lambda: (
+                f"after step {step + per_epoch} of {_most_steps(task.plan)} ({title}, end of "
+                f"epoch {epoch + 1}): checkpoint {path} written; rerun the same command to "
+                "resume there."
+            )
+        )
+
+
+def _most_steps(plan):
+    """The most global steps the two stages can take (early stopping may
+    end them sooner)."""
+    return sum(per_epoch * most for per_epoch, most in plan.values())
 
 
 def _held_out_score(task, stage, epoch, entry):
@@ -257,17 +297,21 @@ def _resume_state(run, manager, models):
         "done": False,
         "history": {},
         "global_step": 0,
+        "batch": 0,
+        "epoch_sums": {},
     }
     if run.resumes(manager.latest()):
         latest = json.loads((manager.latest() / "state.json").read_text(encoding="utf-8"))
         if latest.get("stage") == "prediction":
             models["intermediate"].release()  # the prediction stage trains the whole student
         state = manager.restore(models[latest.get("stage", "intermediate")])
+        batch = state.get("batch", 0)
         logger.info(
-            "Resumed from %s: %s stage, %d epochs done.",
+            "Resumed from %s: %s stage, %d epochs done%s.",
             manager.restored_path,
             state["stage"],
             state["epoch"],
+            f", and {batch} batches of epoch {state['epoch'] + 1}" if batch else "",
         )
         return {**fresh, **_checkpoint_state(state)}
     run.start_over(*(() if run.config.resume else (CHECKPOINTS_DIR,)))

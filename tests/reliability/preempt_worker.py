@@ -3,7 +3,7 @@ tests/reliability/test_preemption.py, which sends it SIGTERM at random steps.
 
     python preempt_worker.py SPEC.json
 
-SPEC: {"recipe": "pretrain" | "finetune", "args": [recipe flags, no
+SPEC: {"recipe": "pretrain" | "finetune" | "distill", "args": [recipe flags, no
 --output], "output": DIR, "reference": DIR or null, "double": [trial
 numbers], "trials": most trials}.
 
@@ -32,7 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bertzoo.training import checkpoint, finetune_loop, pretrain  # noqa: E402
+from bertzoo.training import checkpoint, distill_task, finetune_loop, pretrain  # noqa: E402
 from bertzoo.training.preemption import StopAtStep  # noqa: E402
 
 
@@ -69,7 +69,9 @@ def _second_signal_during_saves():
 
 def main():
     spec = json.loads(Path(sys.argv[1]).read_text())
-    module = {"pretrain": pretrain, "finetune": finetune_loop}[spec["recipe"]]
+    module = {"pretrain": pretrain, "finetune": finetune_loop, "distill": distill_task}[
+        spec["recipe"]
+    ]
     module.StopAtStep = LoggedStop
     recipe = importlib.import_module(f"recipes.{spec['recipe']}")
     if spec.get("reference"):

@@ -127,8 +127,8 @@ class _Chain:
     """Reads the worker's lines and sends SIGTERM at random steps: 1 to 3
     steps after the last stop, `TRIALS` times."""
 
-    def __init__(self, proc, rng):
-        self.proc, self.rng = proc, rng
+    def __init__(self, proc, rng, trials=TRIALS):
+        self.proc, self.rng, self.most = proc, rng, trials
         self.target = rng.randint(1, 3)
         self.sent = 0
         self.lines = []
@@ -154,7 +154,7 @@ class _Chain:
             elif m := re.fullmatch(r"trained step (\d+)", line):
                 step = int(m.group(1))
                 trial["trained"].append(step)
-                if trial["sent_at"] is None and self.sent < TRIALS and step >= self.target:
+                if trial["sent_at"] is None and self.sent < self.most and step >= self.target:
                     trial["sent_at"] = step
                     self.sent += 1
                     os.kill(self.proc.pid, signal.SIGTERM)
@@ -166,17 +166,17 @@ class _Chain:
         return self.proc.wait()
 
 
-def _chain(recipe, files, tmp_path, double=(3,)):
+def _chain(recipe, files, tmp_path, double=(3,), trials=TRIALS, args=None):
     """Runs the worker: an uninterrupted reference run, then the chain of
     trials with a SIGTERM at `TRIALS` random steps (a second one during the
     save of trials `double`); returns (chain, the output, the reference)."""
     spec = {
         "recipe": recipe,
-        "args": _args(recipe, files),
+        "args": args or _args(recipe, files),
         "output": str(tmp_path / "chain"),
         "reference": str(tmp_path / "reference"),
         "double": list(double),
-        "trials": 3 * TRIALS,
+        "trials": 3 * trials,
     }
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     proc = subprocess.Popen(
@@ -187,7 +187,7 @@ def _chain(recipe, files, tmp_path, double=(3,)):
         env=subprocess_env("3"),
         cwd=tmp_path,
     )
-    chain = _Chain(proc, random.Random(f"{recipe}-30"))
+    chain = _Chain(proc, random.Random(f"{recipe}-30"), trials)
     rc = chain.run(time.monotonic() + 400)
     log = "\n".join(chain.lines[-40:])
     assert rc == 0, log
@@ -196,7 +196,7 @@ def _chain(recipe, files, tmp_path, double=(3,)):
     return chain, tmp_path / "chain", tmp_path / "reference"
 
 
-def _check_trials(chain, recipe):
+def _check_trials(chain, recipe, trials=TRIALS):
     """Every signalled trial: exit status 143, one stop line naming the last
     step it trained (at or after the step the signal was sent at), and the
     next trial resumed from that step's checkpoint and trained the step
@@ -221,7 +221,7 @@ def _check_trials(chain, recipe):
         f"\n{recipe}: {good} of {len(signalled)} SIGTERMs saved the last completed step and "
         "resumed right after it"
     )
-    assert len(signalled) >= TRIALS, [t["sent_at"] for t in chain.trials]
+    assert len(signalled) >= trials, [t["sent_at"] for t in chain.trials]
     return good
 
 
@@ -262,6 +262,75 @@ def test_sigterm_at_random_steps_of_finetuning_loses_nothing(files, tmp_path):
     assert any(
         re.search(r"batch \d+ of 16\)", t["stopped"][2]) for t in chain.trials if t["stopped"]
     )
+
+
+@pytest.fixture(scope="module")
+def distill_args(files):
+    """Task distillation flags: a classifier teacher fine-tuned on the task
+    files, a smaller student, 2 + 2 epochs of 14 steps, no early stop."""
+    from bertzoo.training.finetune import FinetuneConfig, run_finetuning
+
+    teacher = files / "teacher"
+    run_finetuning(
+        FinetuneConfig(
+            task="classification",
+            train=str(files / "train.tsv"),
+            validation=str(files / "validation.tsv"),
+            text_columns=("sentence",),
+            label_column="label",
+            init=str(files / "preset"),
+            output=str(teacher),
+            learning_rate=3e-3,
+            epochs=2,
+            batch_size=4,
+            sequence_length=16,
+            dropout=0.0,
+            verbose=0,
+        )
+    )
+    student = files / "student.json"
+    shape = dict(num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, dropout=0.0)
+    student.write_text(json.dumps({"backbone": {**shape, "max_sequence_length": 32}}))
+    return [
+        "--method", "tinybert-task", "--teacher", str(teacher / "best"), "--student",
+        str(student), "--train", str(files / "train.tsv"), "--validation",
+        str(files / "validation.tsv"), "--text-column", "sentence", "--label-column", "label",
+        "--batch-size", "2", "--sequence-length", "16", "--learning-rate", "1e-3",
+        "--epochs", "2", "--prediction-epochs", "2", "--patience", "5", "--augment", "0",
+        "--benchmark-batch-size", "2", "--benchmark-sequence-length", "16", "--verbose", "0",
+    ]  # fmt: skip
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "trials", [3, pytest.param(TRIALS, marks=pytest.mark.slow, id="10-trials")]
+)
+def test_sigterm_at_random_steps_of_task_distillation_loses_nothing(
+    files, distill_args, tmp_path, trials
+):
+    """Task distillation saves the step under way (mid-epoch, either stage)
+    and the rerun trains the rest of the epoch on the same batches: the
+    student, its optimizer state and the epochs' history are those of an
+    uninterrupted run."""
+    args, double = list(distill_args), (3,)
+    if trials < TRIALS:  # the quick version: one epoch per stage, one signal at a time
+        args[args.index("--epochs") + 1] = args[args.index("--prediction-epochs") + 1] = "1"
+        double = ()
+    chain, output, reference = _chain(
+        "distill", files, tmp_path, double=double, trials=trials, args=args
+    )
+    _check_trials(chain, "distill", trials)
+    expected = json.loads((reference / "report.json").read_text())
+    got = json.loads((output / "report.json").read_text())
+    total = sum(s["steps_per_epoch"] * s["epochs"] for s in expected["stages"].values())
+    _check_same_weights(output, reference, total, "distill")
+    for stage in ("intermediate", "prediction"):
+        for a, b in zip(got["history"][stage], expected["history"][stage], strict=True):
+            assert a == pytest.approx(b, rel=1e-4, abs=1e-5), (stage, a, b)
+    assert got["student_metric"] == pytest.approx(expected["student_metric"], abs=1e-6)
+    stops = [t["stopped"][2] for t in chain.trials if t["stopped"]]
+    where = r"Stage 2[ab]: .*, (epoch \d, batch \d+ of \d+|end of epoch \d)\)"
+    assert all(re.search(where, s) for s in stops), stops
 
 
 # === One line, exit status ===
@@ -410,9 +479,11 @@ def test_interruptible_restores_the_handlers():
 
 @pytest.mark.slow
 @pytest.mark.backend_independent
-def test_distillation_stops_at_a_step_boundary_and_publishes_nothing(files, tmp_path, monkeypatch):
-    """Distillation on a corpus keeps no checkpoints: a signal stops it at
-    the step boundary with one line saying so, nothing published."""
+def test_corpus_distillation_saves_the_step_and_the_rerun_resumes_it(files, tmp_path, monkeypatch):
+    """Distillation on a corpus: a signal saves the step under way, with one
+    line saying so, nothing published; the rerun resumes after it and
+    publishes the student an uninterrupted run publishes, then removes the
+    checkpoint."""
     from bertzoo.training import distill_corpus
     from bertzoo.training.distill import DistillConfig, run_distillation
 
@@ -421,7 +492,6 @@ def test_distillation_stops_at_a_step_boundary_and_publishes_nothing(files, tmp_
             if batch == 1:
                 os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr(distill_corpus, "StopAtStep", SignalAtStep2)
     student = tmp_path / "student.json"
     student.write_text(
         json.dumps(
@@ -432,30 +502,55 @@ def test_distillation_stops_at_a_step_boundary_and_publishes_nothing(files, tmp_
                     "hidden_dim": 8,
                     "intermediate_dim": 16,
                     "max_sequence_length": 32,
+                    "dropout": 0.0,
                 }
             }
         )
     )
-    config = DistillConfig(
-        method="tinybert-general",
-        teacher=str(files / "preset"),
-        student=str(student),
-        corpus=(str(files / "corpus.txt"),),
-        steps=6,
-        batch_size=4,
-        sequence_length=16,
-        learning_rate=1e-3,
-        benchmark_batch_size=2,
-        benchmark_sequence_length=16,
-        verbose=0,
-        output=str(tmp_path / "run"),
-    )
-    with pytest.raises(Preempted) as caught:
-        run_distillation(config)
+
+    def config(output):
+        return DistillConfig(
+            method="tinybert-general",
+            teacher=str(files / "preset"),
+            student=str(student),
+            corpus=(str(files / "corpus.txt"),),
+            steps=6,
+            batch_size=4,
+            sequence_length=16,
+            learning_rate=1e-3,
+            benchmark_batch_size=2,
+            benchmark_sequence_length=16,
+            verbose=0,
+            output=str(output),
+        )
+
+    reference = run_distillation(config(tmp_path / "reference"))
+    with monkeypatch.context() as m:
+        m.setattr(distill_corpus, "StopAtStep", SignalAtStep2)
+        with pytest.raises(Preempted) as caught:
+            run_distillation(config(tmp_path / "run"))
+    checkpoint = tmp_path / "run" / "checkpoints" / "ckpt-000000002"
     assert str(caught.value) == (
-        "Stopped by SIGTERM after step 2 of 6: distillation of a corpus keeps no checkpoints "
-        "and nothing was published; rerun the same command to start over."
+        f"Stopped by SIGTERM after step 2 of 6: checkpoint {checkpoint} written; rerun the same "
+        "command to resume there."
     )
     assert caught.value.exit_status == 143
+    assert checkpoint.is_dir()
     assert not (tmp_path / "run" / "student").exists()
     assert not (tmp_path / "run" / "report.json").exists()
+
+    resumed = run_distillation(config(tmp_path / "run"))
+    got = resumed["stages"]["tinybert-general"]
+    assert got == pytest.approx(reference["stages"]["tinybert-general"], rel=1e-4, abs=1e-6)
+    assert resumed["student_metric"] == pytest.approx(reference["student_metric"], abs=1e-5)
+    diff = max(
+        float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+        for a, b in zip(
+            bertzoo.BertBackbone.from_preset(tmp_path / "run" / "student").get_weights(),
+            bertzoo.BertBackbone.from_preset(tmp_path / "reference" / "student").get_weights(),
+            strict=True,
+        )
+    )
+    print(f"\ncorpus distillation, resumed vs uninterrupted student: max |diff| {diff:.3g}")
+    assert diff <= TOLERANCE
+    assert not list((tmp_path / "run" / "checkpoints").glob("ckpt-*"))

@@ -23,6 +23,8 @@ import bertzoo
 from bertzoo.errors import IntegrityError
 from bertzoo.io import snapshot
 from bertzoo.io.publish import publish_directory
+from bertzoo.models.fill_mask import masked_lm_model
+from bertzoo.serving import serving_model_from_preset
 from tests.conftest import subprocess_env
 
 pytestmark = pytest.mark.backend_independent
@@ -57,8 +59,40 @@ def _parts_of_classifier(classifier):
     }
 
 
-@pytest.mark.slow
-def test_from_preset_during_publishes_reads_one_version(tmp_path):
+def _parts_of_tokenizer(tokenizer):
+    return int(tokenizer.vocabulary[-1].removeprefix("save"))
+
+
+def _parts_of_embedder(embedder):
+    return {
+        **_parts_of_backbone(embedder.backbone),
+        "tokenizer": _parts_of_tokenizer(embedder.preprocessor.tokenizer),
+    }
+
+
+def _parts_of_masked_lm(preset):
+    # What `fill_mask(preset, ...)` reads: the model with its head and the
+    # tokenizer.
+    pretrainer, tokenizer = masked_lm_model(preset)
+    assert "cls.predictions.bias" in pretrainer.head_weights_loaded
+    return {
+        **_parts_of_backbone(pretrainer.backbone),
+        "tokenizer": _parts_of_tokenizer(tokenizer),
+    }
+
+
+def _parts_of_serving(serving):
+    return {
+        **_parts_of_classifier(serving.task_model),
+        "tokenizer": _parts_of_tokenizer(serving.tokenizer),
+        "run settings": int(serving.label_names[0].split("-")[0]),
+    }
+
+
+def _race(tmp_path, readers):
+    """Loads with each of `readers` (kind -> function of the two preset
+    directories returning the save number of each part) in turn, LOADS
+    times each, while `race_writer.py` publishes; asserts every load whole."""
     backbone_dir, classifier_dir = tmp_path / "backbone", tmp_path / "classifier"
     writer = subprocess.Popen(
         [sys.executable, str(WRITER), str(backbone_dir), str(classifier_dir)],
@@ -76,7 +110,9 @@ def test_from_preset_during_publishes_reads_one_version(tmp_path):
 
     follower = threading.Thread(target=follow, daemon=True)
     follower.start()
-    results = {"backbone": [], "classifier": []}
+    kinds = list(readers)
+    results = {kind: [] for kind in kinds}
+    total = len(kinds) * LOADS
     try:
         deadline = time.monotonic() + 120
         while saves[0] < 1:
@@ -85,14 +121,11 @@ def test_from_preset_during_publishes_reads_one_version(tmp_path):
             time.sleep(0.05)
         first = saves[0]
         overlapped = 0
-        for n in range(2 * LOADS):
-            kind = "backbone" if n % 2 == 0 else "classifier"
+        for n in range(total):
+            kind = kinds[n % len(kinds)]
             before = saves[0]
             try:
-                if kind == "backbone":
-                    parts = _parts_of_backbone(bertzoo.BertBackbone.from_preset(backbone_dir))
-                else:
-                    parts = _parts_of_classifier(bertzoo.BertClassifier.from_preset(classifier_dir))
+                parts = readers[kind](backbone_dir, classifier_dir)
                 outcome = "whole" if len(set(parts.values())) == 1 else f"mixed {parts}"
             except Exception as e:  # counted: a false error is a failure too
                 outcome = f"error {type(e).__name__}: {e}"
@@ -110,12 +143,41 @@ def test_from_preset_during_publishes_reads_one_version(tmp_path):
     for kind, outcomes in results.items():
         whole = outcomes.count("whole")
         print(f"\n{kind}: {whole} of {len(outcomes)} loads whole")
-    print(f"{published} saves during the loads; {overlapped} of {2 * LOADS} loads overlapped one")
+    print(f"{published} saves during the loads; {overlapped} of {total} loads overlapped one")
     # The loads must race the publications, not run between them.
     assert published >= LOADS and overlapped >= LOADS, (published, overlapped)
     for kind, outcomes in results.items():
         bad = [o for o in outcomes if o != "whole"]
         assert not bad, f"{len(bad)} of {len(outcomes)} {kind} loads: {bad[:3]}"
+
+
+@pytest.mark.slow
+def test_from_preset_during_publishes_reads_one_version(tmp_path):
+    _race(
+        tmp_path,
+        {
+            "backbone": lambda b, c: _parts_of_backbone(bertzoo.BertBackbone.from_preset(b)),
+            "classifier": lambda b, c: _parts_of_classifier(bertzoo.BertClassifier.from_preset(c)),
+        },
+    )
+
+
+@pytest.mark.slow
+def test_model_and_tokenizer_readers_during_publishes_read_one_version(tmp_path):
+    """TextEmbedder.from_preset, fill-mask's loader and the serving model's
+    read the model, its tokenizer (and the run's serving settings) from one
+    version too."""
+    readers = {
+        "TextEmbedder.from_preset": lambda b, c: _parts_of_embedder(
+            bertzoo.TextEmbedder.from_preset(b)
+        ),
+        "fill-mask's masked_lm_model": lambda b, c: _parts_of_masked_lm(b),
+    }
+    if keras.backend.backend() == "tensorflow":  # the serving model runs TensorFlow ops
+        readers["serving_model_from_preset"] = lambda b, c: _parts_of_serving(
+            serving_model_from_preset(c)
+        )
+    _race(tmp_path, readers)
 
 
 # === The mechanism, step by step (fast) ===
