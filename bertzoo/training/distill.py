@@ -118,9 +118,9 @@ class DistillConfig(RunConfig):
     """Settings of one distillation run (the recipe's flags)."""
 
     run_kind = "distill"
-    # A resumed tinybert-task run refuses these files changed since it
-    # started (its checkpoints were trained on them).
-    input_files = ("train", "validation")
+    # A resumed run refuses these files changed since it started (its
+    # checkpoints were trained on them): the task files, or the corpus.
+    input_files = ("train", "validation", "corpus")
 
     method: str = setting(
         "tinybert-task",

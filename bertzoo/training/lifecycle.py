@@ -42,6 +42,7 @@ from pathlib import Path
 from bertzoo.io.fingerprint import change, fingerprint
 from bertzoo.io.publish import atomic_write_text
 from bertzoo.io.rundir import RunDirectory
+from bertzoo.io.textfiles import InputFilesError, expand_inputs
 from bertzoo.training.callbacks import ProgressLog, TensorBoardLogger
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
 from bertzoo.training.preemption import StopSignals
@@ -172,13 +173,23 @@ class Run:
         """{setting: fingerprint} of the input files the settings name."""
         prints = {}
         for name in type(self.config).input_files:
-            path = getattr(self.config, name, None)
-            if path is None:
+            value = getattr(self.config, name, None)
+            if value is None or value == () or value == []:
                 continue
-            try:
-                prints[name] = {"path": str(path), **fingerprint(path)}
-            except OSError:
-                continue  # the run's own checks say what is wrong with it
+            if isinstance(value, tuple | list):
+                # Several files or glob patterns (a corpus): one fingerprint
+                # per file they name, keyed "setting:path".
+                try:
+                    paths = [(f"{name}:{p}", p) for p in expand_inputs(value)]
+                except InputFilesError:
+                    continue  # the run's own checks say what is wrong with them
+            else:
+                paths = [(name, value)]
+            for key, path in paths:
+                try:
+                    prints[key] = {"path": str(path), **fingerprint(path)}
+                except OSError:
+                    continue  # the run's own checks say what is wrong with it
         return prints
 
     def check_inputs(self):
@@ -202,7 +213,8 @@ class Run:
                         now["path"],
                     )
                 continue
-            flag = flag_name(fields[name]) if name in fields else name
+            setting_name = name.split(":", 1)[0]
+            flag = flag_name(fields[setting_name]) if setting_name in fields else setting_name
             deletes = f" ({self.start_over_text})" if self.start_over_text else ""
             raise self.error(
                 f"{flag} {now['path']} changed since the run in {self.output} started ({what}); "

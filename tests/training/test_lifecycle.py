@@ -84,3 +84,33 @@ def test_other_workers_record_nothing(tmp_path):
     run = Run(Toy(output=str(tmp_path / "out")), ToyError, chief=False)
     run.open([runs.RUN_SETTINGS_FILE]).start_over()
     assert not (tmp_path / "out").exists()
+
+
+@dataclasses.dataclass
+class CorpusToy(runs.RunConfig):
+    input_files = ("corpus",)
+    corpus: tuple = runs.setting((), "text files or glob patterns")
+    output: str = runs.setting("out", "run directory", compared=False)
+    resume: bool = runs.setting(True, "resume", compared=False)
+
+
+def test_a_setting_of_several_files_fingerprints_each_file_its_patterns_name(tmp_path):
+    """A corpus (a tuple of paths and glob patterns, as distillation's
+    --corpus) is fingerprinted file by file: a resume refuses one that grew."""
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (texts / name).write_text("one sentence.\nanother one.\n", encoding="utf-8")
+    config = CorpusToy(corpus=(str(texts / "*.txt"),), output=str(tmp_path / "run"))
+    with Run(config, ToyError) as run:
+        run.open([runs.RUN_SETTINGS_FILE, runs.RUN_INFO_FILE, runs.CHECKPOINTS_DIR])
+        run.start_over()
+        assert set(run.inputs) == {f"corpus:{texts / 'a.txt'}", f"corpus:{texts / 'b.txt'}"}
+    Run(config, ToyError).check_inputs()  # unchanged: resumes
+    with open(texts / "b.txt", "a", encoding="utf-8") as f:
+        f.write("appended after the run started.\n")
+    with pytest.raises(ToyError) as refused:
+        Run(config, ToyError).check_inputs()
+    message = str(refused.value)
+    assert f"--corpus {texts / 'b.txt'} changed since the run" in message
+    assert "grew from" in message and "--no-resume" in message
