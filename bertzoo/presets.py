@@ -79,7 +79,10 @@ _TOKENIZER = {
     "control_chars": str,
     "added_tokens": list,
 }
-_TOKENIZER_KINDS = ("wordpiece", "sentencepiece")
+# The last two are recorded for RoBERTa and XLM-R checkpoints; bertzoo does
+# not tokenize with them yet (loading such a tokenizer is an error naming the
+# implemented kinds, `bertzoo.tokenizers.kinds`).
+_TOKENIZER_KINDS = ("wordpiece", "sentencepiece", "byte_level_bpe", "fairseq_sentencepiece")
 _TOKENIZER_REFERENCES = ("google", "hf-python", "hf-fast")
 _METADATA = {
     "params": int,
