@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -207,11 +208,30 @@ def test_klue_wordpiece_with_roberta_special_tokens(tmp_path):
     backbone = bertzoo.BertBackbone.from_preset(directory)
     out = backbone(packed)
     assert np.isfinite(_np(out["sequence_output"])).all()
-    tokenizer.save_to_preset(tmp_path / "tok")
     again = save_hf(backbone, tmp_path / "klue", tokenizer=tokenizer)
     config = json.loads((again / "tokenizer_config.json").read_text())
     assert config["tokenizer_class"] == "BertTokenizer"
     assert (again / "vocab.txt").read_text() == (directory / "vocab.txt").read_text()
+
+
+def test_klue_classifier_fine_tunes_and_round_trips(tmp_path):
+    """Texts -> KLUE preprocessor -> RoBERTa classification head: a step of
+    training moves the loss, and the saved task preset gives the same
+    logits."""
+    directory = FIXTURES / "klue_masked_lm"
+    texts = json.loads(str(REF["klue/texts"]))
+    packed = bertzoo.BertPreprocessor.from_preset(directory, sequence_length=24)(texts)
+    labels = np.arange(len(texts)) % 2
+    classifier = bertzoo.BertClassifier.from_preset(directory, num_classes=2)
+    assert classifier.head_style == "roberta" and not classifier.head_loaded
+    classifier.compile(optimizer=keras.optimizers.Adam(1e-2))
+    history = classifier.fit(packed, labels, epochs=3, batch_size=len(texts), verbose=0)
+    losses = history.history["loss"]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    classifier.save_to_preset(tmp_path / "klue_classifier")
+    again = bertzoo.BertClassifier.from_preset(tmp_path / "klue_classifier")
+    assert again.head_style == "roberta" and again.head_loaded
+    np.testing.assert_allclose(_np(again(packed)), _np(classifier(packed)), atol=1e-5)
 
 
 # === Bad input ===
