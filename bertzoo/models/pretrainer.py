@@ -72,6 +72,10 @@ def tied_mlm_head(encoder, tables, name):
     )
 
 
+# Model types (preset metadata) pre-trained without a sentence objective.
+MLM_ONLY_FAMILIES = ("roberta", "xlm-roberta")
+
+
 @keras.saving.register_keras_serializable(package="bertzoo")
 class BertPretrainer(keras.Model):
     """Masked LM (+ NSP or SOP) pre-training model over a `BertBackbone`.
@@ -113,6 +117,14 @@ class BertPretrainer(keras.Model):
         if objective not in OBJECTIVES:
             raise ValueError(
                 f"objective={objective!r} is not supported. Valid: {', '.join(OBJECTIVES)}."
+            )
+        family = (getattr(backbone, "preset_info", None) or {}).get("metadata", {})
+        family = family.get("model_type")
+        if objective != "none" and family in MLM_ONLY_FAMILIES:
+            raise ValueError(
+                f"objective={objective!r}: {family} is pre-trained with masked LM only "
+                "(no NSP/SOP head, and none in its Hugging Face format); use "
+                "objective='none'."
             )
         if objective != "none" and not backbone.use_pooler:
             raise ValueError(

@@ -99,12 +99,20 @@ def test_masked_lm_logits_match_transformers(name):
         "lm_head.layer_norm.bias",
         "lm_head.layer_norm.weight",
     ]
+    with pytest.raises(ValueError, match="masked LM only .*use objective='none'"):
+        bertzoo.BertPretrainer(backbone, objective="nsp")
     pretrainer = bertzoo.BertPretrainer(backbone, objective="none")
     assert len(pretrainer.head_weights_loaded) == 5
     inputs = _inputs(name)
     positions = np.tile(np.arange(inputs["token_ids"].shape[1], dtype="int32"), (3, 1))
     logits = _np(pretrainer({**inputs, "mask_positions": positions})["mlm"])
     _close(logits, REF[f"{name}/logits"])
+    # The head goes back under RoBERTa's names, as transformers saved it.
+    saved = read_safetensors(FIXTURES / name / "model.safetensors")
+    heads = pretrainer.head_tensors()
+    assert sorted(heads) == sorted(backbone.head_tensors)
+    for key, value in heads.items():
+        np.testing.assert_array_equal(value, saved[key], err_msg=key)
 
 
 def test_task_heads_match_transformers():
