@@ -56,15 +56,16 @@ def sentence_loss(labels, logits):
     return ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
 
 
-def tied_mlm_head(encoder, tables, name):
-    """A `MaskedLMHead` over `encoder`'s output (its activation, epsilon,
-    initialiser, dtype policy) tied to `tables`' token embedding table:
-    the backbone's own, or for ELECTRA's generator the discriminator's."""
+def tied_mlm_head(encoder, tables, name, activation=None):
+    """A `MaskedLMHead` over `encoder`'s output (its activation unless
+    `activation` is given, epsilon, initialiser, dtype policy) tied to
+    `tables`' token embedding table: the backbone's own, or for ELECTRA's
+    generator the discriminator's."""
     return MaskedLMHead(
         vocabulary_size=tables.vocabulary_size,
         embedding_dim=tables.embedding_dim,
         token_embedding=tables.token_embedding,
-        activation=encoder.activation,
+        activation=encoder.activation if activation is None else activation,
         layer_norm_epsilon=encoder.layer_norm_epsilon,
         initializer_range=encoder.initializer_range,
         dtype=tables.dtype_policy,
@@ -134,7 +135,9 @@ class BertPretrainer(keras.Model):
             )
 
         # === Layers ===
-        mlm_head = tied_mlm_head(backbone, backbone, "mlm_head")
+        # RoBERTa's LM head applies GELU whatever the encoder's hidden_act.
+        head_activation = "gelu" if family in MLM_ONLY_FAMILIES else None
+        mlm_head = tied_mlm_head(backbone, backbone, "mlm_head", activation=head_activation)
         sentence_head = None
         if objective != "none":
             # float32: (B, 2) is tiny, and the logits feed a float32 loss.
