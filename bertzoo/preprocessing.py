@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from bertzoo.convert.loader import resolve_preset
 from bertzoo.input_checks import check_sequence_length
+from bertzoo.presets import max_input_length
 from bertzoo.tokenizers.base import (
     Tokenizer,
     TokenizerError,
@@ -181,9 +182,7 @@ class BertPreprocessor(keras.layers.Layer):
         positions hold 512 tokens: the first two serve padding)."""
         data, _, _ = resolve_preset(preset)
         backbone = data["backbone"]
-        max_length = backbone.get("max_sequence_length", 512)
-        if backbone.get("position_padding_id") is not None:
-            max_length -= backbone["position_padding_id"] + 1
+        max_length = max_input_length(backbone)
         if sequence_length is None:
             sequence_length = max_length
         sequence_length = check_sequence_length(sequence_length)

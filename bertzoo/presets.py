@@ -206,6 +206,16 @@ def check_sizes(backbone, source):
         )
 
 
+def max_input_length(backbone):
+    """The longest sequence a backbone config's position table embeds:
+    `max_sequence_length`, less the rows RoBERTa's padding-aware positions
+    keep for padding (`position_padding_id + 1`)."""
+    length = backbone.get("max_sequence_length", 512)
+    if backbone.get("position_padding_id") is not None:
+        length -= backbone["position_padding_id"] + 1
+    return length
+
+
 def validate_preset(data, source, backbone_keys=None):
     """Checks a preset document; errors name `source` and the offending key.
 

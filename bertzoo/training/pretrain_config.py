@@ -13,6 +13,8 @@ from bertzoo.data.corpus import CorpusFilesError, expand_files
 from bertzoo.data.examples import min_seq_len
 from bertzoo.data.shards import open_prepared
 from bertzoo.errors import BertzooError
+from bertzoo.models.pretrainer import MLM_ONLY_FAMILIES
+from bertzoo.presets import max_input_length
 from bertzoo.training.distribute import STRATEGIES
 from bertzoo.training.guards import check_finite_settings
 from bertzoo.training.optimizers import OPTIMIZERS
@@ -373,7 +375,9 @@ def check_positions(config, document=None):
     if document is None:
         document = preset_document(config.preset)[0]
     pairs = config.objective in ("nsp", "sop") or (
-        config.objective == "auto" and document["backbone"].get("use_pooler", True)
+        config.objective == "auto"
+        and document["backbone"].get("use_pooler", True)
+        and document.get("metadata", {}).get("model_type") not in MLM_ONLY_FAMILIES
     )
     if pairs and corpus_layout(config) == "documents":
         which = " (what auto picks for this preset)" if config.objective == "auto" else ""
@@ -411,7 +415,7 @@ def check_positions(config, document=None):
             f"seq_len={shortest} is too short: an example needs at least {needed} tokens ([CLS] text [SEP] "
             f"with room to mask). Use seq_len >= {needed}."
         )
-    positions = document["backbone"].get("max_sequence_length", 512)
+    positions = max_input_length(document["backbone"])
     longest = max(config.seq_len)
     if longest > positions:
         raise PretrainError(
