@@ -472,7 +472,8 @@ class BertBackbone(InputChecks, keras.Model):
             preset: a built-in name (see `BertBackbone.presets`), a directory
                 written by `save_to_preset`, or a Hugging Face checkpoint
                 directory (`config.json` + `model.safetensors`, model_type
-                "bert", "albert" or "distilbert").
+                "bert", "albert", "distilbert", "electra", "roberta" or
+                "xlm-roberta").
             load_weights: load the directory's weights. Built-in presets are
                 architectures and ship no weights: the model is initialised
                 with the reference initialiser (truncated normal, 0.02).
