@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from bertzoo.convert.loader import resolve_preset
 from bertzoo.input_checks import check_sequence_length
+from bertzoo.presets import max_input_length
 from bertzoo.tokenizers.base import (
     Tokenizer,
     TokenizerError,
@@ -134,6 +135,9 @@ class BertPreprocessor(keras.layers.Layer):
             >= 3 ([CLS] A [SEP] with one token).
 
         segment_ids: whether to output segment ids.
+        pair_segment_id: the segment id of a pair's second text: 1, or 0
+            for backbones with one segment row (RoBERTa, XLM-R, KLUE-RoBERTa,
+            whose pairs differ by their separators only).
 
     Texts must be valid Unicode: bytes that are not UTF-8 (or a str with a
     lone surrogate) are an error naming the text, not silently dropped --
@@ -146,7 +150,9 @@ class BertPreprocessor(keras.layers.Layer):
     counts the texts it cut in `texts_cut`.
     """
 
-    def __init__(self, tokenizer, sequence_length=128, segment_ids=True, **kwargs):
+    def __init__(
+        self, tokenizer, sequence_length=128, segment_ids=True, pair_segment_id=1, **kwargs
+    ):
         kwargs.setdefault("dtype", "int32")
         super().__init__(trainable=False, **kwargs)
         if not isinstance(tokenizer, Tokenizer):
@@ -158,6 +164,9 @@ class BertPreprocessor(keras.layers.Layer):
         self.tokenizer = tokenizer
         self.sequence_length = check_sequence_length(sequence_length)
         self.segment_ids = bool(segment_ids)
+        if pair_segment_id not in (0, 1) or isinstance(pair_segment_id, bool):
+            raise ValueError(f"pair_segment_id must be 0 or 1, got {pair_segment_id!r}.")
+        self.pair_segment_id = pair_segment_id
         self.max_text_chars = text_cap(self.sequence_length)
         self.texts_cut = 0  # texts cut to max_text_chars by eager calls
         # Strings are not backend tensors: let them through Layer.__call__.
@@ -169,23 +178,30 @@ class BertPreprocessor(keras.layers.Layer):
     def from_preset(cls, preset, sequence_length=None, vocabulary=None, **tokenizer_kwargs):
         """The preprocessor of a preset directory (bertzoo or Hugging Face
         format) or of a built-in preset with `vocabulary=` given.
-        `sequence_length` defaults to the backbone's maximum."""
+        `sequence_length` defaults to the backbone's maximum (RoBERTa's 514
+        positions hold 512 tokens: the first two serve padding)."""
         data, _, _ = resolve_preset(preset)
         backbone = data["backbone"]
-        max_length = backbone.get("max_sequence_length", 512)
+        max_length = max_input_length(backbone)
         if sequence_length is None:
             sequence_length = max_length
         sequence_length = check_sequence_length(sequence_length)
         if sequence_length > max_length:
             raise TokenizerError(
                 f"sequence_length={sequence_length} is longer than the model's "
-                f"{max_length} positions (max_sequence_length of {preset!r})."
+                f"{max_length} positions (max_sequence_length of {preset!r}"
+                + (
+                    ", less the positions that serve padding)."
+                    if backbone.get("position_padding_id") is not None
+                    else ")."
+                )
             )
         tokenizer = tokenizer_from_preset(preset, vocabulary=vocabulary, **tokenizer_kwargs)
         return cls(
             tokenizer,
             sequence_length=sequence_length,
             segment_ids=backbone.get("num_segments", 2) > 0,
+            pair_segment_id=1 if backbone.get("num_segments", 2) > 1 else 0,
         )
 
     def get_config(self):
@@ -193,6 +209,7 @@ class BertPreprocessor(keras.layers.Layer):
             **super().get_config(),
             "sequence_length": self.sequence_length,
             "segment_ids": self.segment_ids,
+            "pair_segment_id": self.pair_segment_id,
         }
 
     def _segments(self, x):
@@ -272,7 +289,8 @@ class BertPreprocessor(keras.layers.Layer):
             budget = tf.cast(self.sequence_length - 3, rows.dtype)
             ka, kb = truncate_longest_first(rows, ids[1].row_lengths(), budget, tok.pair_truncation)
             a, b = _head(ids[0], ka), _head(ids[1], kb)
-            parts = [(cls_col, 0), (a, 0), (sep_col, 0), (b, 1), (sep_col, 1)]
+            second = self.pair_segment_id
+            parts = [(cls_col, 0), (a, 0), (sep_col, 0), (b, second), (sep_col, second)]
         token_ids = tf.concat([p for p, _ in parts], axis=1)
         segment_ids = tf.concat([_fill_like(p, s) for p, s in parts], axis=1)
         shape = [None, self.sequence_length]

@@ -79,7 +79,10 @@ _TOKENIZER = {
     "control_chars": str,
     "added_tokens": list,
 }
-_TOKENIZER_KINDS = ("wordpiece", "sentencepiece")
+# The last two are recorded for RoBERTa and XLM-R checkpoints; bertzoo does
+# not tokenize with them yet (loading such a tokenizer is an error naming the
+# implemented kinds, `bertzoo.tokenizers.kinds`).
+_TOKENIZER_KINDS = ("wordpiece", "sentencepiece", "byte_level_bpe", "fairseq_sentencepiece")
 _TOKENIZER_REFERENCES = ("google", "hf-python", "hf-fast")
 _METADATA = {
     "params": int,
@@ -201,6 +204,21 @@ def check_sizes(backbone, source):
             f"({4 * params / 2**30:,.1f} GiB as float32), more than this machine's "
             f"{memory / 2**30:,.1f} GiB of memory; the file is damaged or the model too large."
         )
+
+
+# Model types (preset metadata) pre-trained without a sentence objective:
+# masked LM only, one segment.
+MLM_ONLY_FAMILIES = ("roberta", "xlm-roberta")
+
+
+def max_input_length(backbone):
+    """The longest sequence a backbone config's position table embeds:
+    `max_sequence_length`, less the rows RoBERTa's padding-aware positions
+    keep for padding (`position_padding_id + 1`)."""
+    length = backbone.get("max_sequence_length", 512)
+    if backbone.get("position_padding_id") is not None:
+        length -= backbone["position_padding_id"] + 1
+    return length
 
 
 def validate_preset(data, source, backbone_keys=None):

@@ -155,6 +155,10 @@ def test_parse_memory():
 def test_bad_arguments_say_what_is_valid():
     with pytest.raises(ValueError, match="max_sequence_length 512"):
         plan("bert_base", seq_len=1024)
+    # RoBERTa's 514 positions hold 512 tokens.
+    with pytest.raises(ValueError, match="max_sequence_length 514 less the 2 positions"):
+        plan("roberta_base", seq_len=513)
+    assert plan("roberta_base", seq_len=512)
     with pytest.raises(ValueError, match="Valid: finetune, pretrain, inference"):
         plan("bert_base", mode="train")
     with pytest.raises(ValueError, match="Valid: adamw, lamb, adam"):

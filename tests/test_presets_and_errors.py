@@ -34,10 +34,26 @@ def test_builtin_preset_files_are_valid_and_consistent(name):
     assert data["metadata"]["params"] == _formula_params(data["backbone"])
     assert data["metadata"]["paper"] and data["metadata"]["source_checkpoint"]
     tok = data["tokenizer"]
+    act = data["backbone"]["activation"]
+    roberta = name.startswith(("roberta", "xlm_roberta", "klue_roberta"))
+    if roberta:
+        # One segment row, positions past the padding id 1 (514 rows for 512
+        # tokens), erf GELU, the family recorded (heads, export), and the
+        # tokenizer kind of the checkpoint: KLUE's is a cased WordPiece.
+        backbone = data["backbone"]
+        assert (backbone["num_segments"], backbone["position_padding_id"]) == (1, 1)
+        assert backbone["max_sequence_length"] == 514 and act == "gelu"
+        family = "xlm-roberta" if name.startswith("xlm") else "roberta"
+        assert data["metadata"]["model_type"] == family
+        kind = {"roberta": "byte_level_bpe", "xlm": "fairseq_sentencepiece"}
+        expected = kind.get(name.split("_")[0], "wordpiece")
+        assert tok["kind"] == expected
+        if expected == "wordpiece":
+            assert tok["lowercase"] is tok["strip_accents"] is False
+        return
     assert tok["kind"] in ("wordpiece", "sentencepiece")
     # Cased vocabularies keep case and accents; uncased ones strip both.
     assert tok["lowercase"] == tok["strip_accents"] == ("cased" not in name)
-    act = data["backbone"]["activation"]
     # Google BERT/ALBERT: tanh GELU; DistilBERT/TinyBERT (HF "gelu") and
     # ELECTRA (its reference code's gelu is erf-based): erf GELU.
     erf = name.startswith(("distil", "tiny", "electra"))

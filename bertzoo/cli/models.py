@@ -87,6 +87,11 @@ def presets_table():
             extras.append("no segments")
         if not b.get("use_pooler", True):
             extras.append("no pooler")
+        if b.get("num_segments", 2) == 1:
+            extras.append("1 segment")
+        padding_id = b.get("position_padding_id")
+        if padding_id is not None:  # RoBERTa: the first rows serve padding
+            extras.append(f"{b.get('max_sequence_length', 512) - padding_id - 1} tokens")
         embedding = str(b.get("embedding_dim", b["hidden_dim"]))
         params = f"{doc['metadata']['params']:,}"
         if extras:

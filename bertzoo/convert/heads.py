@@ -80,6 +80,20 @@ PRETRAINING_HEADS = {
         "sentence": None,
         "tied": ("generator_lm_head.weight",),
     },
+    # RoBERTa, XLM-R and KLUE-RoBERTa (RobertaLMHead): Dense(H -> H, gelu) ->
+    # LayerNorm -> logits tied to the word table, plus a bias; no sentence
+    # head (no NSP).
+    "roberta": {
+        "mlm": {
+            "lm_head.dense.weight": ("dense_kernel", True),
+            "lm_head.dense.bias": ("dense_bias", False),
+            "lm_head.layer_norm.weight": ("ln_gamma", False),
+            "lm_head.layer_norm.bias": ("ln_beta", False),
+            "lm_head.bias": ("mlm_bias", False),
+        },
+        "sentence": None,
+        "tied": ("lm_head.decoder.weight", "lm_head.decoder.bias"),
+    },
 }
 
 # ELECTRA's discriminator head (ElectraForPreTraining): Dense(H -> H,

@@ -1,4 +1,5 @@
-"""Token + position + segment embeddings, with ALBERT's factorised projection."""
+"""Token + position + segment embeddings, with ALBERT's factorised projection
+and RoBERTa's padding-aware positions."""
 
 import keras
 from keras import ops
@@ -15,6 +16,14 @@ class BertEmbeddings(keras.layers.Layer):
     When `embedding_dim != hidden_dim` (ALBERT, ELECTRA-small) the tables and
     the LayerNorm are `embedding_dim` wide and a Dense layer
     (`embedding_projection`) maps the result to `hidden_dim`.
+
+    Positions are `0 .. S-1` (BERT), or, with `position_padding_id=p`
+    (RoBERTa, XLM-R, KLUE-RoBERTa: p = 1, their padding token id), counted
+    over the non-padding tokens from `p + 1` on, with every token whose id
+    is `p` at position `p`, as fairseq and transformers'
+    `create_position_ids_from_input_ids` do: `cumsum(id != p) * (id != p) + p`.
+    Rows `0 .. p` of the table then serve padding only, so a sequence may be
+    `max_sequence_length - p - 1` tokens long (RoBERTa: 514 rows, 512 tokens).
 
     Ids must be integers in `[0, vocabulary_size)` (tokens) and
     `[0, num_segments)` (segments); nothing is wrapped around or clipped.
@@ -33,7 +42,9 @@ class BertEmbeddings(keras.layers.Layer):
             differs from `embedding_dim`.
         max_sequence_length: number of learned positions.
         num_segments: number of segment (token type) ids; 0 for none
-            (DistilBERT).
+            (DistilBERT); 1 for RoBERTa (a single, always-added row).
+        position_padding_id: None for positions `0 .. S-1`; RoBERTa's
+            padding token id for its padding-aware positions (see above).
         dropout: dropout rate after the LayerNorm.
         layer_norm_epsilon: LayerNorm epsilon.
         initializer_range: stddev of the truncated-normal initialiser.
@@ -52,6 +63,7 @@ class BertEmbeddings(keras.layers.Layer):
         hidden_dim,
         max_sequence_length,
         num_segments=2,
+        position_padding_id=None,
         dropout=0.0,
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
@@ -63,6 +75,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.hidden_dim = hidden_dim
         self.max_sequence_length = max_sequence_length
         self.num_segments = num_segments
+        self.position_padding_id = position_padding_id
         self.dropout = dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
@@ -113,6 +126,24 @@ class BertEmbeddings(keras.layers.Layer):
         self.built = True
 
     @property
+    def max_input_length(self):
+        """The longest sequence the position table can embed."""
+        if self.position_padding_id is None:
+            return self.max_sequence_length
+        return self.max_sequence_length - self.position_padding_id - 1
+
+    def _positions(self, token_ids):
+        """Position vectors `(B or 1, S, E)` for `token_ids`."""
+        table = ops.convert_to_tensor(self.position_embeddings)
+        if self.position_padding_id is None:
+            positions = ops.slice(table, (0, 0), (ops.shape(token_ids)[1], self.embedding_dim))
+            return positions[None, :, :]  # (1, S, E)
+        pad = self.position_padding_id
+        real = ops.cast(ops.not_equal(token_ids, pad), "int32")  # (B, S)
+        position_ids = ops.cumsum(real, axis=1) * real + pad  # (B, S)
+        return ops.take(table, position_ids, axis=0)  # (B, S, E)
+
+    @property
     def embeddings(self):
         """The token embedding table `(vocabulary_size, embedding_dim)`, which
         MLM heads tie their output projection to."""
@@ -123,10 +154,17 @@ class BertEmbeddings(keras.layers.Layer):
         E->H projection: ELECTRA's generator reads the discriminator's
         embeddings this way, through its own projection."""
         seq_len = token_ids.shape[1]
-        if seq_len is not None and seq_len > self.max_sequence_length:
+        if seq_len is not None and seq_len > self.max_input_length:
+            reserved = ""
+            if self.position_padding_id is not None:
+                reserved = (
+                    f", of which the first {self.position_padding_id + 1} serve padding "
+                    f"(position_padding_id={self.position_padding_id}): at most "
+                    f"{self.max_input_length} tokens"
+                )
             raise ValueError(
                 f"Input sequence length {seq_len} is longer than the model's "
-                f"max_sequence_length={self.max_sequence_length} learned positions."
+                f"max_sequence_length={self.max_sequence_length} learned positions{reserved}."
             )
         if self.segment_embedding is not None and segment_ids is None:
             raise ValueError(
@@ -140,12 +178,7 @@ class BertEmbeddings(keras.layers.Layer):
         check_id_range("token_ids", token_ids, self.vocabulary_size, "vocabulary_size")
         valid = in_range(token_ids, self.vocabulary_size)
         x = self.token_embedding(ops.where(valid, token_ids, 0))  # (B, S, E)
-        positions = ops.slice(
-            ops.convert_to_tensor(self.position_embeddings),
-            (0, 0),
-            (ops.shape(token_ids)[1], self.embedding_dim),
-        )  # (S, E)
-        x = x + ops.cast(positions, x.dtype)[None, :, :]
+        x = x + ops.cast(self._positions(token_ids), x.dtype)
         if self.segment_embedding is not None:
             check_integer_ids("segment_ids", segment_ids)
             check_id_range("segment_ids", segment_ids, self.num_segments, "num_segments")

@@ -188,6 +188,9 @@ class BertBackbone(InputChecks, keras.Model):
       uses block `int(i / num_layers * num_groups)`; shared blocks are the same
       layer objects and their weights are counted once).
     - DistilBERT: `num_segments=0, use_pooler=False`.
+    - RoBERTa, XLM-R, KLUE-RoBERTa: `num_segments=1` and
+      `position_padding_id=1` (positions counted over non-padding tokens
+      from 2, padding at position 1; 514 table rows for 512 tokens).
     - TinyBERT, BERT-large, ...: sizes.
 
     Inputs: a dict with `token_ids`, `segment_ids` (absent when
@@ -224,9 +227,15 @@ class BertBackbone(InputChecks, keras.Model):
         attention_dropout: dropout on attention probabilities; defaults to
             `dropout`. While it is active (training with a rate > 0) the
             explicit attention path runs instead of the fused one.
-        max_sequence_length: number of learned positions.
+        max_sequence_length: number of learned positions (rows of the
+            position table).
         layer_norm_epsilon: LayerNorm epsilon.
         initializer_range: stddev of the truncated-normal initialiser.
+        position_padding_id: None (BERT): token i is at position i. An id p
+            (RoBERTa: 1, its padding token): positions count the tokens
+            whose id is not p from p + 1 on, tokens with id p are at
+            position p (see `BertEmbeddings`); inputs are then at most
+            `max_sequence_length - p - 1` tokens long.
         dtype: a dtype policy name such as "float32" or "mixed_bfloat16".
 
     Example:
@@ -257,6 +266,7 @@ class BertBackbone(InputChecks, keras.Model):
         max_sequence_length=512,
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        position_padding_id=None,
         dtype=None,
         **kwargs,
     ):
@@ -277,6 +287,14 @@ class BertBackbone(InputChecks, keras.Model):
             ("max_sequence_length", max_sequence_length, 1),
         ):
             _check_int(name, value, minimum)
+        if position_padding_id is not None:
+            _check_int("position_padding_id", position_padding_id, 0)
+            if position_padding_id + 1 >= max_sequence_length:
+                raise ValueError(
+                    f"position_padding_id={position_padding_id} leaves no position for "
+                    f"tokens: positions start at position_padding_id + 1, and "
+                    f"max_sequence_length={max_sequence_length}."
+                )
         if hidden_dim % num_heads:
             raise ValueError(
                 f"hidden_dim={hidden_dim} must be divisible by num_heads="
@@ -308,6 +326,7 @@ class BertBackbone(InputChecks, keras.Model):
             hidden_dim=hidden_dim,
             max_sequence_length=max_sequence_length,
             num_segments=num_segments,
+            position_padding_id=position_padding_id,
             dropout=dropout,
             layer_norm_epsilon=layer_norm_epsilon,
             initializer_range=initializer_range,
@@ -366,6 +385,7 @@ class BertBackbone(InputChecks, keras.Model):
         self.max_sequence_length = max_sequence_length
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.position_padding_id = position_padding_id
         self.embeddings_layer = embeddings
         self.transformer_layers = blocks
         self.pooler_dense = pooler
@@ -452,7 +472,8 @@ class BertBackbone(InputChecks, keras.Model):
             preset: a built-in name (see `BertBackbone.presets`), a directory
                 written by `save_to_preset`, or a Hugging Face checkpoint
                 directory (`config.json` + `model.safetensors`, model_type
-                "bert", "albert" or "distilbert").
+                "bert", "albert", "distilbert", "electra", "roberta" or
+                "xlm-roberta").
             load_weights: load the directory's weights. Built-in presets are
                 architectures and ship no weights: the model is initialised
                 with the reference initialiser (truncated normal, 0.02).

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from bertzoo import presets as preset_lib
 from bertzoo.layers.common import kernel_initializer
 from bertzoo.layers.heads import MaskedLMHead
 from bertzoo.loader_registry import preset_loader
@@ -56,20 +57,26 @@ def sentence_loss(labels, logits):
     return ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
 
 
-def tied_mlm_head(encoder, tables, name):
-    """A `MaskedLMHead` over `encoder`'s output (its activation, epsilon,
-    initialiser, dtype policy) tied to `tables`' token embedding table:
-    the backbone's own, or for ELECTRA's generator the discriminator's."""
+def tied_mlm_head(encoder, tables, name, activation=None):
+    """A `MaskedLMHead` over `encoder`'s output (its activation unless
+    `activation` is given, epsilon, initialiser, dtype policy) tied to
+    `tables`' token embedding table: the backbone's own, or for ELECTRA's
+    generator the discriminator's."""
     return MaskedLMHead(
         vocabulary_size=tables.vocabulary_size,
         embedding_dim=tables.embedding_dim,
         token_embedding=tables.token_embedding,
-        activation=encoder.activation,
+        activation=encoder.activation if activation is None else activation,
         layer_norm_epsilon=encoder.layer_norm_epsilon,
         initializer_range=encoder.initializer_range,
         dtype=tables.dtype_policy,
         name=name,
     )
+
+
+# Model types (preset metadata) pre-trained without a sentence objective
+# (defined with the presets, so that settings checks need no Keras).
+MLM_ONLY_FAMILIES = preset_lib.MLM_ONLY_FAMILIES
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
@@ -114,6 +121,14 @@ class BertPretrainer(keras.Model):
             raise ValueError(
                 f"objective={objective!r} is not supported. Valid: {', '.join(OBJECTIVES)}."
             )
+        family = (getattr(backbone, "preset_info", None) or {}).get("metadata", {})
+        family = family.get("model_type")
+        if objective != "none" and family in MLM_ONLY_FAMILIES:
+            raise ValueError(
+                f"objective={objective!r}: {family} is pre-trained with masked LM only "
+                "(no NSP/SOP head, and none in its Hugging Face format); use "
+                "objective='none'."
+            )
         if objective != "none" and not backbone.use_pooler:
             raise ValueError(
                 f"objective={objective!r} needs a pooled output, but the backbone "
@@ -122,7 +137,9 @@ class BertPretrainer(keras.Model):
             )
 
         # === Layers ===
-        mlm_head = tied_mlm_head(backbone, backbone, "mlm_head")
+        # RoBERTa's LM head applies GELU whatever the encoder's hidden_act.
+        head_activation = "gelu" if family in MLM_ONLY_FAMILIES else None
+        mlm_head = tied_mlm_head(backbone, backbone, "mlm_head", activation=head_activation)
         sentence_head = None
         if objective != "none":
             # float32: (B, 2) is tiny, and the logits feed a float32 loss.

@@ -150,16 +150,21 @@ class TaskModel(InputChecks, keras.Model):
 
 
 # Sequence-classification heads: "pooled" is BERT's (Dense on the pooled
-# output, or on the first token without a pooler), "electra" is ELECTRA's.
-CLASSIFIER_HEADS = ("pooled", "electra")
+# output, or on the first token without a pooler); "electra" and "roberta"
+# are ELECTRA's and RoBERTa's (Dense(H) -> GELU or tanh -> Dense on the first
+# token), by their activation.
+CLASSIFIER_HEADS = ("pooled", "electra", "roberta")
+_HEAD_ACTIVATIONS = {"electra": "gelu", "roberta": "tanh"}
+# The model types (preset metadata) whose head is not BERT's.
+_FAMILY_HEADS = {"electra": "electra", "roberta": "roberta", "xlm-roberta": "roberta"}
 
 
 def classifier_head_style(backbone):
     """The classification head a backbone's family uses: ELECTRA's for
     ELECTRA checkpoints (and models pre-trained with the electra objective),
-    else BERT's."""
+    RoBERTa's for RoBERTa and XLM-R ones, else BERT's."""
     metadata = (getattr(backbone, "preset_info", None) or {}).get("metadata", {})
-    return "electra" if metadata.get("model_type") == "electra" else "pooled"
+    return _FAMILY_HEADS.get(metadata.get("model_type"), "pooled")
 
 
 def _head_dense(units, backbone, name):
@@ -200,7 +205,10 @@ class BertClassifier(TaskModel):
     `Dropout` + `Dense` on the pooled output (`tanh(Dense([CLS]))`), or on
     the [CLS] vector when the backbone has no pooler (DistilBERT-style);
     for ELECTRA backbones it is ELECTRA's (`head="electra"`): `Dropout` ->
-    `Dense(hidden_dim)` -> GELU -> `Dropout` -> `Dense` on the first token.
+    `Dense(hidden_dim)` -> GELU -> `Dropout` -> `Dense` on the first token;
+    for RoBERTa and XLM-R backbones RoBERTa's (`head="roberta"`), the same
+    with tanh (transformers' `RobertaClassificationHead`); these two leave
+    a pooler unused (and frozen).
 
     `compile(optimizer)` builds the loss (mean cross-entropy, or MSE) and the
     `accuracy` metric (classification only); `fit` on `(x, labels)` batches,
@@ -212,8 +220,9 @@ class BertClassifier(TaskModel):
         dropout: dropout before the output layer.
         label_names: optional class names (saved with the preset; the
             serving model returns them).
-        head: "pooled" (BERT's) or "electra"; default: "electra" when the
-            backbone's preset records `model_type: electra`, else "pooled".
+        head: "pooled" (BERT's), "electra" or "roberta"; default: the one
+            of the model type the backbone's preset records (`electra`;
+            `roberta` or `xlm-roberta`), else "pooled".
 
     Example:
     >>> classifier = BertClassifier.from_preset("runs/pretrain/preset", num_classes=3)
@@ -239,12 +248,13 @@ class BertClassifier(TaskModel):
         inputs = self._backbone_inputs(backbone)
         features = backbone(inputs)
         dense = None
-        if head == "electra":
-            # ELECTRA's head (no pooler): dropout -> Dense(H) -> GELU ->
-            # dropout -> Dense(classes) on the first token.
+        if head in _HEAD_ACTIVATIONS:
+            # ELECTRA's and RoBERTa's head (no pooler): dropout -> Dense(H)
+            # -> GELU / tanh -> dropout -> Dense(classes) on the first token.
+            _freeze_unused_pooler(backbone)
             dense = keras.layers.Dense(
                 backbone.hidden_dim,
-                activation=get_activation("gelu"),
+                activation=get_activation(_HEAD_ACTIVATIONS[head]),
                 kernel_initializer=kernel_initializer(backbone.initializer_range),
                 dtype=backbone.dtype_policy,
                 name="classifier_dense",
@@ -321,7 +331,7 @@ class BertClassifier(TaskModel):
         return [self.head] if self.head_dense is None else [self.head_dense, self.head]
 
     def hf_head_layers(self):
-        if self.head_style == "electra":
+        if self.head_dense is not None:  # classifier.dense -> classifier.out_proj
             return "classification", self.head, self.head_dense
         if not self.backbone.use_pooler:
             return None

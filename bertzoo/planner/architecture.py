@@ -48,6 +48,15 @@ class Architecture:
     dropout: float
     attention_dropout: float
     max_sequence_length: int
+    # RoBERTa: the first position_padding_id + 1 rows serve padding only.
+    position_padding_id: int | None = None
+
+    @property
+    def max_input_length(self):
+        """The longest sequence the position table embeds."""
+        if self.position_padding_id is None:
+            return self.max_sequence_length
+        return self.max_sequence_length - self.position_padding_id - 1
 
     @classmethod
     def of(cls, preset):
@@ -74,6 +83,7 @@ class Architecture:
             dropout=dropout,
             attention_dropout=dropout if attention_dropout is None else attention_dropout,
             max_sequence_length=c.get("max_sequence_length", 512),
+            position_padding_id=c.get("position_padding_id"),
         )
 
     def block_params(self):

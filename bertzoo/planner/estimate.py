@@ -227,10 +227,15 @@ def flops_per_sequence(arch, seq_len, mode="finetune", max_predictions=None):
 
 def _check_step(arch, seq_len, gradient_accumulation, tflops, utilisation):
     """Refuses a step the architecture cannot take, and bad speed figures."""
-    if not isinstance(seq_len, int) or not 1 <= seq_len <= arch.max_sequence_length:
+    if not isinstance(seq_len, int) or not 1 <= seq_len <= arch.max_input_length:
+        reserved = (
+            ""
+            if arch.position_padding_id is None
+            else f" less the {arch.position_padding_id + 1} positions that serve padding"
+        )
         raise ValueError(
             f"seq_len={seq_len!r} must be an integer from 1 to the preset's "
-            f"max_sequence_length {arch.max_sequence_length}."
+            f"max_sequence_length {arch.max_sequence_length}{reserved}."
         )
     if not isinstance(gradient_accumulation, int) or gradient_accumulation < 1:
         raise ValueError(

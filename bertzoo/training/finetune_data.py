@@ -12,6 +12,7 @@ import numpy as np
 from bertzoo import batching
 from bertzoo import tasks as task_kinds
 from bertzoo.convert.loader import resolve_preset
+from bertzoo.presets import max_input_length
 from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 from bertzoo.training.kind_settings import kind_settings
 from bertzoo.training.runs import (
@@ -126,7 +127,7 @@ def read_data(run, init, distribution):
     `FinetuneData`."""
     config = run.config
     document, _, _ = resolve_preset(init)
-    positions = document["backbone"].get("max_sequence_length", 512)
+    positions = max_input_length(document["backbone"])
     if config.sequence_length is not None and config.sequence_length > positions:
         raise run.error(
             f"sequence_length={config.sequence_length} is longer than the {positions} positions "

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from bertzoo.errors import BertzooError
+from bertzoo.presets import MLM_ONLY_FAMILIES, max_input_length
 from bertzoo.training.runs import (
     AUTO,
     OPTIMIZERS,
@@ -384,7 +385,9 @@ def check_positions(config, document=None):
     if document is None:
         document = preset_document(config.preset)[0]
     pairs = config.objective in ("nsp", "sop") or (
-        config.objective == "auto" and document["backbone"].get("use_pooler", True)
+        config.objective == "auto"
+        and document["backbone"].get("use_pooler", True)
+        and document.get("metadata", {}).get("model_type") not in MLM_ONLY_FAMILIES
     )
     if pairs and corpus_layout(config) == "documents":
         which = " (what auto picks for this preset)" if config.objective == "auto" else ""
@@ -422,7 +425,7 @@ def check_positions(config, document=None):
             f"seq_len={shortest} is too short: an example needs at least {needed} tokens ([CLS] text [SEP] "
             f"with room to mask). Use seq_len >= {needed}."
         )
-    positions = document["backbone"].get("max_sequence_length", 512)
+    positions = max_input_length(document["backbone"])
     longest = max(config.seq_len)
     if longest > positions:
         raise PretrainError(

@@ -10,7 +10,7 @@ from bertzoo import presets as preset_lib
 from bertzoo.io.publish import publish_directory
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.electra import ElectraPretrainer
-from bertzoo.models.pretrainer import BertPretrainer
+from bertzoo.models.pretrainer import MLM_ONLY_FAMILIES, BertPretrainer
 from bertzoo.training.optimizers import make_optimizer
 from bertzoo.training.pretrain_config import (
     PretrainError,
@@ -89,9 +89,11 @@ def build_generator(config, discriminator):
 def resolve_objective(config, backbone):
     if config.objective != "auto":
         return config.objective
-    if backbone.preset_info.get("metadata", {}).get("model_type") == "electra":
+    model_type = backbone.preset_info.get("metadata", {}).get("model_type")
+    if model_type == "electra":
         return "electra"
-    if not backbone.use_pooler:
+    # RoBERTa-family models (and those without a pooler) train masked LM only.
+    if model_type in MLM_ONLY_FAMILIES or not backbone.use_pooler:
         return "none"
     kind = backbone.preset_info.get("tokenizer", {}).get("kind", "wordpiece")
     # ALBERT-shaped models (factorised or shared) train with SOP.

@@ -172,8 +172,9 @@ def _edit_tensors(directory, edit):
     [
         (
             "bert_pretraining",
-            {"model_type": "roberta"},
-            "model_type 'roberta' is not supported. Supported: bert, albert, distilbert, electra",
+            {"model_type": "deberta"},
+            "model_type 'deberta' is not supported. Supported: bert, albert, distilbert, "
+            "electra, roberta, xlm-roberta",
         ),
         ("albert_mlm", {"inner_group_num": 2}, "inner_group_num 2 is not supported"),
         (
@@ -189,7 +190,14 @@ def test_bad_configs(tmp_path, name, changes, pattern):
     directory = _copy(name, tmp_path, **changes)
     with pytest.raises(CheckpointError, match=pattern):
         BertBackbone.from_preset(directory)
-    assert SUPPORTED_MODEL_TYPES == ("bert", "albert", "distilbert", "electra")
+    assert SUPPORTED_MODEL_TYPES == (
+        "bert",
+        "albert",
+        "distilbert",
+        "electra",
+        "roberta",
+        "xlm-roberta",
+    )
 
 
 def test_shape_mismatch_names_tensor_and_both_shapes(tmp_path):
@@ -493,6 +501,7 @@ def test_save_hf_unrepresentable_backbones(tmp_path, config, pattern):
                 num_segments=2,
                 use_pooler=True,
                 layer_norm_epsilon=1e-12,
+                position_padding_id=None,
             ),
             **config,
         }

@@ -38,6 +38,29 @@ def test_embeddings_reject_too_long_sequence():
         layer(np.ones((1, 5), "int32"))
 
 
+def test_roberta_positions_count_non_padding_tokens_past_the_padding_id():
+    """transformers' create_position_ids_from_input_ids with padding_idx 1:
+    cumsum(id != 1) * (id != 1) + 1, so real tokens start at position 2 and
+    every padding token (wherever it is) reads row 1."""
+    layer = BertEmbeddings(61, 8, 8, max_sequence_length=9, num_segments=1, position_padding_id=1)
+    ids = np.array([[0, 5, 6, 2, 1, 1], [0, 7, 1, 8, 2, 1]], "int32")
+    out = _np(layer(ids, np.zeros_like(ids)))
+    positions = np.array([[2, 3, 4, 5, 1, 1], [2, 3, 1, 4, 5, 1]])
+    s = (
+        _np(layer.token_embedding.embeddings)[ids]
+        + _np(layer.position_embeddings)[positions]
+        + _np(layer.segment_embedding.embeddings)[0]
+    )
+    expected = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-12)
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+    # 9 rows, 2 of them for padding: 7 tokens fit, 8 do not.
+    assert layer.max_input_length == 7
+    assert tuple(layer(np.full((1, 7), 5, "int32"), np.zeros((1, 7), "int32")).shape) == (1, 7, 8)
+    with pytest.raises(ValueError, match="first 2 serve padding .*at most 7 tokens"):
+        layer(np.full((1, 8), 5, "int32"), np.zeros((1, 8), "int32"))
+    assert BertEmbeddings.from_config(layer.get_config()).position_padding_id == 1
+
+
 def test_embeddings_require_segments_when_configured():
     layer = BertEmbeddings(61, 6, 6, max_sequence_length=8, num_segments=2)
     with pytest.raises(ValueError, match="segment_ids are required"):

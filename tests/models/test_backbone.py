@@ -37,6 +37,17 @@ REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released conf
     "electra_small_generator": 13_483_008,
     "electra_base_generator": 33_511_168,
     "electra_large_generator": 50_999_552,
+    # transformers' RobertaModel / XLMRobertaModel (with the pooler) built
+    # from the released configs (counted by
+    # tests/fixtures/make_roberta_fixtures.py; checked against the fixture in
+    # tests/convert/test_hf_roberta.py).
+    "roberta_base": 124_645_632,
+    "roberta_large": 355_359_744,
+    "xlm_roberta_base": 278_043_648,
+    "xlm_roberta_large": 559_890_432,
+    "klue_roberta_small": 68_090_880,
+    "klue_roberta_base": 110_618_112,
+    "klue_roberta_large": 336_656_384,
 }
 
 
@@ -134,6 +145,34 @@ def test_feature_scores_masked_softmax_are_the_probabilities_used():
     expected = context @ _np(attn.attention_output.kernel) + _np(attn.attention_output.bias)
     used = _np(attn(x, inputs["padding_mask"]))  # the fused path the backbone takes
     np.testing.assert_allclose(used, expected, atol=1e-5)
+
+
+def test_roberta_shape_one_segment_and_positions_past_the_padding_id():
+    """RoBERTa is configuration: one segment row and padding-aware positions.
+    A padded sequence gives its real tokens the outputs of the same tokens
+    without padding."""
+    backbone = tiny_backbone(num_segments=1, position_padding_id=1, max_sequence_length=12)
+    assert backbone.embeddings_layer.segment_embedding.input_dim == 1
+    inputs = make_inputs(num_segments=1, lengths=[7, 5, 3])
+    real = inputs["padding_mask"].astype(bool)
+    inputs["token_ids"] = np.where(real, np.maximum(inputs["token_ids"], 2), 1).astype("int32")
+    inputs["segment_ids"] = np.zeros_like(inputs["token_ids"])
+    out = _np(backbone(inputs)["sequence_output"])
+    alone = backbone(
+        {
+            "token_ids": inputs["token_ids"][2:, :3],
+            "segment_ids": np.zeros((1, 3), "int32"),
+            "padding_mask": np.ones((1, 3), "int32"),
+        }
+    )
+    np.testing.assert_allclose(_np(alone["sequence_output"])[0], out[2, :3], atol=1e-5)
+    config = json.loads(json.dumps(backbone.get_config()))
+    assert config["position_padding_id"] == 1
+    assert BertBackbone.from_config(config).embeddings_layer.max_input_length == 10
+    with pytest.raises(ValueError, match="position_padding_id=11 leaves no position"):
+        tiny_backbone(position_padding_id=11, max_sequence_length=12)
+    with pytest.raises(ValueError, match="position_padding_id must be an integer >= 0"):
+        tiny_backbone(position_padding_id=-1)
 
 
 def test_real_token_outputs_do_not_change_with_more_padding():

@@ -1,15 +1,16 @@
 """Hugging Face format <-> bertzoo, for `model_type` "bert", "albert",
-"distilbert" and "electra".
+"distilbert", "electra", "roberta" (KLUE-RoBERTa too) and "xlm-roberta".
 
 A checkpoint directory holds `config.json`, `model.safetensors` (or, only when
 asked for with `allow_pickle=True`, `pytorch_model.bin`) and optionally
 `tokenizer_config.json` with `vocab.txt` or `spiece.model`.
 
 Each model type is described once, as data, by an `HfSpec` in a module of
-its own (`bert`, `albert`, `distilbert`, `electra`, listed in `families`):
+its own (`bert`, `albert`, `distilbert`, `electra`, `roberta`, listed in
+`families`):
 config keys, tensor names, head prefixes, architecture names. Reading the
 config (`config`), mapping tensors to variables and loading them
-(`weights`), and exporting (`export`) are one piece of code for all four.
+(`weights`), and exporting (`export`) are one piece of code for all.
 
 Loading is strict: every backbone variable must be filled and every tensor
 used, except buffers (`embeddings.position_ids`, ...) and task-head tensors

@@ -50,8 +50,8 @@ def hf_to_preset(directory):
     # The directory as the caller named it (not the view it is read through).
     shown = shown_path(directory)
     metadata = {"source_checkpoint": str(hf.get("_name_or_path") or shown)}
-    if spec.model_type == "electra":  # the architecture alone reads as BERT/ALBERT
-        metadata["model_type"] = "electra"
+    if spec.record_model_type:  # the architecture alone does not say it
+        metadata["model_type"] = spec.model_type
     return {
         "name": shown.name,
         "description": f"Converted from the Hugging Face checkpoint in {shown}.",

@@ -45,4 +45,5 @@ ELECTRA = HfSpec(
         "summary_type": "first",
         "summary_use_proj": True,
     },
+    record_model_type=True,
 )

@@ -28,6 +28,8 @@ def model_type_of(backbone):
         return recorded
     if backbone.num_segments == 0 and not backbone.use_pooler:
         return "distilbert"
+    if backbone.position_padding_id is not None:
+        return "roberta"
     factorised = backbone.embedding_dim != backbone.hidden_dim
     shared = backbone.num_groups != backbone.num_layers
     return "albert" if factorised or shared else "bert"
@@ -63,6 +65,16 @@ def _mismatches(backbone, spec):
         problems.append("embedding_dim != hidden_dim")
     if shared and spec.model_type != "albert":
         problems.append("num_groups != num_layers")
+    padded_positions = any(k == "position_padding_id" for k, _, _ in spec.config_keys)
+    if backbone.position_padding_id is not None and not padded_positions:
+        problems.append(
+            f"position_padding_id={backbone.position_padding_id} "
+            f"({spec.model_type} numbers positions from 0)"
+        )
+    if backbone.position_padding_id is None and padded_positions:
+        problems.append(
+            f"position_padding_id=None ({spec.model_type} counts positions past the padding id)"
+        )
     if backbone.num_segments == 0 and spec.model_type != "distilbert":
         pooler = " with a pooler" if backbone.use_pooler else ""
         problems.append(f"num_segments=0{pooler} ({spec.model_type} needs segments)")
@@ -92,6 +104,22 @@ def _hf_config(backbone, spec, architecture):
     for key, hf_key, _ in spec.config_keys:
         config[hf_key] = values[key]
     return config
+
+
+def _label_config(architecture, heads):
+    """The label count of a classifier head (transformers builds the head
+    from `id2label`, two labels when absent), in transformers' default
+    names."""
+    if not architecture.endswith(("ForSequenceClassification", "ForTokenClassification")):
+        return {}
+    biases = [v for k, v in heads.items() if k in ("classifier.bias", "classifier.out_proj.bias")]
+    if len(biases) != 1:
+        return {}
+    count = int(np.shape(biases[0])[0])
+    return {
+        "id2label": {str(i): f"LABEL_{i}" for i in range(count)},
+        "label2id": {f"LABEL_{i}": i for i in range(count)},
+    }
 
 
 def _check_heads(heads, spec):
@@ -159,7 +187,8 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
             BERT/DistilBERT/ELECTRA, SentencePiece for ALBERT; either works)
             with `lowercase` and `strip_accents` attributes and
             `save_to_preset(directory)`.
-        model_type: "bert", "albert", "distilbert" or "electra"; default
+        model_type: one of `SUPPORTED_MODEL_TYPES` ("bert", "albert",
+            "distilbert", "electra", "roberta", "xlm-roberta"); default
             as described above.
     """
     directory = Path(directory)
@@ -170,6 +199,7 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
         _check_tokenizer(tokenizer, backbone)
     tensors = _tensors(backbone, spec, heads)
     config = _hf_config(backbone, spec, _architecture(spec, heads, backbone.use_pooler))
+    config.update(_label_config(config["architectures"][0], heads))
     with publish_directory(directory, "hf") as staging:
         write_safetensors(staging / SAFETENSORS_FILE, tensors, metadata={"format": "pt"})
         if tokenizer is not None:

@@ -71,6 +71,10 @@ class HfSpec:
     tokenizer_class: str
     # Keys transformers writes that bertzoo does not model, at HF's defaults.
     hf_extra: dict
+    # Record the model type in the preset's metadata: the architecture alone
+    # does not say it (ELECTRA reads as BERT without a pooler, XLM-R as
+    # RoBERTa), and heads and exports follow it.
+    record_model_type: bool = False
 
 
 # The size keys BERT, ALBERT and ELECTRA share.
