@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from bertzoo.lazy import lazy_exports, when_imported
-from bertzoo.loader_registry import set_loader_module
+from bertzoo.loader_registry import set_loader_module, set_preprocessor_module
 
 __version__ = "0.1.0"
 
@@ -90,6 +90,8 @@ def _importing_a_submodule():
 # The preset loader the models reach through bertzoo.loader_registry: imported
 # by name on first use, so `import bertzoo` stays light.
 set_loader_module("bertzoo.convert.loader")
+# The text preprocessor a task model's from_preset attaches, the same way.
+set_preprocessor_module("bertzoo.preprocessing")
 
 _keras_registered = False
 _lazy_getattr, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
