@@ -205,7 +205,14 @@ class TaskModel(InputChecks, keras.Model):
             validation_split = 0.0
         dataset_given = text_inputs.is_dataset(x)
         shuffle = not dataset_given if shuffle is None else bool(shuffle)
+        in_memory = text_inputs.is_texts(x)
+        count = text_inputs.count(x) if in_memory else None
         x, y, sample_weight, converted = self._data_inputs(x, y, sample_weight, batch_size, shuffle)
+        if in_memory and kwargs.get("steps_per_epoch") is None:
+            # One pass over the texts per epoch from one repeated dataset:
+            # tf.data starts the tokenizer's graph once, not every epoch.
+            x = x.repeat()
+            kwargs["steps_per_epoch"] = -(-count // (batch_size or 32))
         if converted:
             batch_size, shuffle = None, False
         validation_data = self._validation(
