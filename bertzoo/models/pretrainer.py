@@ -29,6 +29,19 @@ def _scale_for_replicas(loss):
     return loss
 
 
+def compile_from_saved_config(model, config):
+    """`Model.compile_from_config` for models whose `compile` builds its own
+    loss: loading a compiled `.keras` file recompiles with the saved optimizer
+    and settings (Keras' default only warns for an overridden `compile`)."""
+    if not config:
+        return
+    config = keras.saving.deserialize_keras_object(config)
+    config.pop("loss", None)
+    model.compile(**config)
+    if getattr(model, "optimizer", None) is not None and model.built:
+        model.optimizer.build(model.trainable_variables)
+
+
 def finish_loss(model, loss):
     """A custom `compute_loss`'s last step: adds the model's own losses
     (`model.losses`, e.g. regularisers) and scales for tf.distribute
@@ -220,6 +233,9 @@ class BertPretrainer(keras.Model):
                 "call compile() without loss=."
             )
         super().compile(optimizer=optimizer, **kwargs)
+
+    def compile_from_config(self, config):
+        compile_from_saved_config(self, config)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mlm_weights = None

@@ -36,7 +36,7 @@ from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
 from bertzoo.loader_registry import preprocessor_factory, preset_loader
 from bertzoo.models import text_inputs
 from bertzoo.models.backbone import InputChecks
-from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
+from bertzoo.models.pretrainer import compile_from_saved_config, finish_loss, masked_lm_loss
 from bertzoo.presets import read_task_section
 
 logger = logging.getLogger(__name__)
@@ -126,6 +126,9 @@ class TaskModel(InputChecks, keras.Model):
         if isinstance(optimizer, str) and optimizer == "auto":
             optimizer = keras.optimizers.Adam(self.default_learning_rate)
         super().compile(optimizer=optimizer, **kwargs)
+
+    def compile_from_config(self, config):
+        compile_from_saved_config(self, config)
 
     # === Texts in fit / evaluate / predict ===
 

@@ -199,10 +199,19 @@ def test_regression_probabilities_are_refused_in_one_line():
 
 def test_saving_with_a_preprocessor(tmp_path):
     model = tiny_classifier()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    model.fit(TEXTS, LABELS, epochs=1, batch_size=6, verbose=0)
     ids = {k: np.asarray(v) for k, v in model.preprocessor.pack(tf.constant(TEXTS)).items()}
     path = tmp_path / "m.keras"
     model.save(path)
-    restored = keras.saving.load_model(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        restored = keras.saving.load_model(path)
+    # Recompiled from the file (Keras warns for a custom compile() without
+    # compile_from_config).
+    assert not keras_warnings(caught), [str(w.message) for w in caught]
+    assert float(restored.optimizer.learning_rate) == pytest.approx(1e-3)
+    assert int(restored.optimizer.iterations) == 2
     assert restored.preprocessor is None  # not part of the .keras file
     np.testing.assert_allclose(
         restored.predict(ids, verbose=0), model.predict(ids, verbose=0), atol=1e-6
