@@ -423,10 +423,17 @@ class BertClassifier(TaskModel):
         head: "pooled" (BERT's) or "electra"; default: "electra" when the
             backbone's preset records `model_type: electra`, else "pooled".
 
+    Strings: `from_preset` on a preset with a vocabulary attaches its
+    `BertPreprocessor` (`preprocessor`), and then `fit`, `evaluate`,
+    `predict` and `predict_proba` also take texts, `(texts_a, texts_b)`
+    pairs and `tf.data` datasets of them. `predict` returns logits;
+    `predict_proba` the class probabilities (softmax). `fit` compiles with
+    `compile()`'s defaults (Adam at 5e-5) when you have not compiled.
+
     Example:
-    >>> classifier = BertClassifier.from_preset("runs/pretrain/preset", num_classes=3)
-    >>> classifier.compile(optimizer=keras.optimizers.AdamW(2e-5))
-    >>> classifier.fit(dataset, epochs=3)  # doctest: +SKIP
+    >>> classifier = BertClassifier.from_preset("runs/pretrain/preset", num_classes=2)
+    >>> classifier.fit(["so good", "so bad"], [1, 0], epochs=3)  # doctest: +SKIP
+    >>> classifier.predict_proba(["rather good"])  # doctest: +SKIP
     """
 
     per_token_outputs = False

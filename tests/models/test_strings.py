@@ -61,6 +61,7 @@ def keras_warnings(caught):
     return [w for w in caught if issubclass(w.category, UserWarning | RuntimeWarning)]
 
 
+@pytest.mark.slow
 def test_fit_predict_evaluate_on_strings_without_a_keras_warning():
     model = tiny_classifier()
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
@@ -116,6 +117,7 @@ def test_buckets_and_packed_widths():
     assert pack(tf.constant([" ".join(["good"] * 20)]))["token_ids"].shape == (1, 32)
 
 
+@pytest.mark.slow
 def test_text_pairs_and_datasets_of_strings():
     model = tiny_classifier()
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
@@ -167,8 +169,13 @@ def test_token_id_dicts_still_work_and_strings_without_a_preprocessor_are_refuse
     assert model.preprocessor is None
     ids = tiny_classifier().preprocessor.pack(tf.constant(TEXTS))
     ids = {k: np.asarray(v) for k, v in ids.items()}
-    model.fit(ids, np.asarray(LABELS), epochs=1, batch_size=4, verbose=0)
-    assert model.predict(ids, verbose=0).shape == (12, 2)
+    dataset = tf.data.Dataset.from_tensor_slices((ids, LABELS)).batch(4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(ids, np.asarray(LABELS), epochs=1, batch_size=4, verbose=0)
+        model.fit(dataset, epochs=1, verbose=0)  # no "shuffle=True ... ignored"
+        assert model.predict(ids, verbose=0).shape == (12, 2)
+    assert not keras_warnings(caught), [str(w.message) for w in caught]
     for call in (
         lambda: model.predict(TEXTS),
         lambda: model.fit(TEXTS, LABELS),
