@@ -182,6 +182,7 @@ def _fit(context, model, dataset):
         steps_per_epoch=steps,
         verbose=config.verbose,
         callbacks=callbacks,
+        shuffle=False,  # a dataset: Keras ignores shuffle, and warns when it is True
     )
 
 

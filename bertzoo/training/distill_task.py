@@ -167,6 +167,7 @@ def _run_epoch(task, stage, title, epoch):
         steps_per_epoch=per_epoch,
         verbose=config.verbose,
         callbacks=callbacks,
+        shuffle=False,  # a dataset: Keras ignores shuffle, and warns when it is True
     )
     entry = {"epoch": epoch + 1, **{k: float(v[-1]) for k, v in fit.history.items()}}
     score = _held_out_score(task, stage, epoch, entry)
