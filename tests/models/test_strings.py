@@ -188,6 +188,12 @@ def test_token_id_dicts_still_work_and_strings_without_a_preprocessor_are_refuse
         model.preprocessor = 3
 
 
+def test_a_built_in_preset_has_no_vocabulary_so_no_preprocessor():
+    from bertzoo.preprocessing import preset_preprocessor
+
+    assert preset_preprocessor("bert_mini") is None
+
+
 def test_tagging_and_qa_refuse_strings_naming_their_feature_builders():
     tagger = BertTokenClassifier(tiny_backbone(), 3)
     with pytest.raises(InputError, match="tagging_features"):
