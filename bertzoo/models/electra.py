@@ -24,6 +24,7 @@ from bertzoo.layers.common import get_activation, group_of_layer, kernel_initial
 from bertzoo.loader_registry import preset_loader
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.pretrainer import (
+    DatasetFit,
     compile_from_saved_config,
     finish_loss,
     masked_lm_loss,
@@ -50,7 +51,7 @@ def _scatter(positions, values, seq_len):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class ElectraPretrainer(keras.Model):
+class ElectraPretrainer(DatasetFit, keras.Model):
     """ELECTRA's replaced-token-detection pre-training model.
 
     Inputs: a dict with `token_ids` (masked), `segment_ids`, `padding_mask`,

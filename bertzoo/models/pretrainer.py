@@ -1,6 +1,7 @@
 """BERT-family pre-training model: masked LM plus NSP or SOP."""
 
 import logging
+import sys
 
 import keras
 import numpy as np
@@ -27,6 +28,24 @@ def _scale_for_replicas(loss):
         if replicas > 1:
             loss = loss / replicas
     return loss
+
+
+def shuffle_default(x, shuffle):
+    """`fit`'s `shuffle` when the caller gave None: True for in-memory data,
+    False for a `tf.data.Dataset` (Keras ignores it there and warns when it
+    is True; a dataset shuffles itself)."""
+    if shuffle is not None:
+        return bool(shuffle)
+    tf = sys.modules.get("tensorflow")
+    return not (tf is not None and isinstance(x, tf.data.Dataset))
+
+
+class DatasetFit:
+    """Mixin: `fit(dataset)` passes Keras no `shuffle` it would ignore (and
+    warn about); in-memory data is still shuffled by default."""
+
+    def fit(self, x=None, y=None, *args, shuffle=None, **kwargs):
+        return super().fit(x, y, *args, shuffle=shuffle_default(x, shuffle), **kwargs)
 
 
 def compile_from_saved_config(model, config):
@@ -86,7 +105,7 @@ def tied_mlm_head(encoder, tables, name):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class BertPretrainer(keras.Model):
+class BertPretrainer(DatasetFit, keras.Model):
     """Masked LM (+ NSP or SOP) pre-training model over a `BertBackbone`.
 
     Inputs: a dict with `token_ids`, `segment_ids`, `padding_mask` (each

@@ -36,7 +36,12 @@ from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
 from bertzoo.loader_registry import preprocessor_factory, preset_loader
 from bertzoo.models import text_inputs
 from bertzoo.models.backbone import InputChecks
-from bertzoo.models.pretrainer import compile_from_saved_config, finish_loss, masked_lm_loss
+from bertzoo.models.pretrainer import (
+    compile_from_saved_config,
+    finish_loss,
+    masked_lm_loss,
+    shuffle_default,
+)
 from bertzoo.presets import read_task_section
 
 logger = logging.getLogger(__name__)
@@ -206,8 +211,7 @@ class TaskModel(InputChecks, keras.Model):
             sample_weight, w_val = text_inputs.split_tail(sample_weight, validation_split)
             validation_data = (x_val, y_val) if w_val is None else (x_val, y_val, w_val)
             validation_split = 0.0
-        dataset_given = text_inputs.is_dataset(x)
-        shuffle = not dataset_given if shuffle is None else bool(shuffle)
+        shuffle = shuffle_default(x, shuffle)
         in_memory = text_inputs.is_texts(x)
         count = text_inputs.count(x) if in_memory else None
         x, y, sample_weight, converted = self._data_inputs(x, y, sample_weight, batch_size, shuffle)
