@@ -44,8 +44,10 @@ class DatasetFit:
     """Mixin: `fit(dataset)` passes Keras no `shuffle` it would ignore (and
     warn about); in-memory data is still shuffled by default."""
 
-    def fit(self, x=None, y=None, *args, shuffle=None, **kwargs):
-        return super().fit(x, y, *args, shuffle=shuffle_default(x, shuffle), **kwargs)
+    def fit(self, x=None, y=None, *args, **kwargs):
+        if len(args) < 7:  # shuffle is fit's ninth argument
+            kwargs["shuffle"] = shuffle_default(x, kwargs.get("shuffle"))
+        return super().fit(x, y, *args, **kwargs)
 
 
 def compile_from_saved_config(model, config):

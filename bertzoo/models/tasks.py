@@ -188,12 +188,18 @@ class TaskModel(InputChecks, keras.Model):
         y=None,
         batch_size=None,
         epochs=1,
-        shuffle=None,
-        sample_weight=None,
+        verbose="auto",
+        callbacks=None,
         validation_split=0.0,
         validation_data=None,
+        shuffle=None,
+        class_weight=None,
+        sample_weight=None,
+        initial_epoch=0,
+        steps_per_epoch=None,
+        validation_steps=None,
         validation_batch_size=None,
-        **kwargs,
+        validation_freq=1,
     ):
         """`keras.Model.fit`, also on texts when the model has a
         preprocessor: `x` a list (or array, tensor) of strings, a tuple
@@ -215,16 +221,16 @@ class TaskModel(InputChecks, keras.Model):
         in_memory = text_inputs.is_texts(x)
         count = text_inputs.count(x) if in_memory else None
         x, y, sample_weight, converted = self._data_inputs(x, y, sample_weight, batch_size, shuffle)
-        if in_memory and kwargs.get("steps_per_epoch") is None:
+        if in_memory and steps_per_epoch is None:
             # One pass over the texts per epoch from one repeated dataset:
             # tf.data starts the tokenizer's graph once, not every epoch.
             x = x.repeat()
-            kwargs["steps_per_epoch"] = -(-count // (batch_size or 32))
-        if converted:
-            batch_size, shuffle = None, False
+            steps_per_epoch = -(-count // (batch_size or 32))
         validation_data = self._validation(
             validation_data, validation_batch_size or batch_size or 32
         )
+        if converted:
+            batch_size, shuffle = None, False
         return super().fit(
             x,
             y,
@@ -235,10 +241,27 @@ class TaskModel(InputChecks, keras.Model):
             validation_split=validation_split,
             validation_data=validation_data,
             validation_batch_size=None if converted else validation_batch_size,
-            **kwargs,
+            verbose=verbose,
+            callbacks=callbacks,
+            class_weight=class_weight,
+            initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch,
+            validation_steps=validation_steps,
+            validation_freq=validation_freq,
         )
 
-    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+    def evaluate(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        verbose="auto",
+        sample_weight=None,
+        steps=None,
+        callbacks=None,
+        return_dict=False,
+        **kwargs,
+    ):
         """`keras.Model.evaluate`, also on texts (see `fit`)."""
         if not self.compiled:
             self.compile()
@@ -247,7 +270,11 @@ class TaskModel(InputChecks, keras.Model):
             x,
             y,
             batch_size=None if converted else batch_size,
+            verbose=verbose,
             sample_weight=sample_weight,
+            steps=steps,
+            callbacks=callbacks,
+            return_dict=return_dict,
             **kwargs,
         )
 

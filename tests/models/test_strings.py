@@ -154,6 +154,10 @@ def test_validation_split_and_validation_data_on_strings():
         TEXTS, LABELS, epochs=1, batch_size=4, validation_data=(TEXTS, LABELS), verbose=0
     )
     assert "val_loss" in history.history
+    # Keras' positional order: (x, y, batch_size, epochs, verbose).
+    history = model.fit(TEXTS, LABELS, 6, 2, 0)
+    assert len(history.history["loss"]) == 2
+    assert set(model.evaluate(TEXTS, LABELS, 6, 0, None, None, None, True)) >= {"accuracy"}
 
 
 def test_fit_compiles_with_the_documented_defaults():
