@@ -12,7 +12,7 @@ import sys
 
 from bertzoo import quiet
 from bertzoo.lazy import lazy_exports, when_imported
-from bertzoo.loader_registry import set_loader_module
+from bertzoo.loader_registry import set_loader_module, set_preprocessor_module
 
 # A process started by a quiet recipe or command (a spawned worker) is quiet
 # too: it imports bertzoo before anything of TensorFlow (bertzoo.quiet).
@@ -95,6 +95,8 @@ def _importing_a_submodule():
 # The preset loader the models reach through bertzoo.loader_registry: imported
 # by name on first use, so `import bertzoo` stays light.
 set_loader_module("bertzoo.convert.loader")
+# The text preprocessor a task model's from_preset attaches, the same way.
+set_preprocessor_module("bertzoo.preprocessing")
 
 _keras_registered = False
 _lazy_getattr, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

@@ -66,3 +66,36 @@ def preset_loader():
             "registers it) before loading or saving presets."
         )
     return _loader
+
+
+# === The preprocessor factory ===
+# A task model's `from_preset` attaches the preset's preprocessor
+# (`bertzoo.preprocessing`, floor 3) the same way: that module registers a
+# factory when imported, and `bertzoo/__init__.py` names it.
+
+_preprocessor_factory = None
+_preprocessor_module = None
+
+
+def register_preprocessor_factory(factory):
+    """Makes `factory(preset, **kwargs)` the maker of a preset's text
+    preprocessor (called by `bertzoo.preprocessing` when it is imported). It
+    returns a preprocessor, or None when the preset carries no vocabulary."""
+    global _preprocessor_factory
+    if not callable(factory):
+        raise TypeError(f"A preprocessor factory must be callable, got {factory!r}.")
+    _preprocessor_factory = factory
+
+
+def set_preprocessor_module(name):
+    """Names the module that registers the preprocessor factory when imported."""
+    global _preprocessor_module
+    _preprocessor_module = name
+
+
+def preprocessor_factory():
+    """The registered preprocessor factory (importing the named module first
+    if needed), or None when there is none."""
+    if _preprocessor_factory is None and _preprocessor_module is not None:
+        importlib.import_module(_preprocessor_module)
+    return _preprocessor_factory

@@ -8,7 +8,8 @@ import tensorflow as tf
 
 from bertzoo.convert.loader import resolve_preset
 from bertzoo.input_checks import check_sequence_length
-from bertzoo.presets import max_input_length
+from bertzoo.loader_registry import register_preprocessor_factory
+from bertzoo.presets import classify, max_input_length
 from bertzoo.tokenizers.base import (
     Tokenizer,
     TokenizerError,
@@ -307,3 +308,20 @@ class BertPreprocessor(keras.layers.Layer):
     def call(self, x, y=None, sample_weight=None):
         out = to_backend_output(self.pack(x))
         return keras.utils.pack_x_y_sample_weight(out, y, sample_weight)
+
+
+def preset_preprocessor(preset, sequence_length=None):
+    """The `BertPreprocessor` a task model's `from_preset` attaches: the
+    preset directory's tokenizer, packing to `sequence_length` (default: the
+    backbone's maximum). None for a built-in preset (an architecture, no
+    vocabulary) or a directory without a usable vocabulary."""
+    if classify(preset)[0] == "builtin":
+        return None
+    try:
+        return BertPreprocessor.from_preset(preset, sequence_length=sequence_length)
+    except TokenizerError as error:
+        logger.info("No preprocessor attached (the model takes token-id dicts): %s", error)
+        return None
+
+
+register_preprocessor_factory(preset_preprocessor)

@@ -23,7 +23,13 @@ from bertzoo import presets as preset_lib
 from bertzoo.layers.common import get_activation, group_of_layer, kernel_initializer
 from bertzoo.loader_registry import preset_loader
 from bertzoo.models.backbone import BertBackbone
-from bertzoo.models.pretrainer import finish_loss, masked_lm_loss, tied_mlm_head
+from bertzoo.models.pretrainer import (
+    DatasetFit,
+    compile_from_saved_config,
+    finish_loss,
+    masked_lm_loss,
+    tied_mlm_head,
+)
 
 
 def electra_batch(x, y=None, sample_weight=None):
@@ -45,7 +51,7 @@ def _scatter(positions, values, seq_len):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class ElectraPretrainer(keras.Model):
+class ElectraPretrainer(DatasetFit, keras.Model):
     """ELECTRA's replaced-token-detection pre-training model.
 
     Inputs: a dict with `token_ids` (masked), `segment_ids`, `padding_mask`,
@@ -262,6 +268,9 @@ class ElectraPretrainer(keras.Model):
                 "ElectraPretrainer computes ELECTRA's loss itself; call compile() without loss=."
             )
         super().compile(optimizer=optimizer, **kwargs)
+
+    def compile_from_config(self, config):
+        compile_from_saved_config(self, config)
 
     @staticmethod
     def _rtd_loss(y_pred):

@@ -1,6 +1,7 @@
 """BERT-family pre-training model: masked LM plus NSP or SOP."""
 
 import logging
+import sys
 
 import keras
 import numpy as np
@@ -28,6 +29,39 @@ def _scale_for_replicas(loss):
         if replicas > 1:
             loss = loss / replicas
     return loss
+
+
+def shuffle_default(x, shuffle):
+    """`fit`'s `shuffle` when the caller gave None: True for in-memory data,
+    False for a `tf.data.Dataset` (Keras ignores it there and warns when it
+    is True; a dataset shuffles itself)."""
+    if shuffle is not None:
+        return bool(shuffle)
+    tf = sys.modules.get("tensorflow")
+    return not (tf is not None and isinstance(x, tf.data.Dataset))
+
+
+class DatasetFit:
+    """Mixin: `fit(dataset)` passes Keras no `shuffle` it would ignore (and
+    warn about); in-memory data is still shuffled by default."""
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        if len(args) < 7:  # shuffle is fit's ninth argument
+            kwargs["shuffle"] = shuffle_default(x, kwargs.get("shuffle"))
+        return super().fit(x, y, *args, **kwargs)
+
+
+def compile_from_saved_config(model, config):
+    """`Model.compile_from_config` for models whose `compile` builds its own
+    loss: loading a compiled `.keras` file recompiles with the saved optimizer
+    and settings (Keras' default only warns for an overridden `compile`)."""
+    if not config:
+        return
+    config = keras.saving.deserialize_keras_object(config)
+    config.pop("loss", None)
+    model.compile(**config)
+    if getattr(model, "optimizer", None) is not None and model.built:
+        model.optimizer.build(model.trainable_variables)
 
 
 def finish_loss(model, loss):
@@ -80,7 +114,7 @@ MLM_ONLY_FAMILIES = preset_lib.MLM_ONLY_FAMILIES
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class BertPretrainer(keras.Model):
+class BertPretrainer(DatasetFit, keras.Model):
     """Masked LM (+ NSP or SOP) pre-training model over a `BertBackbone`.
 
     Inputs: a dict with `token_ids`, `segment_ids`, `padding_mask` (each
@@ -237,6 +271,9 @@ class BertPretrainer(keras.Model):
                 "call compile() without loss=."
             )
         super().compile(optimizer=optimizer, **kwargs)
+
+    def compile_from_config(self, config):
+        compile_from_saved_config(self, config)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mlm_weights = None

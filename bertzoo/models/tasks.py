@@ -9,11 +9,18 @@
 
 All three take the backbone's inputs (`token_ids`, `segment_ids` when the
 backbone has segment embeddings, `padding_mask`), build their loss and
-metrics in `compile`, and save to / load from a preset directory: the
+metrics in `compile` (called with defaults by `fit` and `evaluate` when you
+have not), and save to / load from a preset directory: the
 backbone files plus a `task` section in `config.json` and the head's
 weights in `task_head.safetensors`. `from_preset` also loads the task heads
 of Hugging Face checkpoints (`*ForSequenceClassification`,
 `*ForTokenClassification`, `*ForQuestionAnswering`).
+
+`BertClassifier` also takes strings, as keras-hub's tasks do: `from_preset`
+on a preset with a vocabulary attaches its `BertPreprocessor` as
+`model.preprocessor`, and `fit`, `evaluate`, `predict` and `predict_proba`
+pack texts through it (`bertzoo.models.text_inputs`). `predict` returns
+logits; `predict_proba` returns probabilities (softmax over the classes).
 """
 
 import logging
@@ -23,11 +30,18 @@ import numpy as np
 from keras import ops
 
 from bertzoo import presets as preset_lib
+from bertzoo.errors import InputError
 from bertzoo.layers.common import get_activation, kernel_initializer
 from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
-from bertzoo.loader_registry import preset_loader
+from bertzoo.loader_registry import preprocessor_factory, preset_loader
+from bertzoo.models import text_inputs
 from bertzoo.models.backbone import InputChecks
-from bertzoo.models.pretrainer import finish_loss, masked_lm_loss
+from bertzoo.models.pretrainer import (
+    compile_from_saved_config,
+    finish_loss,
+    masked_lm_loss,
+    shuffle_default,
+)
 from bertzoo.presets import read_task_section
 
 logger = logging.getLogger(__name__)
@@ -72,14 +86,225 @@ class TaskModel(InputChecks, keras.Model):
             name: keras.Input(shape=(None,), dtype="int32", name=name) for name in backbone.input
         }
 
-    def compile(self, optimizer="adam", loss=None, **kwargs):
+    def __init__(self, *args, preprocessor=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.preprocessor = preprocessor
+
+    def __setattr__(self, name, value):
+        # The preprocessor (a tokenizer with its lookup tables) is not a part
+        # of the graph: kept out of Keras' layer tracking, so saving, loading
+        # and the weights files are the same with or without it.
+        if name == "preprocessor":
+            if value is not None and not callable(value):
+                raise TypeError(
+                    f"preprocessor must be a bertzoo.BertPreprocessor (or a callable "
+                    f"texts -> input dict) or None, got {type(value).__name__}."
+                )
+            object.__setattr__(self, "_preprocessor", value)
+            return
+        super().__setattr__(name, value)
+
+    @property
+    def preprocessor(self):
+        """The `BertPreprocessor` that turns texts into this model's inputs
+        (attached by `from_preset` when the preset holds a vocabulary), or
+        None: then the model takes token-id dicts only. Not saved in `.keras`
+        files; assign one after loading (`model.preprocessor =
+        bertzoo.BertPreprocessor.from_preset(preset)`)."""
+        return getattr(self, "_preprocessor", None)
+
+    # Whether strings are a well-defined input of this task (see `fit`).
+    takes_texts = False
+    # The compile() defaults: the optimizer "auto" builds.
+    default_learning_rate = 5e-5
+
+    def compile(self, optimizer="auto", loss=None, **kwargs):
         """`keras.Model.compile` with the task loss and metrics built in:
-        pass the optimizer (and e.g. `jit_compile`), not `loss`."""
+        pass the optimizer (and e.g. `jit_compile`), not `loss`.
+        `optimizer="auto"` (the default) is `keras.optimizers.Adam` at
+        `default_learning_rate` (5e-5, the usual BERT fine-tuning rate);
+        `fit` and `evaluate` call `compile()` themselves when you have not."""
         if loss is not None:
             raise ValueError(
                 f"{type(self).__name__} computes its task loss itself; call compile() without loss=."
             )
+        if isinstance(optimizer, str) and optimizer == "auto":
+            optimizer = keras.optimizers.Adam(self.default_learning_rate)
         super().compile(optimizer=optimizer, **kwargs)
+
+    def compile_from_config(self, config):
+        compile_from_saved_config(self, config)
+
+    # === Texts in fit / evaluate / predict ===
+
+    def _texts_preprocessor(self, x):
+        """The preprocessor for text input `x`, or a one-line error saying
+        what this model takes."""
+        name = type(self).__name__
+        if not self.takes_texts:
+            raise InputError(
+                f"{name} takes token-id dicts (token_ids, segment_ids, padding_mask), not "
+                f"strings: {self.texts_hint}"
+            )
+        if self.preprocessor is None:
+            raise InputError(
+                f"{name} has no preprocessor, so it takes token-id dicts (token_ids, "
+                "segment_ids, padding_mask), not strings: load it with from_preset on a "
+                "preset directory that holds a vocabulary, or set model.preprocessor = "
+                "bertzoo.BertPreprocessor.from_preset(preset)."
+            )
+        return self.preprocessor
+
+    texts_hint = ""
+
+    def _data_inputs(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
+        """`(x, y, sample_weight, converted)`: text input packed into a
+        `tf.data.Dataset` through the preprocessor; anything else unchanged."""
+        if text_inputs.is_dataset(x):
+            layout = text_inputs.dataset_text_layout(x)
+            if layout is None:
+                return x, y, sample_weight, False
+            return text_inputs.map_texts(x, self._texts_preprocessor(x), layout), y, None, True
+        if not text_inputs.is_texts(x):
+            return x, y, sample_weight, False
+        dataset = text_inputs.text_dataset(
+            self._texts_preprocessor(x), x, y, sample_weight, batch_size or 32, shuffle
+        )
+        return dataset, None, None, True
+
+    def _validation(self, validation_data, batch_size):
+        if validation_data is None or text_inputs.is_dataset(validation_data):
+            return self._data_inputs(validation_data)[0]
+        if isinstance(validation_data, tuple) and 2 <= len(validation_data) <= 3:
+            x, y, *weights = validation_data
+            if text_inputs.is_texts(x):
+                sample_weight = weights[0] if weights else None
+                return self._data_inputs(x, y, sample_weight, batch_size)[0]
+        return validation_data
+
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        epochs=1,
+        verbose="auto",
+        callbacks=None,
+        validation_split=0.0,
+        validation_data=None,
+        shuffle=None,
+        class_weight=None,
+        sample_weight=None,
+        initial_epoch=0,
+        steps_per_epoch=None,
+        validation_steps=None,
+        validation_batch_size=None,
+        validation_freq=1,
+    ):
+        """`keras.Model.fit`, also on texts when the model has a
+        preprocessor: `x` a list (or array, tensor) of strings, a tuple
+        `(texts_a, texts_b)` for pairs, or a `tf.data.Dataset` of batches of
+        them (with labels). Compiles with the defaults first if you have not
+        called `compile`. `shuffle` defaults to True for in-memory data; a
+        dataset is yours to shuffle (`dataset.shuffle(...)`)."""
+        if not self.compiled:
+            self.compile()
+        if validation_split and text_inputs.is_texts(x):
+            if not 0.0 < float(validation_split) < 1.0:
+                raise ValueError(f"validation_split must be in (0, 1), got {validation_split}.")
+            x, x_val = text_inputs.split_tail(x, validation_split)
+            y, y_val = text_inputs.split_tail(y, validation_split)
+            sample_weight, w_val = text_inputs.split_tail(sample_weight, validation_split)
+            validation_data = (x_val, y_val) if w_val is None else (x_val, y_val, w_val)
+            validation_split = 0.0
+        shuffle = shuffle_default(x, shuffle)
+        in_memory = text_inputs.is_texts(x)
+        count = text_inputs.count(x) if in_memory else None
+        x, y, sample_weight, converted = self._data_inputs(x, y, sample_weight, batch_size, shuffle)
+        if in_memory and steps_per_epoch is None:
+            # One pass over the texts per epoch from one repeated dataset:
+            # tf.data starts the tokenizer's graph once, not every epoch.
+            x = x.repeat()
+            steps_per_epoch = -(-count // (batch_size or 32))
+        validation_data = self._validation(
+            validation_data, validation_batch_size or batch_size or 32
+        )
+        if converted:
+            batch_size, shuffle = None, False
+        return super().fit(
+            x,
+            y,
+            batch_size=batch_size,
+            epochs=epochs,
+            shuffle=shuffle,
+            sample_weight=sample_weight,
+            validation_split=validation_split,
+            validation_data=validation_data,
+            validation_batch_size=None if converted else validation_batch_size,
+            verbose=verbose,
+            callbacks=callbacks,
+            class_weight=class_weight,
+            initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch,
+            validation_steps=validation_steps,
+            validation_freq=validation_freq,
+        )
+
+    def evaluate(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        verbose="auto",
+        sample_weight=None,
+        steps=None,
+        callbacks=None,
+        return_dict=False,
+        **kwargs,
+    ):
+        """`keras.Model.evaluate`, also on texts (see `fit`)."""
+        if not self.compiled:
+            self.compile()
+        x, y, sample_weight, converted = self._data_inputs(x, y, sample_weight, batch_size)
+        return super().evaluate(
+            x,
+            y,
+            batch_size=None if converted else batch_size,
+            verbose=verbose,
+            sample_weight=sample_weight,
+            steps=steps,
+            callbacks=callbacks,
+            return_dict=return_dict,
+            **kwargs,
+        )
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """The model's raw outputs: logits (see the class docstring), for a
+        dict of token ids, a dataset, or texts when the model has a
+        preprocessor (see `fit`). `predict_proba` gives probabilities."""
+        x, _, _, converted = self._data_inputs(x, batch_size=batch_size)
+        return super().predict(
+            x,
+            batch_size=None if converted else batch_size,
+            verbose=verbose,
+            steps=steps,
+            callbacks=callbacks,
+        )
+
+    def predict_proba(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """`predict`, with each logits output turned into probabilities (a
+        softmax over its last axis), as numpy float32."""
+        if getattr(self, "num_classes", None) == 1:
+            raise ValueError(
+                f"{type(self).__name__} with num_classes=1 is a regression model: predict() "
+                "returns its score; predict_proba is for classifiers."
+            )
+        outputs = self.predict(
+            x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
+        )
+        if isinstance(outputs, dict):
+            return {k: text_inputs.softmax(v) for k, v in outputs.items()}
+        return text_inputs.softmax(outputs)
 
     # === Presets ===
 
@@ -104,11 +329,25 @@ class TaskModel(InputChecks, keras.Model):
 
         `kwargs` are this model's constructor arguments (e.g. `num_classes`);
         ones the directory records (class count, label names) default to it.
+
+        `preprocessor`: "auto" (default) attaches the preset's
+        `BertPreprocessor` when the task takes texts and the directory holds
+        a vocabulary, packing to `sequence_length` (default: the backbone's
+        maximum); None attaches none; or pass your own.
         """
-        # The backbone, the task section and the head come from one
-        # published version of a directory.
+        # The backbone, the task section, the head and the vocabulary come
+        # from one published version of a directory.
+        preprocessor = kwargs.pop("preprocessor", "auto")
+        sequence_length = kwargs.pop("sequence_length", None)
         with preset_lib.pinned(preset) as preset:
-            return preset_loader().load_task_model(cls, preset, load_weights=load_weights, **kwargs)
+            model = preset_loader().load_task_model(
+                cls, preset, load_weights=load_weights, **kwargs
+            )
+            if isinstance(preprocessor, str) and preprocessor == "auto":
+                factory = preprocessor_factory() if cls.takes_texts else None
+                preprocessor = factory(preset, sequence_length) if factory else None
+            model.preprocessor = preprocessor
+            return model
 
     @classmethod
     def _constructor_defaults(cls, task):
@@ -224,13 +463,21 @@ class BertClassifier(TaskModel):
             of the model type the backbone's preset records (`electra`;
             `roberta` or `xlm-roberta`), else "pooled".
 
+    Strings: `from_preset` on a preset with a vocabulary attaches its
+    `BertPreprocessor` (`preprocessor`), and then `fit`, `evaluate`,
+    `predict` and `predict_proba` also take texts, `(texts_a, texts_b)`
+    pairs and `tf.data` datasets of them. `predict` returns logits;
+    `predict_proba` the class probabilities (softmax). `fit` compiles with
+    `compile()`'s defaults (Adam at 5e-5) when you have not compiled.
+
     Example:
-    >>> classifier = BertClassifier.from_preset("runs/pretrain/preset", num_classes=3)
-    >>> classifier.compile(optimizer=keras.optimizers.AdamW(2e-5))
-    >>> classifier.fit(dataset, epochs=3)  # doctest: +SKIP
+    >>> classifier = BertClassifier.from_preset("runs/pretrain/preset", num_classes=2)
+    >>> classifier.fit(["so good", "so bad"], [1, 0], epochs=3)  # doctest: +SKIP
+    >>> classifier.predict_proba(["rather good"])  # doctest: +SKIP
     """
 
     per_token_outputs = False
+    takes_texts = True
 
     kinds = ("classification", "regression")
 
@@ -378,6 +625,11 @@ class BertTokenClassifier(TaskModel):
 
     kinds = ("tagging",)
     kind = "tagging"
+    texts_hint = (
+        "word-level labels need word-to-token alignment; build inputs with "
+        "bertzoo.tasks.tagging.features.tagging_features, or fine-tune with "
+        "recipes/finetune.py --task tagging."
+    )
 
     def __init__(self, backbone, num_labels, dropout=0.1, label_names=None, **kwargs):
         if not isinstance(num_labels, int | np.integer) or num_labels < 2:
@@ -477,6 +729,11 @@ class BertSpanQA(TaskModel):
 
     kinds = ("qa",)
     kind = "qa"
+    texts_hint = (
+        "questions and contexts are split into windows with answer spans; build "
+        "inputs with bertzoo.tasks.qa.features.encode_qa, or fine-tune with "
+        "recipes/finetune.py --task qa."
+    )
 
     def __init__(self, backbone, **kwargs):
         _freeze_unused_pooler(backbone)
