@@ -92,8 +92,9 @@ def read_labelled(settings, path, task):
 def text_features(preprocessor, rows, batch_size=None, source=None):
     """Packs rows of texts (1-tuples, or 2-tuples for pairs) into numpy model
     inputs, at most `batch_size` rows (default `CHUNK_ROWS`) and
-    `CHUNK_CHARS` characters at a time. Each text is cut to the preprocessor's `max_text_chars` first
-    (logged once, with the count, naming `source`)."""
+    `CHUNK_CHARS` characters at a time. Each text is cut to the
+    preprocessor's `max_text_chars` first (logged once, with the count,
+    naming `source`)."""
     if batch_size is None:
         batch_size = preprocessing.CHUNK_ROWS
     limit = preprocessor.max_text_chars
