@@ -86,3 +86,43 @@ def when_imported(name, callback):
         callback()
     else:
         sys.meta_path.insert(0, _ImportHook(name, callback))
+
+
+class LazyModule:
+    """A stand-in for the module `name`, imported on first attribute access
+    (and not before: `name` stays out of `sys.modules` until then). For
+    modules that import TensorFlow, used only inside functions, by modules
+    that must import without it (the task kinds):
+
+        tf = LazyModule("tensorflow")
+    """
+
+    def __init__(self, name):
+        self._lazy_name = name
+        self._lazy_module = None
+
+    def __getattr__(self, attribute):
+        if self._lazy_module is None:
+            self._lazy_module = importlib.import_module(self._lazy_name)
+        return getattr(self._lazy_module, attribute)
+
+    def __repr__(self):
+        return f"<lazy module {self._lazy_name!r}>"
+
+
+class LazyAttribute:
+    """A class attribute that is "module:name" until first read, then that
+    object (imported then):
+
+        model_class = LazyAttribute("bertzoo.models.tasks:BertClassifier")
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self._value = None
+
+    def __get__(self, instance, owner=None):
+        if self._value is None:
+            module_name, _, attribute = self.path.partition(":")
+            self._value = getattr(importlib.import_module(module_name), attribute)
+        return self._value

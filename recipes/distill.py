@@ -36,18 +36,21 @@ quiet_tensorflow()  # before anything imports TensorFlow (BERTZOO_TF_LOGS=1: its
 
 
 def build_parser():
-    from bertzoo.training.distill import DistillConfig
+    # The settings alone: --help (and a bad flag) answer without TensorFlow.
+    from bertzoo.training.distill_config import DistillConfig
     from bertzoo.training.runs import recipe_parser
 
     return recipe_parser(__doc__, DistillConfig, ("models", "data", "training", "output"))
 
 
 def main(argv=None):
+    parser = build_parser()
+    parser.parse_args(argv)  # --help and bad flags answer here, before TensorFlow loads
     from bertzoo.training.distill import REPORT_FILE, DistillConfig, run_distillation
     from bertzoo.training.runs import recipe_exit, run_recipe
 
     started = time.perf_counter()
-    args, report, error = run_recipe(build_parser(), DistillConfig, run_distillation, argv)
+    args, report, error = run_recipe(parser, DistillConfig, run_distillation, argv)
     if error is not None:
         return recipe_exit(error)
     wall = {"wall_seconds": round(time.perf_counter() - started, 1)}  # the whole run's

@@ -30,17 +30,20 @@ quiet_tensorflow()  # before anything imports TensorFlow (BERTZOO_TF_LOGS=1: its
 
 
 def build_parser():
-    from bertzoo.training.finetune import FinetuneConfig
+    # The settings alone: --help (and a bad flag) answer without TensorFlow.
+    from bertzoo.training.finetune_config import FinetuneConfig
     from bertzoo.training.runs import recipe_parser
 
     return recipe_parser(__doc__, FinetuneConfig, ("data", "model", "training", "output"))
 
 
 def main(argv=None):
+    parser = build_parser()
+    parser.parse_args(argv)  # --help and bad flags answer here, before TensorFlow loads
     from bertzoo.training.finetune import FinetuneConfig, run_finetuning
     from bertzoo.training.runs import LOG_DIR, METRICS_FILE, recipe_exit, run_recipe
 
-    args, metrics, error = run_recipe(build_parser(), FinetuneConfig, run_finetuning, argv)
+    args, metrics, error = run_recipe(parser, FinetuneConfig, run_finetuning, argv)
     if error is not None:
         return recipe_exit(error)
     print(

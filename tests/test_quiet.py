@@ -233,15 +233,21 @@ _RECIPE_WRAPPER = (
 
 @pytest.mark.backend_independent
 @pytest.mark.parametrize(
-    "args, status, needle",
+    "recipe, args, status, needle",
     [
-        (("--help",), 0, "BERTZOO_TF_LOGS=1"),
-        (("--optimizer", "sgd"), 2, "invalid choice: 'sgd'"),
+        ("pretrain", ("--help",), 0, "BERTZOO_TF_LOGS=1"),
+        ("pretrain", ("--optimizer", "sgd"), 2, "invalid choice: 'sgd'"),
+        ("finetune", ("--help",), 0, "--doc-stride"),  # a task kind's own setting
+        ("finetune", ("--task", "nope"), 2, "invalid choice: 'nope'"),
+        ("finetune", ("--epochs", "x"), 2, "invalid int value: 'x'"),
+        ("distill", ("--help",), 0, "--layer-map"),
+        ("distill", ("--method", "nope"), 2, "invalid choice: 'nope'"),
+        ("distill", ("--layer-map", "a,b"), 2, "argument --layer-map"),
     ],
 )
-def test_pretraining_recipe_help_does_not_import_tensorflow(args, status, needle):
+def test_recipe_help_does_not_import_tensorflow(recipe, args, status, needle):
     done = subprocess.run(
-        [sys.executable, "-c", _RECIPE_WRAPPER, str(ROOT / "recipes" / "pretrain.py"), *args],
+        [sys.executable, "-c", _RECIPE_WRAPPER, str(ROOT / "recipes" / f"{recipe}.py"), *args],
         env=_env(),
         capture_output=True,
         text=True,
@@ -251,7 +257,7 @@ def test_pretraining_recipe_help_does_not_import_tensorflow(args, status, needle
     *err, last = done.stderr.rstrip("\n").splitlines()
     _, loaded, _, code = last.split()
     assert int(code) == status and needle in (done.stdout + "\n".join(err)), done
-    assert loaded == "-", f"recipes/pretrain.py {args} imported {loaded}"
+    assert loaded == "-", f"recipes/{recipe}.py {args} imported {loaded}"
 
 
 @pytest.mark.backend_independent

@@ -10,6 +10,8 @@ postprocessing, serving signature); see `bertzoo.tasks.base`.
 
 Importing this package imports every module in it, so a new kind is one new
 module that calls `register`; the built-in kinds come first, in this order.
+The built-in kinds import TensorFlow, their feature modules and model classes
+when first used (`bertzoo.lazy`): the names, settings and readers need none.
 """
 
 import importlib

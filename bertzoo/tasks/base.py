@@ -11,7 +11,9 @@ and the serving export need to know about the kind:
   `builtin_description` and `builtin_training` (what the built-in dataset
   is, and the training settings it is trained with),
   `labelled` (it predicts named classes or tags);
-- `model_class`: the Keras task model (`bertzoo.models.tasks`);
+- `model_class`: the Keras task model (`bertzoo.models.tasks`); the
+  built-in kinds name it with `bertzoo.lazy.LazyAttribute`, so that
+  importing a kind (for its settings: a recipe's --help) imports no Keras;
 - `settings_class`: the kind's own settings, a dataclass of `setting`
   fields (a flag each); the runs compose the kinds' settings classes into
   their configurations and hand each kind only an instance of its own;

@@ -3,12 +3,14 @@
 Pearson correlation."""
 
 import numpy as np
-import tensorflow as tf
 
 from bertzoo import metrics
-from bertzoo.models.tasks import BertClassifier
+from bertzoo.lazy import LazyAttribute, LazyModule
 from bertzoo.tasks import sentences
 from bertzoo.tasks.base import TaskData, TaskKind, register
+
+# Imported when first used: the task kinds import without TensorFlow.
+tf = LazyModule("tensorflow")
 
 
 class Regression(TaskKind):
@@ -16,7 +18,7 @@ class Regression(TaskKind):
 
     name = "regression"
     description = "regression (one score per text)"
-    model_class = BertClassifier
+    model_class = LazyAttribute("bertzoo.models.tasks:BertClassifier")
     settings_class = sentences.SentenceSettings
     main_metric = "pearson"
     file_formats = ("tsv", "csv", "jsonl", "glue")
@@ -43,7 +45,7 @@ class Regression(TaskKind):
         return metrics.regression_metrics(data.targets, np.asarray(predictions).reshape(-1))
 
     def build_model(self, settings, preset, label_set, **kwargs):
-        return BertClassifier.from_preset(preset, num_classes=1, label_names=None, **kwargs)
+        return self.model_class.from_preset(preset, num_classes=1, label_names=None, **kwargs)
 
     def serving_settings(self, settings, train):
         return {"pairs": len(train.examples[0].texts) == 2}

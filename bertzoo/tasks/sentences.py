@@ -7,12 +7,15 @@ import dataclasses
 import logging
 
 import numpy as np
-import tensorflow as tf
 
 from bertzoo.data.readers import GLUE_TASKS, TaskDataError, read_glue, read_table
-from bertzoo.preprocessing import CHUNK_ROWS, BertPreprocessor, packed_lengths, text_chunks
+from bertzoo.lazy import LazyModule
 from bertzoo.tasks.base import TaskSettings, setting
-from bertzoo.tokenizers.base import cut_message
+
+# Imported when first used: the task kinds import without TensorFlow.
+tf = LazyModule("tensorflow")
+preprocessing = LazyModule("bertzoo.preprocessing")
+tokenizers = LazyModule("bertzoo.tokenizers.base")
 
 logger = logging.getLogger(__name__)
 
@@ -86,20 +89,25 @@ def read_labelled(settings, path, task):
     return examples
 
 
-def text_features(preprocessor, rows, batch_size=CHUNK_ROWS, source=None):
+def text_features(preprocessor, rows, batch_size=None, source=None):
     """Packs rows of texts (1-tuples, or 2-tuples for pairs) into numpy model
-    inputs, at most `batch_size` rows and `CHUNK_CHARS` characters at a
-    time. Each text is cut to the preprocessor's `max_text_chars` first
-    (logged once, with the count, naming `source`)."""
+    inputs, at most `batch_size` rows (default `CHUNK_ROWS`) and
+    `CHUNK_CHARS` characters at a time. Each text is cut to the
+    preprocessor's `max_text_chars` first (logged once, with the count,
+    naming `source`)."""
+    if batch_size is None:
+        batch_size = preprocessing.CHUNK_ROWS
     limit = preprocessor.max_text_chars
     cut = sum(1 for r in rows for t in r if len(t) > limit)
     if cut:
         where = f"{source}: " if source else ""
         total = sum(len(r) for r in rows)
-        logger.warning(cut_message(cut, total, limit, preprocessor.sequence_length, where))
+        logger.warning(
+            tokenizers.cut_message(cut, total, limit, preprocessor.sequence_length, where)
+        )
         rows = [tuple(t[:limit] if isinstance(t, str) else t for t in r) for r in rows]
     chunks = []
-    for start, stop in text_chunks(rows, limit, batch_size):
+    for start, stop in preprocessing.text_chunks(rows, limit, batch_size):
         batch = rows[start:stop]
         segments = tuple(tf.constant([r[j] for r in batch]) for j in range(len(batch[0])))
         packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])
@@ -128,13 +136,15 @@ def settings_error(settings, sequence_length, own_files):
 def example_features(examples, tokenizer, sequence_length, segment_ids, source=None):
     """Model inputs of `TextExample`s: `[CLS] a [SEP] (b [SEP])`, padded;
     `source` (the file) names them when texts are cut."""
-    preprocessor = BertPreprocessor(tokenizer, sequence_length, segment_ids=segment_ids)
+    preprocessor = preprocessing.BertPreprocessor(
+        tokenizer, sequence_length, segment_ids=segment_ids
+    )
     return text_features(preprocessor, [e.texts for e in examples], source=source)
 
 
 def example_lengths(data, tokenizer):
     """Each example's packed length without truncation."""
-    return packed_lengths(tokenizer, [e.texts for e in data.examples])
+    return preprocessing.packed_lengths(tokenizer, [e.texts for e in data.examples])
 
 
 def serving_inputs(pairs):
@@ -145,7 +155,7 @@ def serving_inputs(pairs):
 def serving_logits(serving_model, texts):
     """The classifier's logits for string batches `texts` (`text`, and
     `text_pair` for pairs), packed in the graph."""
-    preprocessor = BertPreprocessor(
+    preprocessor = preprocessing.BertPreprocessor(
         serving_model.tokenizer,
         serving_model.sequence_length,
         segment_ids=serving_model.segment_ids,

@@ -21,28 +21,18 @@ import keras
 
 from bertzoo import presets as preset_lib
 from bertzoo import tasks as task_kinds
-from bertzoo.errors import BertzooError
-from bertzoo.training.distribute import STRATEGIES, make_distribution
+from bertzoo.training.distribute import make_distribution
+from bertzoo.training.finetune_config import FinetuneConfig, FinetuneError
 from bertzoo.training.finetune_data import WINDOW_LENGTH, evaluate, load_split
 from bertzoo.training.finetune_loop import BEST_DIR, finetune
 from bertzoo.training.guards import check_finite_settings
 from bertzoo.training.kind_settings import (
-    compose_config,
     kind_settings,
     settings_problem,
     with_kind_settings,
 )
 from bertzoo.training.lifecycle import Run
-from bertzoo.training.runs import (
-    AUTO,
-    PRECISIONS,
-    RunConfig,
-    batch_size_setting,
-    batching_setting,
-    device_memory_setting,
-    setting,
-    verbose_setting,
-)
+from bertzoo.training.runs import AUTO, PRECISIONS, STRATEGIES
 
 # Defined in the stage modules, named here as before.
 __all__ = [
@@ -69,118 +59,6 @@ logger = logging.getLogger(__name__)
 # and QA runs take more, smaller steps (get(task).builtin_training). A
 # sequence length left None comes from the data (`_sequence_length`).
 DEFAULTS = {"learning_rate": 5e-5, "epochs": 3, "batch_size": 32}
-
-
-class FinetuneError(BertzooError, ValueError):
-    """A fine-tuning setting or input is invalid."""
-
-
-@dataclasses.dataclass
-class _FinetuneRunSettings(RunConfig):
-    """Settings of one fine-tuning run (the recipe's flags); `FinetuneConfig`
-    adds the task kinds' own (`bertzoo.tasks`: e.g. columns, QA windows)."""
-
-    run_kind = "finetune"
-    # A resumed run refuses these files changed since it started.
-    input_files = ("train", "validation")
-
-    task: str = setting(
-        "classification",
-        ", ".join(task_kinds.get(n).description for n in task_kinds.names()),
-        choices=task_kinds.REGISTERED,
-        group="data",
-    )
-    train: str | None = setting(
-        None,
-        "training file (TSV/CSV/JSONL, CoNLL or SQuAD JSON); default: the built-in dataset "
-        "of --task",
-        group="data",
-    )
-    validation: str | None = setting(None, "validation file, same format as --train", group="data")
-    init: str | None = setting(
-        None,
-        "preset name, bertzoo preset directory (e.g. runs/pretrain/preset) or Hugging Face "
-        "directory; default: the MiniLM checkpoint",
-        group="model",
-    )
-    vocabulary: str | None = setting(
-        None, "vocabulary file, for built-in (architecture) presets", group="model"
-    )
-    output: str = setting(
-        "runs/finetune", "run directory (best/, logs/, metrics.json)", group="output"
-    )
-    learning_rate: float | None = setting(
-        None,
-        "peak AdamW learning rate (default 5e-5; built-in tagging/QA sets 1e-4)",
-        group="training",
-    )
-    epochs: int | None = setting(None, "default 3 (built-in tagging/QA sets 4)", group="training")
-    batch_size: int | str | None = batch_size_setting(
-        None, "global batch size (default 32; built-in tagging/QA sets 16)"
-    )
-    device_memory: str | None = device_memory_setting()
-    warmup_proportion: float = setting(
-        0.1, "share of steps with linear warmup (then linear decay to 0)", group="training"
-    )
-    weight_decay: float = setting(
-        0.01, "AdamW weight decay (not on LayerNorm and bias variables)", group="training"
-    )
-    sequence_length: int | None = setting(
-        None,
-        "packed length (QA: window length); default: the shortest multiple of 8 that keeps "
-        "99% of the training examples whole, up to the model's positions (QA: 128; the "
-        "built-in datasets: 64)",
-        group="training",
-    )
-    dropout: float = setting(0.1, "head dropout", group="model")
-    seed: int = setting(0, "seed of the data order and initialisation", group="training")
-    precision: str = setting(
-        "float32",
-        "float32, or mixed precision (mixed_float16 adds loss scaling)",
-        choices=PRECISIONS,
-        group="training",
-    )
-    strategy: str = setting(
-        "default", "distribution strategy", choices=STRATEGIES, group="training"
-    )
-    tpu: str | None = setting(
-        None, "TPU name or grpc:// address (with --strategy tpu)", group="training"
-    )
-    jit_compile: bool | None = setting(
-        None,
-        "XLA-compile the train step (default: on GPUs; not on CPUs, where TensorFlow's own "
-        "kernels run it faster, bf16 included, and one trace serves every batch length)",
-        group="training",
-        compared=False,
-    )
-    batching: str = batching_setting()
-    export: str | None = setting(
-        None,
-        "also write a serving model here (SavedModel + .keras, strings in): a new or empty "
-        "directory, or an earlier export with --overwrite",
-        group="output",
-        compared=False,
-    )
-    overwrite: bool = setting(
-        False,
-        "replace an earlier bertzoo export at --export (nothing else is ever replaced)",
-        group="output",
-        compared=False,
-    )
-    resume: bool = setting(
-        True,
-        "continue from the last finished epoch in --output (default); --no-resume starts over",
-        group="output",
-        compared=False,
-    )
-    verbose: int = verbose_setting(1)
-
-
-# The run's settings, then each task kind's (a flag each; recorded and
-# compared like the run's own).
-FinetuneConfig = compose_config(
-    "FinetuneConfig", _FinetuneRunSettings, task_kinds.settings_classes(), __name__
-)
 
 
 def _check(condition, message):

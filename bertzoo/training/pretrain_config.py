@@ -93,7 +93,7 @@ class PretrainConfig(RunConfig):
     strip_accents: bool = setting(
         None,
         "default: follows --lowercase, except that a WordPiece vocabulary the run trains on a "
-        "corpus whose words are 1%% or more Hangul keeps it off, with a notice (stripping "
+        "corpus whose words are 1% or more Hangul keeps it off, with a notice (stripping "
         "turns syllables into jamo); --no-strip-accents for Korean says so",
         group="data",
     )

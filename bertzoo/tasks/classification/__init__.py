@@ -5,14 +5,16 @@ epoch by accuracy."""
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
 
 from bertzoo import metrics
 from bertzoo.data.readers import GLUE_TASKS, LabelSet
-from bertzoo.models.tasks import BertClassifier
+from bertzoo.lazy import LazyAttribute, LazyModule
 from bertzoo.tasks import sentences
 from bertzoo.tasks.base import TaskData, TaskKind, register
 from bertzoo.tasks.classification import builtin
+
+# Imported when first used: the task kinds import without TensorFlow.
+tf = LazyModule("tensorflow")
 
 
 class Classification(TaskKind):
@@ -20,7 +22,7 @@ class Classification(TaskKind):
 
     name = "classification"
     description = "classification"
-    model_class = BertClassifier
+    model_class = LazyAttribute("bertzoo.models.tasks:BertClassifier")
     settings_class = sentences.SentenceSettings
     main_metric = "accuracy"
     file_formats = ("tsv", "csv", "jsonl", "glue")
@@ -70,7 +72,7 @@ class Classification(TaskKind):
         return metrics.classification_metrics(data.targets, predicted, logits.shape[-1])
 
     def build_model(self, settings, preset, label_set, **kwargs):
-        return BertClassifier.from_preset(
+        return self.model_class.from_preset(
             preset, num_classes=len(label_set), label_names=list(label_set.names), **kwargs
         )
 

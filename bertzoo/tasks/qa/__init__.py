@@ -10,12 +10,14 @@ import dataclasses
 
 import numpy as np
 
-from bertzoo.models.tasks import BertSpanQA
+from bertzoo.lazy import LazyAttribute, LazyModule
 from bertzoo.tasks.base import TaskData, TaskKind, TaskSettings, register, setting
 from bertzoo.tasks.qa import builtin
-from bertzoo.tasks.qa import features as qa
 from bertzoo.tasks.qa.metrics import squad_scores
 from bertzoo.tasks.qa.squad import read_squad
+
+# Imported when first used (TensorFlow): the task kinds import without it.
+qa = LazyModule("bertzoo.tasks.qa.features")
 
 _MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # The built-in dataset's questions are short.
@@ -48,7 +50,7 @@ class QuestionAnswering(TaskKind):
 
     name = "qa"
     description = "qa (SQuAD 1.1/2.0 JSON)"
-    model_class = BertSpanQA
+    model_class = LazyAttribute("bertzoo.models.tasks:BertSpanQA")
     settings_class = QASettings
     cuts_text = False
     main_metric = "f1"
@@ -112,7 +114,7 @@ class QuestionAnswering(TaskKind):
         return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
 
     def build_model(self, settings, preset, label_set, **kwargs):
-        return BertSpanQA.from_preset(preset, **kwargs)
+        return self.model_class.from_preset(preset, **kwargs)
 
     def serving_settings(self, settings, train):
         return {

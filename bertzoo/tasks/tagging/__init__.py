@@ -8,22 +8,18 @@ The kind's package holds all of it: `conll` (the CoNLL BIO reader),
 
 import dataclasses
 
-import tensorflow as tf
-
 from bertzoo.data.readers import LabelSet
-from bertzoo.models.tasks import BertTokenClassifier
-from bertzoo.preprocessing import packed_lengths
+from bertzoo.lazy import LazyAttribute, LazyModule
 from bertzoo.tasks.base import TaskData, TaskKind, register
 from bertzoo.tasks.tagging import builtin
 from bertzoo.tasks.tagging.conll import read_conll
-from bertzoo.tasks.tagging.features import (
-    encode_words,
-    max_words,
-    tagging_features,
-    word_predictions,
-)
 from bertzoo.tasks.tagging.metrics import entity_f1
-from bertzoo.tokenizers.base import cut_texts, text_cap
+
+# Imported when first used (TensorFlow): the task kinds import without it.
+tf = LazyModule("tensorflow")
+preprocessing = LazyModule("bertzoo.preprocessing")
+tokenizers = LazyModule("bertzoo.tokenizers.base")
+features_lib = LazyModule("bertzoo.tasks.tagging.features")
 
 
 @dataclasses.dataclass
@@ -39,7 +35,7 @@ class Tagging(TaskKind):
 
     name = "tagging"
     description = "tagging (CoNLL BIO files)"
-    model_class = BertTokenClassifier
+    model_class = LazyAttribute("bertzoo.models.tasks:BertTokenClassifier")
     main_metric = "f1"
     file_formats = ("conll",)
     builtin_files = ("train.conll", "validation.conll")
@@ -61,7 +57,7 @@ class Tagging(TaskKind):
             label_set = LabelSet.from_examples(
                 [_Tag(t, s.line) for s in sentences for t in (s.tags or [])], str(path)
             )
-        features, labels, starts, truncated = tagging_features(
+        features, labels, starts, truncated = features_lib.tagging_features(
             tokenizer, sentences, label_set, sequence_length, source=str(path)
         )
         if not segment_ids:
@@ -71,18 +67,22 @@ class Tagging(TaskKind):
 
     def packed_lengths(self, data, tokenizer):
         """[CLS] + every word's pieces + [SEP]."""
-        return packed_lengths(tokenizer, [(" ".join(s.words),) for s in data.examples])
+        return preprocessing.packed_lengths(
+            tokenizer, [(" ".join(s.words),) for s in data.examples]
+        )
 
     def evaluate(self, settings, predictions, data):
         """Entity precision, recall and F1 of the per-word tags."""
         names = data.extra["label_set"].names
         lengths = [len(s.words) for s in data.examples]
-        predicted = word_predictions(predictions, data.extra["word_starts"], lengths, names)
+        predicted = features_lib.word_predictions(
+            predictions, data.extra["word_starts"], lengths, names
+        )
         scores = entity_f1([s.tags for s in data.examples], predicted)
         return {k: scores[k] for k in ("precision", "recall", "f1")}
 
     def build_model(self, settings, preset, label_set, **kwargs):
-        return BertTokenClassifier.from_preset(
+        return self.model_class.from_preset(
             preset, num_labels=len(label_set), label_names=list(label_set.names), **kwargs
         )
 
@@ -92,9 +92,11 @@ class Tagging(TaskKind):
         `text_cap(sequence_length)` characters and `max_words` words first
         (words past those could not be in the model input)."""
         length = serving_model.sequence_length
-        text = cut_texts(texts["text"], text_cap(length))
-        words = tf.strings.split(text)[:, : max_words(length)]  # (B, (words))
-        encoded = encode_words(serving_model.tokenizer, words, serving_model.sequence_length)
+        text = tokenizers.cut_texts(texts["text"], tokenizers.text_cap(length))
+        words = tf.strings.split(text)[:, : features_lib.max_words(length)]  # (B, (words))
+        encoded = features_lib.encode_words(
+            serving_model.tokenizer, words, serving_model.sequence_length
+        )
         logits = serving_model.run(encoded)
         best = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, S)
         starts = encoded["word_starts"]  # (B, W), -1: not in the input
