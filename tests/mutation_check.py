@@ -69,8 +69,8 @@ MUTATIONS = {
     ),
     "position ids off by one": (
         "bertzoo/layers/embeddings.py",
-        "            (0, 0),\n            (ops.shape(token_ids)[1], self.embedding_dim),",
-        "            (1, 0),\n            (ops.shape(token_ids)[1], self.embedding_dim),",
+        "ops.slice(table, (0, 0), (ops.shape(token_ids)[1], self.embedding_dim))",
+        "ops.slice(table, (1, 0), (ops.shape(token_ids)[1], self.embedding_dim))",
     ),
     "pair truncation rules swapped": (
         "bertzoo/preprocessing.py",

@@ -53,13 +53,16 @@ def data_service_command(args):
         print(f"error: {e}", file=sys.stderr)
         return 2
     port = server._address.rsplit(":", 1)[1]
-    print(f"tf.data service {what} listening on port {port}; Ctrl-C stops it.", flush=True)
     try:
+        print(f"tf.data service {what} listening on port {port}; Ctrl-C stops it.", flush=True)
         while True:  # not server.join(): Ctrl-C cannot interrupt a wait inside TensorFlow
             time.sleep(3600)
     except KeyboardInterrupt:
         _stop(server)
-    return 0
+    # A stopped server has nothing left to do, but TensorFlow's teardown of
+    # its gRPC threads at interpreter exit can wait indefinitely (seen on a
+    # busy 2-core machine): end the process here.
+    _exit(0)
 
 
 # Seconds a stopping server gets to finish: a worker whose jobs are still
@@ -79,5 +82,14 @@ def _stop(server):
         print(
             f"stopped after {STOP_GRACE} s without a clean shutdown.", file=sys.stderr, flush=True
         )
-        sys.stdout.flush()
-        os._exit(0)
+        _exit(0)
+
+
+def _exit(status):
+    """Ends the process at once, with its output flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
