@@ -10,6 +10,10 @@ import pytest
 
 from tests.conftest import subprocess_env
 
+# The page's Keras calls are run on both backends by tests/models/test_strings.py;
+# this test checks the page itself, once, in the TensorFlow pass.
+pytestmark = pytest.mark.backend_independent
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "keras.md"
 
 

@@ -11,6 +11,10 @@ import pytest
 
 from tests.conftest import FIXTURES, subprocess_env
 
+# A page of recipe commands: the recipes' backends are covered by their own
+# tests; the page is checked once, in the TensorFlow pass.
+pytestmark = pytest.mark.backend_independent
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "korean.md"
 

@@ -302,9 +302,8 @@ def distill_args(files):
 
 
 @pytest.mark.backend_independent
-@pytest.mark.parametrize(
-    "trials", [3, pytest.param(TRIALS, marks=pytest.mark.slow, id="10-trials")]
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("trials", [pytest.param(TRIALS, id="10-trials")])
 def test_sigterm_at_random_steps_of_task_distillation_loses_nothing(
     files, distill_args, tmp_path, trials
 ):
