@@ -232,8 +232,8 @@ def test_klue_classifier_fine_tunes_and_round_trips(tmp_path):
     labels = np.arange(len(texts)) % 2
     classifier = bertzoo.BertClassifier.from_preset(directory, num_classes=2)
     assert classifier.head_style == "roberta" and not classifier.head_loaded
-    classifier.compile(optimizer=keras.optimizers.Adam(1e-2))
-    history = classifier.fit(packed, labels, epochs=3, batch_size=len(texts), verbose=0)
+    classifier.compile(optimizer=keras.optimizers.Adam(1e-3))
+    history = classifier.fit(packed, labels, epochs=5, batch_size=len(texts), verbose=0)
     losses = history.history["loss"]
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     classifier.save_to_preset(tmp_path / "klue_classifier")
