@@ -2,6 +2,7 @@
 serves pre-training batches made on CPU hosts to the trainers."""
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -53,6 +54,11 @@ def data_service_command(args):
         print(f"error: {e}", file=sys.stderr)
         return 2
     port = server._address.rsplit(":", 1)[1]
+    # Ctrl-C and SIGTERM stop the server, even where this process was started
+    # with them ignored (a background job of a non-interactive shell inherits
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt).
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, signal.default_int_handler)
     try:
         print(f"tf.data service {what} listening on port {port}; Ctrl-C stops it.", flush=True)
         while True:  # not server.join(): Ctrl-C cannot interrupt a wait inside TensorFlow
