@@ -4,7 +4,6 @@ serves pre-training batches made on CPU hosts to the trainers."""
 import os
 import signal
 import sys
-import threading
 import time
 
 
@@ -64,31 +63,14 @@ def data_service_command(args):
         while True:  # not server.join(): Ctrl-C cannot interrupt a wait inside TensorFlow
             time.sleep(3600)
     except KeyboardInterrupt:
-        _stop(server)
-    # A stopped server has nothing left to do, but TensorFlow's teardown of
-    # its gRPC threads at interpreter exit can wait indefinitely (seen on a
-    # busy 2-core machine): end the process here.
+        pass
+    # The process ends here, without server.stop(): TensorFlow's stop (and its
+    # teardown of the gRPC threads at interpreter exit) can wait indefinitely
+    # while holding the interpreter, as seen on a busy 2-core machine. A
+    # stopped worker is one that died to the dispatcher, which hands its work
+    # to the others; a fault-tolerant dispatcher has journalled its state.
+    print(f"tf.data service {what} stopped.", flush=True)
     _exit(0)
-
-
-# Seconds a stopping server gets to finish: a worker whose jobs are still
-# registered (a trainer that has not released its iterator) can wait in
-# TensorFlow indefinitely.
-STOP_GRACE = 10
-
-
-def _stop(server):
-    """Stops `server`, waiting at most `STOP_GRACE` seconds; past that the
-    process ends at once (the elements in flight on a worker are lost, as
-    when a worker dies: the dispatcher hands its work to the others)."""
-    stopper = threading.Thread(target=server.stop, daemon=True)
-    stopper.start()
-    stopper.join(STOP_GRACE)
-    if stopper.is_alive():
-        print(
-            f"stopped after {STOP_GRACE} s without a clean shutdown.", file=sys.stderr, flush=True
-        )
-        _exit(0)
 
 
 def _exit(status):
