@@ -81,3 +81,28 @@ def save_student(context, model):
         else:
             tokenizer.save_to_preset(staging)
             context.student.save_to_preset(staging, preset_info=preset_info)
+
+
+def running_sums(sums, logs, done):
+    """The metrics' sums over a pass so far: `sums` (the steps before this
+    fit) plus Keras' `logs`, which are means over this fit's `done` steps."""
+    return {k: sums.get(k, 0.0) + float(v) * done for k, v in logs.items()}
+
+
+def fit_rest(model, dataset, first, total, sums, verbose, callbacks):
+    """Trains steps `first` .. `total` of a pass (one Keras epoch; a resumed
+    pass starts past 0) and returns the pass's metrics: means over all
+    `total` steps, with `sums` those of the steps before `first`."""
+    history = {}
+    if first < total:
+        fit = model.fit(
+            dataset,
+            epochs=1,
+            steps_per_epoch=total - first,
+            verbose=verbose,
+            callbacks=callbacks,
+            shuffle=False,  # the dataset is shuffled (Keras warns at shuffle=True)
+        )
+        history = {k: float(v[-1]) for k, v in fit.history.items()}
+    keys = sorted(set(history) | set(sums))
+    return {k: (sums.get(k, 0.0) + history.get(k, 0.0) * (total - first)) / total for k in keys}

@@ -23,7 +23,13 @@ from bertzoo.distill.evaluate import hidden_cosine
 from bertzoo.distill.init import init_student_from_teacher
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.training.checkpoint import CheckpointManager
-from bertzoo.training.distill_context import STUDENT_DIR, stage_optimizer, tinybert_distiller
+from bertzoo.training.distill_context import (
+    STUDENT_DIR,
+    fit_rest,
+    running_sums,
+    stage_optimizer,
+    tinybert_distiller,
+)
 from bertzoo.training.guards import NonFiniteGuard
 from bertzoo.training.preemption import StopAtStep
 from bertzoo.training.runs import (
@@ -212,27 +218,14 @@ def _fit(context, model, dataset, manager, start, sums):
 
     def save(model, step, logs):
         # Keras' logs are the means over this fit's steps so far.
-        done = step - start
-        partial = {k: sums.get(k, 0.0) + float(v) * done for k, v in logs.items()}
+        partial = running_sums(sums, logs, step - start)
         path = manager.save(model, step, {"metric_sums": partial})
         return f"checkpoint {path} written"
 
     callbacks = [guard, context.tensorboard]
     if context.signals is not None:  # a signal: save the step under way and stop
         callbacks.append(StopAtStep(context.signals, start, steps, save))
-    history = {}
-    if start < steps:
-        fit = model.fit(
-            dataset,
-            epochs=1,
-            steps_per_epoch=steps - start,
-            verbose=config.verbose,
-            callbacks=callbacks,
-            shuffle=False,  # the dataset is shuffled (Keras warns at shuffle=True)
-        )
-        history = {k: float(v[-1]) for k, v in fit.history.items()}
-    keys = sorted(set(history) | set(sums))
-    return {k: (sums.get(k, 0.0) + history.get(k, 0.0) * (steps - start)) / steps for k in keys}
+    return fit_rest(model, dataset, start, steps, sums, config.verbose, callbacks)
 
 
 def _masked_lm_quality(context, distiller, models, held):

@@ -25,7 +25,13 @@ from bertzoo.distill.evaluate import (
 )
 from bertzoo.models.tasks import BertClassifier
 from bertzoo.training.checkpoint import CheckpointManager
-from bertzoo.training.distill_context import save_student, stage_optimizer, tinybert_distiller
+from bertzoo.training.distill_context import (
+    fit_rest,
+    running_sums,
+    save_student,
+    stage_optimizer,
+    tinybert_distiller,
+)
 from bertzoo.training.distill_task_data import task_data, teacher_quality, teacher_record
 from bertzoo.training.guards import NonFiniteGuard
 from bertzoo.training.preemption import StopAtStep
@@ -161,7 +167,7 @@ def _run_epoch(task, stage, title, epoch):
     def save(model, at, logs):
         # Keras' logs are the means over this fit's batches so far.
         done = at - step
-        partial = {k: sums.get(k, 0.0) + float(v) * (done - first) for k, v in logs.items()}
+        partial = running_sums(sums, logs, done - first)
         position = {"batch": done, "epoch_sums": partial}
         path = task.manager.save(model, at, _checkpoint_state({**state, **position}))
         return f"checkpoint {path} written"
@@ -176,23 +182,9 @@ def _run_epoch(task, stage, title, epoch):
                 where=lambda at: f" ({title}, epoch {epoch + 1}, batch {at - step} of {per_epoch})",
             )
         )
-    history = {}
-    if first < per_epoch:
-        fit = model.fit(
-            ds,
-            epochs=1,
-            steps_per_epoch=per_epoch - first,
-            verbose=config.verbose,
-            callbacks=callbacks,
-            shuffle=False,  # the dataset is shuffled (Keras warns at shuffle=True)
-        )
-        history = {k: float(v[-1]) for k, v in fit.history.items()}
-    # else: stopped after the epoch's last step, before its held-out score
-    keys = set(history) | set(sums)
-    means = {
-        k: (sums.get(k, 0.0) + history.get(k, 0.0) * (per_epoch - first)) / per_epoch
-        for k in sorted(keys)
-    }
+    # first == per_epoch: stopped after the epoch's last step, before its
+    # held-out score.
+    means = fit_rest(model, ds, first, per_epoch, sums, config.verbose, callbacks)
     entry = {"epoch": epoch + 1, **means}
     score = _held_out_score(task, stage, epoch, entry)
     state["history"].setdefault(stage, []).append(entry)
