@@ -224,6 +224,7 @@ def train_wordpiece(
     stats=None,
     workers=1,
     keep_hangul_syllables=False,
+    max_characters=None,
 ):
     """Learns a WordPiece vocabulary (BERT's `vocab.txt`) from text files.
 
@@ -260,6 +261,17 @@ def train_wordpiece(
     training text becomes [UNK]), then the learnt pieces by frequency. It
     has at most `vocab_size` tokens (fewer when the corpus has no more
     pieces at `min_frequency`).
+
+    A corpus with more distinct characters than the vocabulary can hold (a
+    web crawl's rare CJK characters, emoji and stray symbols) keeps its most
+    frequent ones, as many as fill half of the vocabulary, as the character
+    coverage of SentencePiece or the alphabet limit of other WordPiece
+    trainers do; a warning gives how many were left out and their share of
+    the character occurrences. Words that hold one become [UNK], and no
+    piece is learnt from them. `max_characters` sets that cap yourself (a
+    crawl whose characters fit, but crowd out the learnt pieces: KoELECTRA's
+    vocabulary kept 6,000 of 32,200), and a warning says when the characters
+    take more than half of the vocabulary.
 
     With `include_hangul`, every syllable of the set (`hangul_syllables`)
     that the corpus lacks is added too, after the corpus's characters and
@@ -302,6 +314,11 @@ def train_wordpiece(
             with invalid UTF-8), or None.
         workers: the processes that count the words (1: this one; None:
             the CPU count, at most one per 8 MB of text).
+        max_characters: the most distinct characters kept (the most
+            frequent ones; each takes two tokens, a word start and a "##"
+            continuation). None: all of them when they fit in `vocab_size`
+            with the reserved tokens, else (`vocab_size` - reserved) // 4,
+            half of the vocabulary.
         keep_hangul_syllables: the caller left `strip_accents` to its
             default: a corpus whose words are at least 1% Hangul is then
             trained with strip_accents=False, with a warning
@@ -332,7 +349,12 @@ def train_wordpiece(
     processes = f"{stats.workers} process" + ("es" if stats.workers > 1 else "")
     stats.word_counts = f"{counter.summary()}, in {processes}"
     logger.info("WordPiece word counts: %s.", stats.word_counts)
-    alphabet = sorted(counter.characters)
+    alphabet = _alphabet(
+        counter, _character_limit(max_characters, vocab_size, reserved, len(counter.characters))
+    )
+    if len(alphabet) < len(counter.characters):
+        allowed = set(alphabet)
+        counts = {w: n for w, n in counts.items() if allowed.issuperset(w)}
     required = reserved + [c for c in alphabet if c not in reserved]
     required += [JOINER + c for c in alphabet if JOINER + c not in reserved]
     if vocab_size < len(required):
@@ -386,6 +408,57 @@ def train_wordpiece(
     if output is not None:
         write_vocabulary(output, vocabulary)
     return vocabulary
+
+
+def _character_limit(max_characters, vocab_size, reserved, characters):
+    """The most distinct characters a vocabulary keeps (see
+    `train_wordpiece`)."""
+    if max_characters is None:
+        if len(reserved) + 2 * characters <= vocab_size:
+            if 4 * characters > vocab_size:
+                logger.warning(
+                    "The corpus's %s distinct characters take %s of the %s tokens (a word start "
+                    "and a '##' continuation each), leaving little room for learnt pieces; "
+                    "max_characters keeps only the most frequent ones.",
+                    f"{characters:,}",
+                    f"{2 * characters:,}",
+                    f"{vocab_size:,}",
+                )
+            return characters
+        return max(1, (vocab_size - len(reserved)) // 4)
+    if isinstance(max_characters, bool) or not isinstance(max_characters, int):
+        raise TokenizerError(f"max_characters must be None or an integer >= 1, got {max_characters!r}.")
+    if max_characters < 1:
+        raise TokenizerError(f"max_characters must be None or an integer >= 1, got {max_characters}.")
+    return max_characters
+
+
+def _alphabet(counter, limit):
+    """The corpus's characters, sorted: all of them, or the `limit` most
+    frequent (by their occurrences in the counted words; ties by code
+    point), with a warning saying what was left out."""
+    characters = counter.characters
+    if len(characters) <= limit:
+        return sorted(characters)
+    frequency = dict.fromkeys(characters, 0)
+    for word, n in counter.counts.items():
+        for c in word:
+            frequency[c] += n
+    ranked = sorted(characters, key=lambda c: (-frequency[c], c))
+    kept, left = ranked[:limit], ranked[limit:]
+    total = sum(frequency.values())
+    share = sum(frequency[c] for c in left) / total if total else 0.0
+    logger.warning(
+        "Keeping the %s most frequent of the corpus's %s distinct characters (max_characters; "
+        "by default, when they do not all fit, half of the vocabulary: each takes a word "
+        "start and a '##' token): the %s left out are %.4f%% of the character occurrences, "
+        "and words that hold one become [UNK].",
+        f"{limit:,}",
+        f"{len(characters):,}",
+        f"{len(left):,}",
+        100 * share,
+    )
+    return sorted(kept)
 
 
 def _model_path(output):

@@ -158,9 +158,13 @@ class _Chain:
                     trial["sent_at"] = step
                     self.sent += 1
                     os.kill(self.proc.pid, signal.SIGTERM)
-            elif m := re.search(r"Stopped by (\w+) after step (\d+)", line):
-                trial["stopped"] = (m.group(1), int(m.group(2)), line)
-                self.target = int(m.group(2)) + self.rng.randint(1, 3)
+            elif m := re.search(r"Stopped by (\w+) after (step|epoch) (\d+)", line):
+                # A signal that lands during an epoch's validation stops the
+                # run "after epoch E": its checkpoint names the step.
+                saved = re.search(r"ckpt-(\d+)", line)
+                step = int(m.group(3)) if m.group(2) == "step" or not saved else int(saved.group(1))
+                trial["stopped"] = (m.group(1), step, line)
+                self.target = step + self.rng.randint(1, 3)
             elif m := re.search(r"Resumed from \S*ckpt-(\d+)", line):
                 trial["resumed"] = int(m.group(1))
         return self.proc.wait()
@@ -208,7 +212,7 @@ def _check_trials(chain, recipe, trials=TRIALS):
         log = "\n".join(trial["lines"][-15:] + following["lines"][:15])
         assert trial["rc"] == 143, log
         stops = [line for line in trial["lines"] if "Stopped by" in line]
-        assert len(stops) == 1 and trial["stopped"][0] == "SIGTERM", log
+        assert len(stops) == 1 and trial["stopped"] and trial["stopped"][0] == "SIGTERM", log
         step = trial["stopped"][1]
         assert step == trial["trained"][-1] >= trial["sent_at"], log
         assert f"ckpt-{step:09d} written" in trial["stopped"][2], log

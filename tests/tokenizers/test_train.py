@@ -1,6 +1,7 @@
 """Vocabulary training: WordPiece and SentencePiece, on a small English text
 and on tests/fixtures/korean_corpus.txt (292 everyday sentences)."""
 
+import collections
 import logging
 from pathlib import Path
 
@@ -116,7 +117,9 @@ def test_wordpiece_errors(english, tmp_path, caplog):
     with pytest.raises(TokenizerError, match="empty.txt is empty"):
         train.train_wordpiece([english, empty], 100)
     with pytest.raises(TokenizerError, match="need at least 59"):  # 5 + 27 + 27
-        train.train_wordpiece(english, 50)
+        train.train_wordpiece(english, 50, max_characters=27)
+    with pytest.raises(TokenizerError, match="max_characters must be None or an integer >= 1"):
+        train.train_wordpiece(english, 50, max_characters=0)
     with pytest.raises(TokenizerError, match="positive integer"):
         train.train_wordpiece(english, 0)
     with pytest.raises(TokenizerError, match="distinct"):
@@ -127,6 +130,40 @@ def test_wordpiece_errors(english, tmp_path, caplog):
         vocab = train.train_wordpiece(latin1, 100, lowercase=False, strip_accents=False)
     assert "2 line(s) are not valid UTF-8" in caplog.text
     assert "\ufffd" not in vocab  # BasicTokenizer drops U+FFFD, as BertTokenizer will
+
+
+def test_wordpiece_keeps_the_most_frequent_characters_when_they_do_not_fit(
+    english, tmp_path, caplog
+):
+    # A crawl's long tail: the English text, plus 400 rare characters
+    # (CJK ideographs, emoji, mojibake, Cyrillic) seen once each, inside words.
+    rare = [chr(0x4E00 + 7 * i) for i in range(300)] + [chr(0x1F300 + i) for i in range(60)]
+    rare += list("ÃƒÂ©â€™Ã¤Ã¶Ã¼ÃŸ") + [chr(0x0400 + i) for i in range(30)]
+    rare = list(dict.fromkeys(rare))
+    path = tmp_path / "crawl.txt"
+    lines = ENGLISH.splitlines() + [f"word{c}x" for c in rare]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cased = dict(lowercase=False, strip_accents=False, min_frequency=1)
+    with caplog.at_level(logging.WARNING, logger="bertzoo.tokenizers.train"):
+        vocab = train.train_wordpiece(path, 600, **cased)  # 5 + 2 x 400+ do not fit
+    assert len(vocab) <= 600 and len(set(vocab)) == len(vocab)
+    singles = {t.removeprefix("##") for t in vocab if len(t.removeprefix("##")) == 1}
+    seen = collections.Counter(c for c in ENGLISH if not c.isspace())
+    assert {c for c, n in seen.items() if n >= 2} <= singles  # the frequent ones are kept
+    assert len(singles) == (600 - 5) // 4  # half of the vocabulary
+    assert "Keeping the 148 most frequent" in caplog.text
+    assert "become [UNK]" in caplog.text
+    left_out = [c for c in rare if c not in singles]
+    assert left_out
+    # No learnt piece holds a character left out.
+    assert not any(c in token for token in vocab for c in left_out)
+    tokenizer = BertTokenizer(vocabulary=vocab, lowercase=False, strip_accents=False)
+    ids = as_lists(tokenizer([f"the {left_out[0]} cat", "the cat"]))
+    unk = vocab.index("[UNK]")
+    assert unk in ids[0] and unk not in ids[1]
+    # An explicit cap, below what fits.
+    capped = train.train_wordpiece(path, 600, max_characters=40, **cased)
+    assert len({t.removeprefix("##") for t in capped if len(t.removeprefix("##")) == 1}) == 40
 
 
 def test_korean_wordpiece_cased_keeps_syllables(korean_cased_vocab):
