@@ -61,7 +61,8 @@ def text_chunks(rows, max_chars, batch_size=CHUNK_ROWS, chunk_chars=CHUNK_CHARS)
 def packed_lengths(tokenizer, rows, batch_size=CHUNK_ROWS):
     """The length of each row of texts (1-tuples, or 2-tuples for pairs)
     packed without truncation: `[CLS] a [SEP]` is 2 + len(a) tokens, `[CLS]
-    a [SEP] b [SEP]` 3 + len(a) + len(b). A run compares these with its
+    a [SEP] b [SEP]` 3 + len(a) + len(b) (4 + ... for a tokenizer with two
+    separators between the texts, RoBERTa's `<s> a </s></s> b </s>`). A run compares these with its
     sequence length to say how many examples it cuts (numpy int64). Each
     text is measured over its first `text_cap(LONGEST_MEASURED)`
     characters: a longer one reads as longer than any sequence, without
@@ -73,12 +74,18 @@ def packed_lengths(tokenizer, rows, batch_size=CHUNK_ROWS):
     for start, stop in text_chunks(rows, max_chars, batch_size):
         batch = rows[start:stop]
         width = len(batch[0])
-        total = np.full(len(batch), 1 + width, "int64")
+        total = np.full(len(batch), special_tokens(tokenizer, width), "int64")
         for j in range(width):
             texts = cut_texts(tf.constant([r[j] for r in batch]), max_chars)
             total += tokenizer.tokenize_ids(texts).row_lengths().numpy()
         out.append(total)
     return np.concatenate(out) if out else np.zeros(0, "int64")
+
+
+def special_tokens(tokenizer, segments):
+    """The special tokens packed around one text (2: `[CLS] a [SEP]`) or a
+    pair (3, or 4 for a tokenizer with two separators between the texts)."""
+    return 2 if segments == 1 else 2 + tokenizer.pair_separators
 
 
 def truncate_longest_first(len_a, len_b, budget, rule="google"):
@@ -287,11 +294,18 @@ class BertPreprocessor(keras.layers.Layer):
             )
             parts = [(cls_col, 0), (a, 0), (sep_col, 0)]
         else:
-            budget = tf.cast(self.sequence_length - 3, rows.dtype)
+            if self.sequence_length < special_tokens(tok, 2):
+                raise ValueError(
+                    f"sequence_length={self.sequence_length} cannot hold a pair's "
+                    f"{special_tokens(tok, 2)} special tokens ({tok.pair_separators} separators "
+                    "between the texts); use a longer sequence_length."
+                )
+            budget = tf.cast(self.sequence_length - special_tokens(tok, 2), rows.dtype)
             ka, kb = truncate_longest_first(rows, ids[1].row_lengths(), budget, tok.pair_truncation)
             a, b = _head(ids[0], ka), _head(ids[1], kb)
             second = self.pair_segment_id
-            parts = [(cls_col, 0), (a, 0), (sep_col, 0), (b, second), (sep_col, second)]
+            between = [(sep_col, 0)] * tok.pair_separators
+            parts = [(cls_col, 0), (a, 0), *between, (b, second), (sep_col, second)]
         token_ids = tf.concat([p for p, _ in parts], axis=1)
         segment_ids = tf.concat([_fill_like(p, s) for p, s in parts], axis=1)
         shape = [None, self.sequence_length]

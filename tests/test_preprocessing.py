@@ -177,3 +177,32 @@ def test_edge_inputs(small_preprocessor):
         )
     with pytest.raises(ValueError, match="1-D batch of strings, got shape"):
         pre.tokenizer([["a", "b"], ["c", "d"]])
+
+
+def test_two_separators_between_a_pair(tmp_path):
+    """A tokenizer with `pair_separators = 2` (RoBERTa's `<s> A </s></s> B
+    </s>`) packs both separators, cuts the pair to the budget left, and
+    counts them in packed_lengths."""
+    import bertzoo
+    from bertzoo.preprocessing import BertPreprocessor, packed_lengths
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]) + "\n"
+    )
+
+    class TwoSeparators(bertzoo.BertTokenizer):
+        pair_separators = 2
+
+    tok = TwoSeparators(vocabulary=str(vocab))
+    pre = BertPreprocessor(tok, sequence_length=8, pair_segment_id=0)
+    out = pre((["a b", "a a a a a"], ["c", "b b b b b"]))
+    assert out["token_ids"].numpy().tolist() == [
+        [2, 5, 6, 3, 3, 7, 3, 0],
+        [2, 5, 5, 3, 3, 6, 6, 3],  # 8 - 4 special tokens: 2 + 2
+    ]
+    assert out["segment_ids"].numpy().max() == 0
+    assert packed_lengths(tok, [("a b", "c")]).tolist() == [7]
+    assert packed_lengths(tok, [("a b",)]).tolist() == [4]
+    with pytest.raises(ValueError, match="cannot hold a pair's 4 special tokens"):
+        BertPreprocessor(tok, sequence_length=3)((["a"], ["b"]))

@@ -275,6 +275,9 @@ class Tokenizer(tf.Module):
     # The reference's rule for cutting a sentence pair to fit
     # (`bertzoo.preprocessing.truncate_longest_first`).
     pair_truncation = "google"
+    # Separators between a pair's two texts: 1 for BERT's `[CLS] A [SEP] B
+    # [SEP]`, 2 for RoBERTa's and XLM-R's `<s> A </s></s> B </s>`.
+    pair_separators = 1
 
     def __init__(self, cls_token, sep_token, pad_token, unk_token, mask_token):
         super().__init__(name=type(self).__name__.lower())

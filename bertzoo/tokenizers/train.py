@@ -427,9 +427,13 @@ def _character_limit(max_characters, vocab_size, reserved, characters):
             return characters
         return max(1, (vocab_size - len(reserved)) // 4)
     if isinstance(max_characters, bool) or not isinstance(max_characters, int):
-        raise TokenizerError(f"max_characters must be None or an integer >= 1, got {max_characters!r}.")
+        raise TokenizerError(
+            f"max_characters must be None or an integer >= 1, got {max_characters!r}."
+        )
     if max_characters < 1:
-        raise TokenizerError(f"max_characters must be None or an integer >= 1, got {max_characters}.")
+        raise TokenizerError(
+            f"max_characters must be None or an integer >= 1, got {max_characters}."
+        )
     return max_characters
 
 
