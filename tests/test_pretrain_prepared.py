@@ -14,7 +14,7 @@ import pytest
 
 import bertzoo
 from bertzoo.data.prepare import PrepareSettings, prepare_corpus
-from bertzoo.training import pretrain_data
+from bertzoo.training import pretrain_data, workers
 from bertzoo.training.pretrain import PretrainConfig, PretrainError, run_pretraining
 from tests.data.prepared_corpus import mixed_documents, write_documents
 
@@ -251,7 +251,7 @@ def test_reader_positions_are_kept_for_the_checkpoints_and_read_back(tmp_path):
     from bertzoo.training.checkpoint import CheckpointManager
 
     manager = CheckpointManager(tmp_path / "checkpoints", keep=2)
-    readers = [pretrain_data.ReaderPositions(tmp_path, 2, r, manager) for r in range(2)]
+    readers = [workers.ReaderPositions(tmp_path, 2, r, manager) for r in range(2)]
 
     def position(step, reader):
         return StreamPosition(epoch=0, shard=reader, example=3 * step, batch=step)
@@ -295,9 +295,9 @@ def test_a_multi_worker_run_needs_a_shard_per_worker_and_its_own_checkpoints():
         directory="out/prepared", document={"shards": [{"documents": 3}, {"documents": 0}]}
     )
     own = PretrainConfig(**SMALL)
-    pretrain_data.check_readers(own, prepared, 1)
+    workers.check_readers(own, prepared, 1)
     with pytest.raises(PretrainError) as info:
-        pretrain_data.check_readers(own, prepared, 2)
+        workers.check_readers(own, prepared, 2)
     message = str(info.value)
     assert "\n" not in message and "each of the 2 workers streams shards of its own" in message
     assert "out/prepared has 1 shard(s) with documents" in message
@@ -306,7 +306,7 @@ def test_a_multi_worker_run_needs_a_shard_per_worker_and_its_own_checkpoints():
     with pytest.raises(
         PretrainError, match="prepare corpus/prepared again with a smaller --shard-mb"
     ):
-        pretrain_data.check_readers(given, prepared, 3)
+        workers.check_readers(given, prepared, 3)
 
     # A checkpoint resumes with the number of readers that wrote it.
     data = types.SimpleNamespace(streamed=True, readers=2, positions=None)

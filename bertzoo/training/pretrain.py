@@ -73,7 +73,6 @@ from bertzoo.training.pretrain_config import (
 )
 from bertzoo.training.pretrain_data import (
     INPUT_VERSION,
-    POSITIONS_DIR,
     PREPARED_DIR,
     PreparedData,
     check_prepared_settings,
@@ -103,6 +102,7 @@ from bertzoo.training.runs import (
     RUN_SETTINGS_FILE,
     resolve_batch_size,
 )
+from bertzoo.training.workers import POSITIONS_DIR
 
 logger = logging.getLogger(__name__)
 

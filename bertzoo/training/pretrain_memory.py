@@ -23,9 +23,9 @@ from bertzoo.training.pretrain_data import (
     eval_batches,
     example_objective,
     prepare_tokenizer,
-    wait_for,
 )
 from bertzoo.training.runs import DATA_DIR, split_documents
+from bertzoo.training.workers import wait_for
 
 logger = logging.getLogger("bertzoo.training.pretrain")  # the run's log lines
 
