@@ -568,3 +568,61 @@ def test_log_says_where_the_run_starts_and_how_its_length_was_chosen(tmp_path, t
     caplog.clear()
     run_finetuning(dataclasses.replace(config, output=str(tmp_path / "again"), sequence_length=32))
     assert "Sequence length 32 (given: --sequence-length)" in caplog.text
+
+
+@pytest.mark.slow
+def test_lora_run_learns_and_publishes_merged_model_and_adapter(tmp_path, tiny_preset, task_files):
+    """--lora-rank: only the adapters and the head train; best/ is an
+    ordinary preset (LoRA merged), adapter/ the adapter alone, which loads
+    into the --init model and gives best/'s predictions; a rerun after a
+    stop in epoch 2 ends where an uninterrupted run does."""
+    from bertzoo.models import lora
+
+    config = _config(
+        tiny_preset, task_files, tmp_path / "run", "classification", lora_rank=4, epochs=10,
+        learning_rate=1e-2,
+    )  # fmt: skip
+    result = run_finetuning(config)
+    print("LoRA classification:", result["validation"], result["history"][-1])
+    assert result["validation"]["accuracy"] >= 0.8, result["history"]
+    best = bertzoo.models.task_model_from_preset(tmp_path / "run" / "best")
+    assert not lora.lora_layers(best)  # an ordinary preset
+    # The backbone's base weights are those of --init but the LoRA targets.
+    init = bertzoo.BertBackbone.from_preset(tiny_preset)
+    moved = [
+        v.path
+        for v, w in zip(best.backbone.weights, init.weights, strict=True)
+        if not np.allclose(np.array(v), np.array(w))
+    ]
+    assert moved and all(p.endswith(("query/kernel", "value/kernel")) for p in moved), moved
+    adapted = bertzoo.BertClassifier.from_preset(tiny_preset, num_classes=2, dropout=0.0)
+    adapted.load_lora_adapter(tmp_path / "run" / "adapter")
+    texts = ["the film was good", "a bad day", "très bien, 좋아요"]
+    np.testing.assert_allclose(adapted.predict_proba(texts), best.predict_proba(texts), atol=1e-5)
+    with pytest.raises(FinetuneError, match="lora_rank must be an integer >= 1"):
+        run_finetuning(dataclasses.replace(config, lora_rank=0))
+    # Stopped after epoch 2's training, rerun: the uninterrupted history.
+    from bertzoo.training import finetune_loop
+
+    short = dataclasses.replace(config, epochs=3, dropout=0.1, output=str(tmp_path / "full"))
+    full = run_finetuning(short)
+    evaluate, calls = finetune_loop.evaluate, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return evaluate(*args, **kwargs)
+
+    cut = dataclasses.replace(short, output=str(tmp_path / "cut"))
+    finetune_loop.evaluate = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_finetuning(cut)
+    finally:
+        finetune_loop.evaluate = evaluate
+    resumed = run_finetuning(cut)
+    for a, b in zip(full["history"], resumed["history"], strict=True):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6), (full["history"], resumed["history"])
+    with pytest.raises(FinetuneError, match="give --lora-rank too"):
+        run_finetuning(dataclasses.replace(config, lora_rank=None, lora_alpha=8.0))

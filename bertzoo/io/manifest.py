@@ -35,7 +35,7 @@ FORMAT = "bertzoo-manifest"
 VERSION = 1
 # What a manifest's directory is: publishing refuses to replace one kind
 # with another (an export is never overwritten by a preset).
-KINDS = ("preset", "checkpoint", "export", "hf", "prepared", "records")
+KINDS = ("preset", "checkpoint", "export", "hf", "prepared", "records", "adapter")
 
 # (path, size, mtime_ns, inode) -> sha256 of files verified in this process.
 _verified = {}

@@ -16,6 +16,7 @@ from bertzoo.layers import (
 )
 from bertzoo.layers.common import constructor_args, constructor_config, group_of_layer
 from bertzoo.loader_registry import preset_loader
+from bertzoo.models.lora import LoraMethods
 
 # from_preset(..., **overrides) may change only these: they do not change the
 # architecture or the meaning of loaded weights.
@@ -176,7 +177,7 @@ class _BertFeatureModel(InputChecks, keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class BertBackbone(InputChecks, keras.Model):
+class BertBackbone(InputChecks, LoraMethods, keras.Model):
     """The BERT-family encoder: embeddings, `num_layers` post-LN transformer
     blocks and an optional pooler, as a functional `keras.Model`.
 

@@ -36,6 +36,7 @@ from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
 from bertzoo.loader_registry import preprocessor_factory, preset_loader
 from bertzoo.models import text_inputs
 from bertzoo.models.backbone import InputChecks
+from bertzoo.models.lora import LoraMethods
 from bertzoo.models.pretrainer import (
     compile_from_saved_config,
     finish_loss,
@@ -64,7 +65,7 @@ def _label_names(label_names, count, what):
 TASK_MODELS = {}
 
 
-class TaskModel(InputChecks, keras.Model):
+class TaskModel(InputChecks, LoraMethods, keras.Model):
     """The base of the task models: inputs (checked as the backbone checks
     them), loss scaling, presets. Subclasses set `kinds` (the task kinds they
     serve, by which `task_model_from_preset` finds them), `kind`,

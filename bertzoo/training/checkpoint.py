@@ -12,6 +12,9 @@ A checkpoint is a directory `ckpt-{step:09d}/` holding
     model.weights.h5   model weights and the optimizer's variables (moments,
                        iteration count, so the learning-rate schedule goes
                        on; gradient-accumulation sums; loss-scale state)
+    lora.npz           with LoRA enabled (`bertzoo.models.lora`): each LoRA
+                       layer's frozen kernel and its A and B factors, which
+                       `save_weights` merges into one kernel and drops
     rng_state.json     the models' random-generator states (dropout), which
                        `save_weights` leaves out, so a resumed run draws the
                        same dropout masks as an uninterrupted one
@@ -47,10 +50,12 @@ from bertzoo.errors import BertzooError, IntegrityError, NonFiniteError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.diskfull import disk_full_guard
 from bertzoo.io.publish import fsync_path
+from bertzoo.models import lora
 
 FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.weights.h5"
 RNG_FILE = "rng_state.json"
+LORA_FILE = "lora.npz"
 STATE_FILE = "state.json"
 PREFIX = "ckpt-"
 _NAME = re.compile(r"^ckpt-(\d+)$")
@@ -229,6 +234,9 @@ class CheckpointManager:
     def _write(self, model, tmp, final, rng, text):
         """Writes the checkpoint's files into `tmp` and moves it to `final`."""
         model.save_weights(tmp / WEIGHTS_FILE)
+        if lora.lora_layers(model):
+            with open(tmp / LORA_FILE, "wb") as f:
+                np.savez(f, **lora.checkpoint_arrays(model))
         (tmp / RNG_FILE).write_text(json.dumps({"seed_generators": rng}) + "\n", encoding="utf-8")
         (tmp / STATE_FILE).write_text(text, encoding="utf-8")
         # Last: the checksums that restore() verifies.
@@ -324,7 +332,9 @@ class CheckpointManager:
             )
         weights = path / WEIGHTS_FILE
         shapes = _file_shapes(weights)
-        model_vars = list(model.weights)
+        # LoRA factors are not in the weights file (lora.npz holds them).
+        adapters = {id(v) for v in lora.lora_variables(model)}
+        model_vars = [v for v in model.weights if id(v) not in adapters]
         optimizer_vars = _saved_optimizer_variables(model.optimizer)
         try:
             check_weights_file(weights, types.SimpleNamespace(weights=model_vars + optimizer_vars))
@@ -353,8 +363,30 @@ class CheckpointManager:
             model.load_weights(weights)
         except Exception as e:  # shapes matched: damaged data
             raise _Unreadable(f"{WEIGHTS_FILE} cannot be loaded ({e})") from e
+        if adapters:
+            self._load_lora(model, path)
         self._load_rng(model, path)
         return state
+
+    @staticmethod
+    def _load_lora(model, path):
+        """The LoRA layers' frozen kernels and factors (`load_weights` put
+        their merged kernels in and zeroed the factors)."""
+        try:
+            with np.load(path / LORA_FILE, allow_pickle=False) as saved:
+                arrays = {name: saved[name] for name in saved.files}
+        except FileNotFoundError:
+            raise TrainingCheckpointError(
+                f"Checkpoint {path} has no {LORA_FILE}: it was written without LoRA, and this "
+                "model has LoRA enabled; resume it with the settings it was started with."
+            ) from None
+        except (OSError, ValueError) as e:
+            raise _Unreadable(f"{LORA_FILE} cannot be read ({e})") from e
+        if not lora.restore_checkpoint_arrays(model, arrays):
+            raise TrainingCheckpointError(
+                f"Checkpoint {path} holds LoRA factors of another rank or other layers than "
+                "this model's; resume with the --lora-rank it was started with."
+            )
 
     @staticmethod
     def _load_rng(model, path):

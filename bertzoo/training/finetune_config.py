@@ -84,6 +84,19 @@ class _FinetuneRunSettings(RunConfig):
         group="training",
     )
     dropout: float = setting(0.1, "head dropout", group="model")
+    lora_rank: int | None = setting(
+        None,
+        "LoRA: train rank-N adapters on the attention's query and value projections, and "
+        "the head, with the rest of the backbone frozen (default: full fine-tuning; the "
+        "learning rate then defaults to 5e-4). best/ holds the merged model, adapter/ the "
+        "adapter alone",
+        group="model",
+    )
+    lora_alpha: float | None = setting(
+        None,
+        "LoRA scale numerator: adapters are scaled by alpha / rank (default: the rank)",
+        group="model",
+    )
     seed: int = setting(0, "seed of the data order and initialisation", group="training")
     precision: str = setting(
         "float32",

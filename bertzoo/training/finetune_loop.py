@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bertzoo import tasks as task_kinds
 from bertzoo.io.publish import atomic_directory, atomic_write_text, check_target
+from bertzoo.models.lora import enable_lora, lora_layers
 from bertzoo.training.callbacks import Throughput
 from bertzoo.training.checkpoint import CheckpointManager
 from bertzoo.training.finetune_data import copy_builtin, epoch_dataset, evaluate, read_data
@@ -36,6 +37,7 @@ from bertzoo.training.runs import (
 logger = logging.getLogger("bertzoo.training.finetune")  # the run's log lines
 
 BEST_DIR = "best"
+ADAPTER_DIR = "adapter"  # with --lora-rank: the best epoch's LoRA adapter alone
 
 
 @dataclasses.dataclass
@@ -93,6 +95,8 @@ def finetune(run, init, distribution):
                     run.output / BEST_DIR,
                     {**published, "serving": serving},
                 )
+                if run.config.lora_rank is not None:
+                    training.model.save_lora_adapter(run.output / ADAPTER_DIR)
             # After best/: a resumed run never lacks the best epoch it records.
             training.manager.save(training.model, (epoch + 1) * steps, training.state(epoch + 1))
             # A signal during validation or the publication of best/.
@@ -103,6 +107,8 @@ def finetune(run, init, distribution):
 def written(config, output):
     """The paths (under `output`) the run writes, claimed before any is."""
     names = [RUN_SETTINGS_FILE, CHECKPOINTS_DIR, LOGS, BEST_DIR, METRICS_FILE]
+    if config.lora_rank is not None:
+        names.append(ADAPTER_DIR)
     if config.train is None:
         names += [f"data/{name}" for name in task_kinds.get(config.task).builtin_files]
     return names
@@ -140,6 +146,17 @@ def _build(run, init, data, distribution):
     with distribution.scope():
         kind = task_kinds.get(config.task)
         model = kind.build_model(kind_settings(config, kind), init, data.label_set, **options)
+        if config.lora_rank is not None:
+            total_params = model.count_params()
+            trainable = enable_lora(model, config.lora_rank, config.lora_alpha)
+            logger.info(
+                "LoRA rank %d on %d layers: %s of %s parameters train (%.2f%%).",
+                config.lora_rank,
+                len(lora_layers(model)),
+                f"{trainable:,}",
+                f"{total_params:,}",
+                100 * trainable / total_params,
+            )
         optimizer = make_optimizer(
             "adamw",
             config.learning_rate,

@@ -1,0 +1,168 @@
+"""LoRA: enable_lora on backbones and task models trains only the adapters
+(and a task model's head), saves merged as an ordinary preset, saves and
+loads the adapter alone, and resumes exactly from a training checkpoint."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import bertzoo
+from bertzoo.models import lora
+from bertzoo.training import make_optimizer
+from bertzoo.training.checkpoint import CheckpointManager, TrainingCheckpointError
+
+TINY = dict(
+    vocabulary_size=60,
+    num_layers=2,
+    num_heads=2,
+    hidden_dim=16,
+    intermediate_dim=32,
+    max_sequence_length=16,
+    dropout=0.0,
+)
+
+
+def _data(n=16, length=8, seed=0):
+    rng = np.random.default_rng(seed)
+    x = {
+        "token_ids": rng.integers(5, 60, (n, length)).astype("int32"),
+        "segment_ids": np.zeros((n, length), "int32"),
+        "padding_mask": np.ones((n, length), "int32"),
+    }
+    return x, (x["token_ids"][:, 1] % 3).astype("int32")
+
+
+def _classifier(seed=1):
+    keras.utils.set_random_seed(seed)
+    return bertzoo.BertClassifier(bertzoo.BertBackbone(**TINY), num_classes=3, dropout=0.0)
+
+
+def _compile(model):
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+
+
+def test_only_the_adapters_and_the_head_train():
+    model = _classifier()
+    before = {v.path: np.array(v) for v in model.weights}
+    trainable = model.enable_lora(rank=2)
+    # 2 layers x (query + value) x (16 x 2 + 2 x 16), and the head.
+    head = sum(int(np.prod(v.shape)) for v in lora._head_variables(model))
+    assert trainable == 2 * 2 * (16 * 2 + 2 * 16) + head
+    assert trainable == sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+    x, y = _data()
+    _compile(model)
+    model.fit(x, y, batch_size=8, epochs=2, verbose=0)
+    changed = {v.path for v in model.weights if v.path in before}
+    changed = {p for p in changed if not np.array_equal(before[p], np.array(_by_path(model, p)))}
+    adapters = {id(v) for v in lora.lora_variables(model)}
+    head_paths = {v.path for v in lora._head_variables(model)}
+    assert changed and changed <= head_paths  # no base weight moved
+    assert all(np.any(np.array(v) != 0) for v in model.weights if id(v) in adapters)
+
+
+def _by_path(model, path):
+    return next(v for v in model.weights if v.path == path)
+
+
+def test_merged_preset_adapter_and_errors(tmp_path):
+    model = _classifier()
+    base = tmp_path / "base"
+    model.save_to_preset(base)
+    model.enable_lora(rank=4, alpha=8)
+    x, y = _data()
+    _compile(model)
+    model.fit(x, y, batch_size=8, epochs=3, verbose=0)
+    expected = model.predict(x, verbose=0)
+
+    # Merged: an ordinary preset; a plain model gives the same outputs.
+    model.save_to_preset(tmp_path / "merged")
+    merged = bertzoo.BertClassifier.from_preset(tmp_path / "merged")
+    assert not lora.lora_layers(merged)
+    np.testing.assert_allclose(merged.predict(x, verbose=0), expected, atol=1e-5)
+
+    # The adapter alone, loaded into the base model.
+    model.save_lora_adapter(tmp_path / "adapter")
+    document = json.loads((tmp_path / "adapter" / lora.ADAPTER_CONFIG).read_text())
+    assert document["rank"] == 4 and document["alpha"] == 8.0
+    assert document["targets"] == ["query", "value"]
+    fresh = bertzoo.BertClassifier.from_preset(base)
+    fresh.load_lora_adapter(tmp_path / "adapter")
+    np.testing.assert_allclose(fresh.predict(x, verbose=0), expected, atol=1e-5)
+    assert (tmp_path / "adapter" / "bertzoo-manifest.json").is_file()
+
+    # Another base: refused.
+    other = _classifier(seed=7)
+    with pytest.raises(lora.LoraError, match="other base weights"):
+        other.load_lora_adapter(tmp_path / "adapter")
+    # Another rank already enabled: refused, naming both.
+    ranked = bertzoo.BertClassifier.from_preset(base)
+    ranked.enable_lora(rank=2)
+    with pytest.raises(lora.LoraError, match="'rank': 4.*'rank': 2"):
+        ranked.load_lora_adapter(tmp_path / "adapter")
+    # A damaged file: refused by its checksum.
+    with open(tmp_path / "adapter" / lora.ADAPTER_FILE, "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff\xff")
+    with pytest.raises(lora.LoraError, match="lora_adapter.npz"):
+        bertzoo.BertClassifier.from_preset(base).load_lora_adapter(tmp_path / "adapter")
+
+
+def test_bad_settings_are_one_line_errors():
+    model = _classifier()
+    with pytest.raises(lora.LoraError, match="rank must be an integer >= 1"):
+        model.enable_lora(0)
+    with pytest.raises(lora.LoraError, match=r"match no Dense layer.*\['attention_output'"):
+        model.enable_lora(2, targets=("q_proj",))
+    model.enable_lora(2)
+    with pytest.raises(lora.LoraError, match="already enabled"):
+        model.enable_lora(2)
+    with pytest.raises(lora.LoraError, match="no LoRA adapters"):
+        _classifier().save_lora_adapter("unused")
+
+
+def test_backbone_lora_and_exact_resume(tmp_path):
+    """A checkpoint keeps the frozen kernels and the factors (save_weights
+    alone merges them and zeroes the factors on load, which would stop
+    LoRA from training): the resumed run ends where an uninterrupted one
+    does."""
+    x, y = _data(32)
+
+    def run(stop_after=None, resume=False):
+        model = _classifier()
+        model.enable_lora(rank=2)
+        model.compile(optimizer=make_optimizer("adamw", 1e-2, total_steps=8))
+        manager = CheckpointManager(tmp_path / "ckpt", keep=2)
+        start = manager.restore(model)["step"] if resume else 0
+        for step in range(start, 8):
+            model.train_on_batch({k: v[step * 4 : step * 4 + 4] for k, v in x.items()}, y[:4])
+            if stop_after is not None and step + 1 == stop_after:
+                manager.save(model, step + 1)
+                return model
+        return model
+
+    reference = run()
+    run(stop_after=3)
+    resumed = run(resume=True)
+    for a, b in zip(reference.weights, resumed.weights, strict=True):
+        np.testing.assert_allclose(np.array(a), np.array(b), atol=1e-6)
+    assert (tmp_path / "ckpt" / "ckpt-000000003" / "lora.npz").is_file()
+    # A LoRA-less model cannot resume a LoRA checkpoint silently, and back.
+    plain = _classifier()
+    plain.compile(optimizer=make_optimizer("adamw", 1e-2, total_steps=8))
+    other = CheckpointManager(tmp_path / "plain", keep=1)
+    plain.train_on_batch({k: v[:4] for k, v in x.items()}, y[:4])
+    other.save(plain, 1)
+    with_lora = _classifier()
+    with_lora.enable_lora(rank=2)
+    with_lora.compile(optimizer=make_optimizer("adamw", 1e-2, total_steps=8))
+    with pytest.raises(TrainingCheckpointError, match="does not fit this model"):
+        CheckpointManager(tmp_path / "plain", keep=1).restore(with_lora)
+
+
+def test_backbone_alone_freezes_all_but_the_adapters():
+    keras.utils.set_random_seed(0)
+    backbone = bertzoo.BertBackbone(**TINY)
+    assert backbone.enable_lora(rank=1, targets="query") == 2 * (16 + 16)
+    assert {v.name for v in backbone.trainable_weights} == {"lora_kernel_a", "lora_kernel_b"}
