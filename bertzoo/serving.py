@@ -122,6 +122,10 @@ class ServingModel(keras.Model):
         self.version_2 = bool(version_2)
         self.input_names = self.task_kind.serving_inputs(self.pairs)
         self.segment_ids = "segment_ids" in task_model.input
+        # The backbone's segment rows: one-segment models (RoBERTa, XLM-R)
+        # pack a pair's second text with segment id 0, never 1.
+        backbone = getattr(task_model, "backbone", None)
+        self.num_segments = getattr(backbone, "num_segments", 2 if self.segment_ids else 0)
         self.built = True
 
     def model_inputs(self, packed):
