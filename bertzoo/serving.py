@@ -261,7 +261,10 @@ def serving_model_from_preset(preset_dir, sequence_length=None, **settings):
         tokenizer = tokenizer_from_preset(source)
     settings = {**recorded, **{k: v for k, v in settings.items() if v is not None}}
     if sequence_length is None:
-        sequence_length = recorded.get("sequence_length") or model.backbone.max_sequence_length
+        # The positions' tokens: RoBERTa's first position_padding_id + 1 rows serve padding.
+        sequence_length = recorded.get("sequence_length") or preset_lib.max_input_length(
+            model.backbone.get_config()
+        )
     settings.pop("sequence_length", None)
     return ServingModel(model, tokenizer, sequence_length=sequence_length, **settings)
 

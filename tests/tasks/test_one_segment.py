@@ -3,9 +3,13 @@ never see segment id 1, wherever texts are packed; and tokenizers with two
 separators between a pair's texts pack Hugging Face's RoBERTa layout
 `<s> A </s></s> B </s>` in sentence pairs and QA windows alike."""
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 import bertzoo
 from bertzoo.preprocessing import segment_inputs
@@ -123,3 +127,124 @@ def test_the_wordpiece_layout_is_unchanged_with_one_separator():
     f = encode_qa(tok, ["a b"], ["c d"], 8, 2, 4, pair_segment_id=0)
     assert f["token_ids"].numpy().tolist() == [[S, A, B, END, C, D, END, PAD]]
     assert not f["segment_ids"].numpy().any()
+
+
+# === Fine-tuning from KLUE-RoBERTa (an HF directory: one segment row) ===
+
+KLUE = Path(__file__).parents[1] / "fixtures" / "roberta" / "klue_masked_lm"
+KOREAN = [
+    "이 원피스 정말 예뻐요.",
+    "사이즈가 조금 커요.",
+    "가격 대비 품질이 좋아요.",
+    "꽃무늬 원피스가 화사하고 예뻐요.",
+    "원피스 길이가 무릎까지 와요.",
+    "동생도 이 원피스를 샀어요.",
+    "교환 신청을 했는데 금방 처리됐어요.",
+    "가방이 생각보다 작아요.",
+]
+
+
+def _write_files(tmp_path, kind):
+    """(train, validation, the kind's settings) for a tiny dataset of `kind`."""
+    rows = [(KOREAN[i], KOREAN[(i + 3) % len(KOREAN)], i % 2) for i in range(len(KOREAN))]
+    if kind in ("classification", "regression"):
+        lines = ["a,b,label"] + [f"{a},{b},{'yes' if y else 'no'}" for a, b, y in rows]
+        if kind == "regression":
+            lines = ["a,b,label"] + [f"{a},{b},{y * 0.5 + 0.25}" for a, b, y in rows]
+        text, suffix = "\n".join(lines) + "\n", "csv"
+        settings = {"text_columns": ("a", "b"), "label_column": "label"}
+    elif kind == "tagging":
+        sentences = [
+            "\n".join(
+                f"{w} {'B-ITEM' if j == 0 else 'O'}" for j, w in enumerate(t.rstrip(".").split())
+            )
+            for t in KOREAN
+        ]
+        text, suffix, settings = "\n\n".join(sentences) + "\n", "conll", {}
+    else:
+        paragraphs = []
+        for i, t in enumerate(KOREAN):
+            answer = t.split()[-1]
+            paragraphs.append(
+                {
+                    "context": t,
+                    "qas": [
+                        {
+                            "id": f"q{i}",
+                            "question": t.split()[0],
+                            "answers": [{"text": answer, "answer_start": t.rindex(answer)}],
+                        }
+                    ],
+                }
+            )
+        text = json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]})
+        suffix, settings = "json", {"max_query_length": 8, "doc_stride": 8}
+    paths = []
+    for split in ("train", "validation"):
+        path = tmp_path / f"{split}.{suffix}"
+        path.write_text(text, encoding="utf-8")
+        paths.append(str(path))
+    return paths[0], paths[1], settings
+
+
+@pytest.mark.parametrize("kind", ["classification", "regression", "tagging", "qa"])
+def test_fine_tuning_klue_roberta_never_feeds_segment_id_one(tmp_path, monkeypatch, kind):
+    """Every task kind fine-tunes from KLUE-RoBERTa's HF directory (one
+    token-type row; pairs and QA contexts were segment 1, an index error),
+    and its fine-tuned model serves strings with segment ids 0 only."""
+    from bertzoo import tasks as task_kinds
+    from bertzoo.serving import ServingModel, serving_model_from_preset
+    from bertzoo.training.finetune import FinetuneConfig, run_finetuning
+
+    registered, fed = task_kinds.get(kind), []
+    real_load = registered.load
+
+    def load(*args, **kwargs):
+        data, label_set = real_load(*args, **kwargs)
+        fed.append(data.features)
+        return data, label_set
+
+    monkeypatch.setattr(registered, "load", load)
+    train, validation, settings = _write_files(tmp_path, kind)
+    config = FinetuneConfig(
+        task=kind,
+        train=train,
+        validation=validation,
+        init=str(KLUE),
+        output=str(tmp_path / "run"),
+        epochs=1,
+        batch_size=4,
+        sequence_length=38,  # the fixture's 40 positions less 2 that serve padding
+        learning_rate=1e-3,
+        verbose=0,
+        **settings,
+    )
+    result = run_finetuning(config)
+    main = task_kinds.get(kind).main_metric
+    assert np.isfinite(result["validation"][main]), result
+    assert fed and all(f["segment_ids"].max() == 0 for f in fed), kind
+    if kind in ("classification", "regression"):
+        # Both texts of a pair are packed ([CLS] A [SEP] B [SEP]; [SEP] is
+        # 2), all segment 0.
+        assert ((fed[0]["token_ids"] == 2).sum(axis=1) == 2).all()
+
+    served = []
+    real_inputs = ServingModel.model_inputs
+
+    def model_inputs(self, packed):
+        served.append(np.asarray(packed["segment_ids"]))
+        return real_inputs(self, packed)
+
+    monkeypatch.setattr(ServingModel, "model_inputs", model_inputs)
+    serving = serving_model_from_preset(tmp_path / "run" / "best")
+    assert serving.num_segments == 1
+    texts = {
+        "text": KOREAN[:2],
+        "text_pair": KOREAN[2:4],
+        "question": ["원피스", "가방이"],
+        "context": KOREAN[:2],
+    }
+    texts = {k: tf.constant(texts[k]) for k in serving.input_names}
+    outputs = serving.task_kind.serve(serving, texts)  # eagerly: the packed ids are numbers
+    assert all(np.all(np.isfinite(v)) for v in outputs.values() if v.dtype.is_floating)
+    assert served and all(s.max() == 0 for s in served)
