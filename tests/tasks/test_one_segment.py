@@ -248,3 +248,78 @@ def test_fine_tuning_klue_roberta_never_feeds_segment_id_one(tmp_path, monkeypat
     outputs = serving.task_kind.serve(serving, texts)  # eagerly: the packed ids are numbers
     assert all(np.all(np.isfinite(v)) for v in outputs.values() if v.dtype.is_floating)
     assert served and all(s.max() == 0 for s in served)
+
+
+# === Distillation from a KLUE-RoBERTa teacher ===
+
+
+@pytest.mark.slow  # about 60 s on 2 shared cores: a fine-tune run, then both stages
+def test_tinybert_task_distillation_from_a_klue_roberta_classifier(tmp_path, monkeypatch):
+    """A classifier fine-tuned from KLUE-RoBERTa distils into the default
+    student, which keeps the teacher's one segment row, its padding-aware
+    positions and RoBERTa's classification head; no stage feeds segment
+    id 1, and the published student loads and classifies."""
+    import bertzoo.training.distill_task_data as distill_data
+    from bertzoo.training.distill import DistillConfig, run_distillation
+    from bertzoo.training.finetune import FinetuneConfig, run_finetuning
+
+    rows = [(t, "good" if i % 2 else "bad") for i, t in enumerate(KOREAN)]
+    files = {}
+    for split in ("train", "validation"):
+        files[split] = tmp_path / f"{split}.csv"
+        files[split].write_text(
+            "sentence,label\n" + "".join(f"{t},{y}\n" for t, y in rows), encoding="utf-8"
+        )
+    common = {
+        "train": str(files["train"]),
+        "validation": str(files["validation"]),
+        "text_columns": ("sentence",),
+        "label_column": "label",
+        "batch_size": 4,
+        "sequence_length": 24,
+        "verbose": 0,
+    }
+    run_finetuning(
+        FinetuneConfig(
+            task="classification",
+            init=str(KLUE),
+            output=str(tmp_path / "ft"),
+            epochs=1,
+            learning_rate=1e-3,
+            **common,
+        )
+    )
+    teacher = tmp_path / "ft" / "best"
+    assert bertzoo.BertClassifier.from_preset(teacher).head_style == "roberta"
+
+    fed = []
+    real_features = distill_data.text_features
+
+    def text_features(preprocessor, rows, *args, **kwargs):
+        features = real_features(preprocessor, rows, *args, **kwargs)
+        fed.append(features)
+        return features
+
+    monkeypatch.setattr(distill_data, "text_features", text_features)
+    report = run_distillation(
+        DistillConfig(
+            method="tinybert-task",
+            teacher=str(teacher),
+            output=str(tmp_path / "distill"),
+            steps=3,
+            prediction_steps=3,
+            learning_rate=1e-3,
+            augment=1,
+            benchmark_batch_size=2,
+            benchmark_sequence_length=16,
+            **common,
+        )
+    )
+    assert fed and all(f["segment_ids"].max() == 0 for f in fed)
+    assert np.isfinite(report["student_metric"]), report
+    student = bertzoo.BertClassifier.from_preset(tmp_path / "distill" / "student")
+    backbone = student.backbone
+    assert (backbone.num_segments, backbone.position_padding_id) == (1, 1)
+    assert student.head_style == "roberta" and student.head_loaded
+    packed = bertzoo.BertPreprocessor.from_preset(tmp_path / "distill" / "student", 24)(KOREAN)
+    assert np.isfinite(np.asarray(student(packed))).all()
