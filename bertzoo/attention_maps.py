@@ -25,7 +25,8 @@ import numpy as np
 from keras import ops
 
 from bertzoo.models.backbone import BertBackbone
-from bertzoo.preprocessing import BertPreprocessor
+from bertzoo.preprocessing import BertPreprocessor, segment_inputs
+from bertzoo.presets import max_input_length
 from bertzoo.tokenizers import from_preset as tokenizer_from_preset
 
 
@@ -93,8 +94,8 @@ def attention_maps(model, text, pair=None, tokenizer=None):
         raise ValueError(f"text must be a non-empty string, got {text!r}.")
     preprocessor = BertPreprocessor(
         tokenizer,
-        sequence_length=model.max_sequence_length,
-        segment_ids=model.num_segments > 0,
+        sequence_length=max_input_length(model.get_config()),
+        **segment_inputs(model.num_segments),
     )
     packed = preprocessor.pack(text if pair is None else (text, pair))
     length = int(np.asarray(packed["padding_mask"]).sum())

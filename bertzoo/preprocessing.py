@@ -88,6 +88,21 @@ def special_tokens(tokenizer, segments):
     return 2 if segments == 1 else 2 + tokenizer.pair_separators
 
 
+def segment_inputs(num_segments):
+    """How a backbone with `num_segments` segment rows (its `num_segments`)
+    takes packed texts, as `BertPreprocessor`'s keyword arguments:
+    `segment_ids` (whether it takes them: not for DistilBERT's 0) and
+    `pair_segment_id` (the id of a pair's second text: 1, or 0 where the
+    table has one row -- RoBERTa, XLM-R, KLUE-RoBERTa -- which must never
+    see id 1). The one rule every packer follows (the task kinds, QA's
+    windows, serving, distillation). A bool, as older callers pass (whether
+    the model takes segment ids), reads as BERT's 2 rows or none."""
+    if isinstance(num_segments, bool):
+        num_segments = 2 if num_segments else 0
+    num_segments = int(num_segments)
+    return {"segment_ids": num_segments > 0, "pair_segment_id": 1 if num_segments > 1 else 0}
+
+
 def truncate_longest_first(len_a, len_b, budget, rule="google"):
     """Segment lengths after longest-first pair truncation to `budget`
     tokens, for int tensors of any shape, by one of two rules that differ
@@ -208,8 +223,7 @@ class BertPreprocessor(keras.layers.Layer):
         return cls(
             tokenizer,
             sequence_length=sequence_length,
-            segment_ids=backbone.get("num_segments", 2) > 0,
-            pair_segment_id=1 if backbone.get("num_segments", 2) > 1 else 0,
+            **segment_inputs(backbone.get("num_segments", 2)),
         )
 
     def get_config(self):

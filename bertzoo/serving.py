@@ -122,6 +122,10 @@ class ServingModel(keras.Model):
         self.version_2 = bool(version_2)
         self.input_names = self.task_kind.serving_inputs(self.pairs)
         self.segment_ids = "segment_ids" in task_model.input
+        # The backbone's segment rows: one-segment models (RoBERTa, XLM-R)
+        # pack a pair's second text with segment id 0, never 1.
+        backbone = getattr(task_model, "backbone", None)
+        self.num_segments = getattr(backbone, "num_segments", 2 if self.segment_ids else 0)
         self.built = True
 
     def model_inputs(self, packed):
@@ -257,7 +261,10 @@ def serving_model_from_preset(preset_dir, sequence_length=None, **settings):
         tokenizer = tokenizer_from_preset(source)
     settings = {**recorded, **{k: v for k, v in settings.items() if v is not None}}
     if sequence_length is None:
-        sequence_length = recorded.get("sequence_length") or model.backbone.max_sequence_length
+        # The positions' tokens: RoBERTa's first position_padding_id + 1 rows serve padding.
+        sequence_length = recorded.get("sequence_length") or preset_lib.max_input_length(
+            model.backbone.get_config()
+        )
     settings.pop("sequence_length", None)
     return ServingModel(model, tokenizer, sequence_length=sequence_length, **settings)
 

@@ -141,3 +141,15 @@ def test_command_line(minilm_dir, tmp_path, capsys, monkeypatch):
     assert main(["attention", str(minilm_dir), TEXT, "--out", str(bad)]) == 2
     assert 'pip install matplotlib, or pip install ".[plot]"' in capsys.readouterr().err
     assert not bad.exists()
+
+
+def test_a_one_segment_model_s_pair_maps_with_segment_ids_0():
+    """KLUE-RoBERTa (one token-type row, 40 positions of which 2 serve
+    padding): a pair's maps come from segment ids 0 (id 1 was out of range)
+    at a length its positions hold."""
+    from pathlib import Path
+
+    klue = Path(__file__).parent / "fixtures" / "roberta" / "klue_masked_lm"
+    maps = attention_maps(klue, "이 원피스 정말 예뻐요.", pair="사이즈가 조금 커요.")
+    assert maps.tokens[0] == "[CLS]" and maps.tokens.count("[SEP]") == 2
+    assert np.isfinite(maps.scores).all() and np.isfinite(maps.probabilities).all()

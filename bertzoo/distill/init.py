@@ -120,6 +120,11 @@ def _check_embeddings(s, t):
         )
     if s.num_segments > 0 and s.num_segments != t.num_segments:
         problems.append(f"num_segments: teacher {t.num_segments}, student {s.num_segments}")
+    if s.position_padding_id != t.position_padding_id:
+        problems.append(
+            f"position_padding_id: teacher {t.position_padding_id}, student "
+            f"{s.position_padding_id} (their position rows would mean different positions)"
+        )
     if problems:
         raise DistillationError(
             "Cannot initialise the student's embeddings from the teacher's: "

@@ -109,10 +109,14 @@ class TaskKind:
     # outputs label names (the model's, else "0", "1", ...).
     labelled = False
 
-    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
-        """Reads `path` and builds model inputs and targets. Returns
-        `(TaskData, label_set)`: the training split defines the label set
-        (None for kinds without one) and later splits are given it."""
+    def load(self, settings, path, tokenizer, sequence_length, segments, label_set=None):
+        """Reads `path` and builds model inputs and targets for a backbone
+        with `segments` segment rows (its `num_segments`): pack with
+        `bertzoo.preprocessing.segment_inputs(segments)`, so that a
+        one-segment model (RoBERTa, XLM-R) never sees segment id 1 and a
+        model without segments gets no segment_ids. Returns `(TaskData,
+        label_set)`: the training split defines the label set (None for
+        kinds without one) and later splits are given it."""
         raise NotImplementedError
 
     def packed_lengths(self, data, tokenizer):
@@ -130,7 +134,8 @@ class TaskKind:
         if sequence_length is not None and sequence_length < 3:
             return (
                 f"--sequence-length {sequence_length} is too short: a text needs at least 3 "
-                "tokens ([CLS] text [SEP]; 5 for pairs)."
+                "tokens ([CLS] text [SEP]; 5 for pairs, 6 with RoBERTa's two separators "
+                "between them)."
             )
         return None
 

@@ -29,11 +29,11 @@ class Regression(TaskKind):
             settings, sequence_length, own_files
         ) or super().settings_error(settings, sequence_length, own_files)
 
-    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
+    def load(self, settings, path, tokenizer, sequence_length, segments, label_set=None):
         """Targets are the float labels; there is no label set (None)."""
         examples = sentences.read_labelled(settings, path, self.name)
         features = sentences.example_features(
-            examples, tokenizer, sequence_length, segment_ids, source=str(path)
+            examples, tokenizer, sequence_length, segments, source=str(path)
         )
         targets = np.array([float(e.label) for e in examples], "float32")
         return TaskData(features, targets, examples, {"label_set": label_set}), label_set

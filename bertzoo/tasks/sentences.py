@@ -117,8 +117,9 @@ def text_features(preprocessor, rows, batch_size=None, source=None):
 
 def settings_error(settings, sequence_length, own_files):
     """Files of your own (not GLUE) need one or two text columns and a label
-    column, and pairs need 5 tokens (`[CLS] a [SEP] b [SEP]`); the message
-    says so, or None."""
+    column, and pairs need 5 tokens (`[CLS] a [SEP] b [SEP]`; a tokenizer
+    with two separators between them needs 6, which packing checks); the
+    message says so, or None."""
     columns = 1 <= len(settings.text_columns) <= 2 and settings.label_column is not None
     if own_files and settings.glue_task is None and not columns:
         return (
@@ -128,16 +129,20 @@ def settings_error(settings, sequence_length, own_files):
     if sequence_length is not None and settings.pairs and sequence_length < 5:
         return (
             f"--sequence-length {sequence_length} is too short: sentence pairs need at least "
-            "5 tokens ([CLS] A [SEP] B [SEP])."
+            "5 tokens ([CLS] A [SEP] B [SEP]; 6 where the tokenizer puts two separators "
+            "between them, RoBERTa's <s> A </s></s> B </s>)."
         )
     return None
 
 
-def example_features(examples, tokenizer, sequence_length, segment_ids, source=None):
-    """Model inputs of `TextExample`s: `[CLS] a [SEP] (b [SEP])`, padded;
-    `source` (the file) names them when texts are cut."""
+def example_features(examples, tokenizer, sequence_length, segments, source=None):
+    """Model inputs of `TextExample`s: `[CLS] a [SEP] (b [SEP])` (with the
+    tokenizer's `pair_separators` between a pair's texts), padded, with the
+    segment ids of a backbone with `segments` segment rows (its
+    `num_segments`; `bertzoo.preprocessing.segment_inputs`); `source` (the
+    file) names them when texts are cut."""
     preprocessor = preprocessing.BertPreprocessor(
-        tokenizer, sequence_length, segment_ids=segment_ids
+        tokenizer, sequence_length, **preprocessing.segment_inputs(segments)
     )
     return text_features(preprocessor, [e.texts for e in examples], source=source)
 
@@ -158,7 +163,7 @@ def serving_logits(serving_model, texts):
     preprocessor = preprocessing.BertPreprocessor(
         serving_model.tokenizer,
         serving_model.sequence_length,
-        segment_ids=serving_model.segment_ids,
+        **preprocessing.segment_inputs(serving_model.num_segments),
     )
     segments = tuple(texts[k] for k in serving_model.input_names)
     packed = preprocessor.pack(segments if len(segments) == 2 else segments[0])

@@ -87,8 +87,13 @@ def _build_distillers(context, data, plan):
     config, teacher = context.config, context.teacher
     jit_compile = context.distribution.resolve_jit_compile(None)
     with context.distribution.scope():
+        # The teacher's head kind (RoBERTa's dense + tanh on <s>, ELECTRA's,
+        # or BERT's pooled one): the student's own backbone carries no family.
         student = BertClassifier(
-            context.student, teacher.num_classes, label_names=teacher.label_names
+            context.student,
+            teacher.num_classes,
+            label_names=teacher.label_names,
+            head=teacher.head_style,
         )
         inter = tinybert_distiller(context, teacher, student)
         inter.compile(

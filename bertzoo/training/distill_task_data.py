@@ -16,7 +16,7 @@ from bertzoo.distill.augment import WORD, augment_texts, mlm_candidates, neighbo
 from bertzoo.distill.evaluate import accuracy
 from bertzoo.distill.layer_map import DistillationError
 from bertzoo.errors import BertzooError
-from bertzoo.preprocessing import BertPreprocessor, packed_lengths
+from bertzoo.preprocessing import BertPreprocessor, packed_lengths, segment_inputs
 from bertzoo.tasks.sentences import text_features
 from bertzoo.training.finetune import (
     FinetuneConfig,
@@ -169,7 +169,7 @@ def task_data(context, record):
             exclude=[e.texts[0] for e in validation.examples] + [texts[i] for i in held],
         )
         pool += extra
-    preprocessor = BertPreprocessor(tokenizer, length, segment_ids=data["segments"])
+    preprocessor = BertPreprocessor(tokenizer, length, **segment_inputs(data["segments"]))
     lengths = data["lengths"]
     lengths["distillation"] = packed_lengths(tokenizer, [(t,) for t in pool])
     shares = truncation(lengths, length)
@@ -220,7 +220,7 @@ def _read_task(context, record):
         train_path, validation_path = kind.write_builtin(data_dir, config.seed)
         ft = dataclasses.replace(ft, train=str(train_path), validation=str(validation_path))
         ft = with_kind_settings(ft, kind.builtin_settings(kind_settings(ft, kind)))
-    segments = teacher.backbone.num_segments > 0
+    segments = teacher.backbone.num_segments  # packed by bertzoo.preprocessing.segment_inputs
     label_set = LabelSet(teacher.label_names) if teacher.label_names else None
     positions = teacher.backbone.max_sequence_length
     cap = min(positions, record["sequence_length"]) if record else positions

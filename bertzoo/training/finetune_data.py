@@ -46,17 +46,17 @@ class FinetuneData:
 # === Data ===
 
 
-def load_split(config, path, tokenizer, sequence_length, segment_ids, label_set=None):
+def load_split(config, path, tokenizer, sequence_length, segments, label_set=None):
     """Reads one file and turns it into model inputs and targets, as the
     task kind `config.task` says (`bertzoo.tasks`). Returns `(TaskData,
     label_set)`: for classification and tagging the training split defines
     the label set; a validation label outside it is an error with its line."""
     kind = task_kinds.get(config.task)
     settings = kind_settings(config, kind)
-    return kind.load(settings, path, tokenizer, sequence_length, segment_ids, label_set)
+    return kind.load(settings, path, tokenizer, sequence_length, segments, label_set)
 
 
-def _sequence_length(config, path, tokenizer, segment_ids, positions, builtin=False):
+def _sequence_length(config, path, tokenizer, segments, positions, builtin=False):
     """Reads the training split at the run's sequence length: the one
     given, the built-in dataset's (`builtin`: the kind's `builtin_training`),
     or else the shortest multiple of 8 that keeps `COVERAGE` (99%) of the
@@ -73,9 +73,9 @@ def _sequence_length(config, path, tokenizer, segment_ids, positions, builtin=Fa
     if given is None and not kind.cuts_text:
         window = min(WINDOW_LENGTH, positions)
         config = dataclasses.replace(config, sequence_length=window)
-        train, label_set = load_split(config, path, tokenizer, window, segment_ids)
+        train, label_set = load_split(config, path, tokenizer, window, segments)
         return config, train, label_set, None, "the window default"
-    train, label_set = load_split(config, path, tokenizer, given or positions, segment_ids)
+    train, label_set = load_split(config, path, tokenizer, given or positions, segments)
     lengths = kind.packed_lengths(train, tokenizer) if kind.cuts_text else None
     if given is not None:
         return config, train, label_set, None if lengths is None else {"train": lengths}, given_by
@@ -85,7 +85,7 @@ def _sequence_length(config, path, tokenizer, segment_ids, positions, builtin=Fa
         chosen = covering_length(lengths, positions)
         how = f"from the data: keeps {COVERAGE:.0%} of the training examples whole, at most {positions}"
     if chosen != positions:
-        train, label_set = load_split(config, path, tokenizer, chosen, segment_ids)
+        train, label_set = load_split(config, path, tokenizer, chosen, segments)
     config = dataclasses.replace(config, sequence_length=chosen)
     return config, train, label_set, None if lengths is None else {"train": lengths}, how
 
@@ -133,17 +133,20 @@ def read_data(run, init, distribution):
             f"sequence_length={config.sequence_length} is longer than the {positions} positions "
             f"of {init}."
         )
-    segment_ids = document["backbone"].get("num_segments", 2) > 0
+    # The backbone's segment rows: the task kinds pack for them
+    # (`bertzoo.preprocessing.segment_inputs`; one-segment RoBERTa-family
+    # models never see segment id 1).
+    segments = document["backbone"].get("num_segments", 2)
     tokenizer = tokenizer_from_preset(init, vocabulary=config.vocabulary)
     with tempfile.TemporaryDirectory(prefix="bertzoo-builtin-") as staging:
         # A built-in dataset is read from a private folder; the output gets
         # its copy only once every check has passed (below).
         config, paths, builtin = _data_files(config, staging)
         config, train, label_set, lengths, chosen_by = _sequence_length(
-            config, paths[0], tokenizer, segment_ids, positions, builtin=builtin is not None
+            config, paths[0], tokenizer, segments, positions, builtin=builtin is not None
         )
         validation, _ = load_split(
-            config, paths[1], tokenizer, config.sequence_length, segment_ids, label_set
+            config, paths[1], tokenizer, config.sequence_length, segments, label_set
         )
     _log_labels(label_set, train)
     truncated = None

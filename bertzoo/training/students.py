@@ -81,7 +81,9 @@ def resolve_teacher(config):
 def default_student_config(teacher):
     """A TinyBERT-4-style student for any teacher: 4 layers (fewer when the
     teacher has fewer), the teacher's heads, width 5/16 of the teacher's
-    rounded down to a multiple of the heads, feed-forward 4x the width."""
+    rounded down to a multiple of the heads, feed-forward 4x the width; the
+    teacher's segment rows (one for RoBERTa-family teachers), positions and
+    `position_padding_id`."""
     heads = teacher.num_heads
     width = max(heads, int(teacher.hidden_dim * 5 / 16) // heads * heads)
     return {
@@ -91,6 +93,9 @@ def default_student_config(teacher):
         "hidden_dim": width,
         "intermediate_dim": 4 * width,
         "num_segments": teacher.num_segments,
+        # RoBERTa's positions count from after the padding id: the student's
+        # position rows mean what the teacher's do.
+        "position_padding_id": teacher.position_padding_id,
         "use_pooler": teacher.use_pooler,
         "activation": teacher.activation,
         "max_sequence_length": teacher.max_sequence_length,

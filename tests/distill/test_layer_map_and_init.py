@@ -179,3 +179,22 @@ def test_embedding_init_errors_say_what_differs():
         init_embeddings_from_teacher(
             tiny_backbone(num_layers=1, hidden_dim=6, max_sequence_length=64), teacher
         )
+    # RoBERTa's positions start after the padding id: a student counting
+    # from 0 would read every copied position row one or two places off.
+    roberta_like = tiny_backbone(num_segments=1, position_padding_id=1)
+    with pytest.raises(DistillationError, match="position_padding_id: teacher 1, student None"):
+        init_embeddings_from_teacher(tiny_backbone(num_layers=1, num_segments=1), roberta_like)
+    init_embeddings_from_teacher(
+        tiny_backbone(num_layers=1, hidden_dim=6, num_segments=1, position_padding_id=1),
+        roberta_like,
+    )
+
+
+@pytest.mark.backend_independent
+def test_the_default_student_keeps_a_roberta_teacher_s_segments_and_positions():
+    from bertzoo.training.students import default_student_config
+
+    teacher = tiny_backbone(num_segments=1, position_padding_id=1)
+    config = default_student_config(teacher)
+    assert (config["num_segments"], config["position_padding_id"]) == (1, 1)
+    assert default_student_config(tiny_backbone())["position_padding_id"] is None

@@ -48,12 +48,12 @@ class Classification(TaskKind):
     def builtin_text(self, rows):
         return builtin.text(rows)
 
-    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
+    def load(self, settings, path, tokenizer, sequence_length, segments, label_set=None):
         """Labels are class names; without `label_set` the GLUE task's label
         order, or else the sorted labels of this (training) file, define it."""
         examples = sentences.read_labelled(settings, path, self.name)
         features = sentences.example_features(
-            examples, tokenizer, sequence_length, segment_ids, source=str(path)
+            examples, tokenizer, sequence_length, segments, source=str(path)
         )
         if label_set is None:
             if settings.glue_task is not None:

@@ -18,6 +18,7 @@ from bertzoo.tasks.qa.squad import read_squad
 
 # Imported when first used (TensorFlow): the task kinds import without it.
 qa = LazyModule("bertzoo.tasks.qa.features")
+preprocessing = LazyModule("bertzoo.preprocessing")
 
 _MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # The built-in dataset's questions are short.
@@ -82,18 +83,22 @@ class QuestionAnswering(TaskKind):
     def builtin_text(self, rows):
         return builtin.text(rows)
 
-    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
+    def load(self, settings, path, tokenizer, sequence_length, segments, label_set=None):
         """One model row per context window (`settings.doc_stride`,
         `max_query_length`); no label set (None)."""
         examples = read_squad(path)
+        layout = preprocessing.segment_inputs(segments)
         features = qa.qa_training_features(
             tokenizer,
             examples,
             sequence_length=sequence_length,
             doc_stride=settings.doc_stride,
             max_query_length=settings.max_query_length,
+            pair_segment_id=layout["pair_segment_id"],
         )
-        inputs = {k: features[k] for k in _MODEL_INPUTS if segment_ids or k != "segment_ids"}
+        inputs = {
+            k: features[k] for k in _MODEL_INPUTS if layout["segment_ids"] or k != "segment_ids"
+        }
         targets = {k: features[k] for k in ("start_positions", "end_positions")}
         return TaskData(inputs, targets, examples, {"qa_features": features}), None
 
@@ -138,6 +143,9 @@ class QuestionAnswering(TaskKind):
             sequence_length=serving_model.sequence_length,
             doc_stride=serving_model.doc_stride,
             max_query_length=serving_model.max_query_length,
+            pair_segment_id=preprocessing.segment_inputs(serving_model.num_segments)[
+                "pair_segment_id"
+            ],
         )
         logits = serving_model.run(features)
         found = qa.serve_answers(

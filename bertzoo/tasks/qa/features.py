@@ -30,7 +30,12 @@ Windows follow the reference run_squad.py: question tokens are cut to
 `sequence_length - len(question) - 3` tokens, each starting
 `min(doc_stride, that maximum)` tokens after the previous one, the last
 one ending at the end of the context (an empty context still gets one
-window). Each window is `[CLS] question [SEP] window [SEP]`, padded.
+window). Each window is `[CLS] question [SEP] window [SEP]`, padded; a
+tokenizer with two separators between a pair's texts (`pair_separators`)
+makes it `<s> question </s></s> window </s>`, as Hugging Face's RoBERTa and
+XLM-R tokenizers build QA inputs (windows then hold one context token less).
+The context is segment 1, or 0 for one-segment backbones (`pair_segment_id`:
+RoBERTa, XLM-R and KLUE-RoBERTa have one segment row).
 
 Offsets are byte offsets into the UTF-8 context, at the granularity of
 `Tokenizer.tokenize_with_offsets`: every sub-token carries the span of the
@@ -64,7 +69,7 @@ FEATURE_KEYS = (
 )
 
 
-def _check_lengths(sequence_length, doc_stride, max_query_length):
+def _check_lengths(sequence_length, doc_stride, max_query_length, separators=1):
     sequence_length, doc_stride, max_query_length = (
         int(sequence_length),
         int(doc_stride),
@@ -72,11 +77,13 @@ def _check_lengths(sequence_length, doc_stride, max_query_length):
     )
     if max_query_length < 0:
         raise ValueError(f"max_query_length must be >= 0, got {max_query_length}.")
-    if sequence_length < max_query_length + 4:
+    if sequence_length < max_query_length + 3 + separators:
+        between = "[SEP]" if separators == 1 else f"{separators} separators"
         raise ValueError(
             f"sequence_length={sequence_length} leaves no room for context: it needs "
-            f"[CLS] + {max_query_length} question tokens + [SEP] + at least one "
-            "context token + [SEP], i.e. sequence_length >= max_query_length + 4."
+            f"[CLS] + {max_query_length} question tokens + {between} + at least one "
+            f"context token + [SEP], i.e. sequence_length >= max_query_length + "
+            f"{3 + separators}."
         )
     if doc_stride < 1:
         raise ValueError(f"doc_stride must be >= 1, got {doc_stride}.")
@@ -159,10 +166,11 @@ class _Windows:
         return tf.minimum(self.sizes.max_len, self.sizes.clen - self.start)
 
 
-def _split_windows(qlen, clen, sequence_length, doc_stride):
+def _split_windows(qlen, clen, sequence_length, doc_stride, separators=1):
     """The windows of examples with `qlen` question and `clen` context tokens
-    ((B,) int64 each), as the reference run_squad.py cuts them."""
-    max_len = sequence_length - qlen - 3  # context tokens per window, >= 1
+    ((B,) int64 each), as the reference run_squad.py cuts them, with
+    `separators` separators between question and context."""
+    max_len = sequence_length - qlen - 2 - separators  # context tokens per window, >= 1
     step = tf.minimum(max_len, doc_stride)
     extra = tf.math.floordiv(clen - max_len + step - 1, step)  # ceil division
     n = tf.where(clen > max_len, 1 + extra, tf.ones_like(clen))  # windows per example
@@ -176,17 +184,19 @@ def _split_windows(qlen, clen, sequence_length, doc_stride):
 @dataclasses.dataclass(frozen=True)
 class _Layout:
     """The dense (N, sequence_length) layout of the windows, [CLS] q [SEP]
-    context [SEP] pad, from the column index and each window's question
-    length, first context token and context length ((N, 1) each)."""
+    context [SEP] pad (`separators` [SEP]s after the question), from the
+    column index and each window's question length, first context token and
+    context length ((N, 1) each)."""
 
     col: tf.Tensor
     qlen: tf.Tensor
     start: tf.Tensor
     length: tf.Tensor
+    separators: int = 1
 
     @property
     def ctx_begin(self):
-        return self.qlen + 2
+        return self.qlen + 1 + self.separators
 
     @property
     def is_question(self):
@@ -198,7 +208,8 @@ class _Layout:
 
     @property
     def is_sep(self):
-        return (self.col == self.qlen + 1) | (self.col == self.ctx_begin + self.length)
+        between = (self.col > self.qlen) & (self.col < self.ctx_begin)
+        return between | (self.col == self.ctx_begin + self.length)
 
     @property
     def is_real(self):
@@ -210,9 +221,9 @@ class _Layout:
         return self.start + self.col - self.ctx_begin
 
 
-def _layout(windows, sequence_length):
+def _layout(windows, sequence_length, separators=1):
     col = tf.range(sequence_length, dtype=tf.int64)[None, :]
-    return _Layout(col, windows.sizes.qlen, windows.start, windows.length)
+    return _Layout(col, windows.sizes.qlen, windows.start, windows.length, separators)
 
 
 def _is_max_context(windows, layout):
@@ -277,7 +288,13 @@ def _string_batches(questions, contexts):
 
 @tf.autograph.experimental.do_not_convert
 def encode_qa(
-    tokenizer, questions, contexts, sequence_length=384, doc_stride=128, max_query_length=64
+    tokenizer,
+    questions,
+    contexts,
+    sequence_length=384,
+    doc_stride=128,
+    max_query_length=64,
+    pair_segment_id=1,
 ):
     """(question, context) strings -> windowed BERT inputs with offsets.
 
@@ -291,12 +308,17 @@ def encode_qa(
         doc_stride: tokens between consecutive window starts (at most the
             window size, as the reference).
         max_query_length: question tokens kept (the rest is cut).
+        pair_segment_id: the context's segment id: 1, or 0 for backbones
+            with one segment row (`bertzoo.preprocessing.segment_inputs`).
+
+    The tokenizer's `pair_separators` [SEP]s go between question and
+    context (2: RoBERTa's `<s> question </s></s> context </s>`).
 
     Returns a dict of dense int32 TensorFlow tensors over all N windows of
     the batch (N >= B; every example has at least one window):
         token_ids, segment_ids, padding_mask: (N, sequence_length) model
-            inputs; segment 0 is [CLS] question [SEP], segment 1 the
-            context tokens and the final [SEP].
+            inputs; segment 0 is [CLS] question [SEP], segment
+            `pair_segment_id` the context tokens and the final [SEP].
         example_index: (N,) the input example each window comes from
             (windows of one example are consecutive, in context order).
         context_mask: (N, seq) 1 on context tokens.
@@ -307,9 +329,12 @@ def encode_qa(
         max_context: (N, seq) 1 where this window is the token's "max
             context" window (reference `_check_is_max_context`).
     """
+    separators = tokenizer.pair_separators
     sequence_length, doc_stride, max_query_length = _check_lengths(
-        sequence_length, doc_stride, max_query_length
+        sequence_length, doc_stride, max_query_length, separators
     )
+    if pair_segment_id not in (0, 1) or isinstance(pair_segment_id, bool):
+        raise ValueError(f"pair_segment_id must be 0 or 1, got {pair_segment_id!r}.")
     questions, contexts = _string_batches(questions, contexts)
     # Only max_query_length question tokens are kept: a longer question
     # costs no more than text_cap of that. Contexts are not cut (windows
@@ -320,14 +345,17 @@ def encode_qa(
     c_ids, c_start, c_end = tokenizer.tokenize_with_offsets(contexts)
     c_ids = c_ids.with_row_splits_dtype(tf.int64)
 
-    windows = _split_windows(q_ids.row_lengths(), c_ids.row_lengths(), sequence_length, doc_stride)
-    layout = _layout(windows, sequence_length)
+    windows = _split_windows(
+        q_ids.row_lengths(), c_ids.row_lengths(), sequence_length, doc_stride, separators
+    )
+    layout = _layout(windows, sequence_length, separators)
     context_values = _context_gather(c_ids.row_splits, windows, layout)
     q_tokens = _question_tokens(q_ids, windows, layout, max_query_length)
     is_context = layout.is_context
     return {
         "token_ids": _token_ids(tokenizer, layout, q_tokens, context_values(c_ids.flat_values)),
-        "segment_ids": tf.cast(layout.is_real & (layout.col >= layout.ctx_begin), tf.int32),
+        "segment_ids": pair_segment_id
+        * tf.cast(layout.is_real & (layout.col >= layout.ctx_begin), tf.int32),
         "padding_mask": tf.cast(layout.is_real, tf.int32),
         "example_index": tf.cast(windows.example, tf.int32),
         "context_mask": tf.cast(is_context, tf.int32),
@@ -364,6 +392,7 @@ def qa_training_features(
     doc_stride=128,
     max_query_length=64,
     chunk_size=512,
+    pair_segment_id=1,
 ):
     """SQuAD-style examples -> numpy features with span labels.
 
@@ -376,6 +405,7 @@ def qa_training_features(
         sequence_length, doc_stride, max_query_length: see `encode_qa`.
         chunk_size: examples encoded per `encode_qa` call (bounds memory,
             with at most `CHUNK_CHARS` characters of context per call).
+        pair_segment_id: the context's segment id (see `encode_qa`).
 
     Returns a dict of numpy arrays over all windows: the `encode_qa` keys
     (example_index counts over all of `examples`), `start_positions` and
@@ -386,7 +416,7 @@ def qa_training_features(
     as in the reference.
     """
     sequence_length, doc_stride, max_query_length = _check_lengths(
-        sequence_length, doc_stride, max_query_length
+        sequence_length, doc_stride, max_query_length, tokenizer.pair_separators
     )
     examples = list(examples)
     chunk_size = max(1, int(chunk_size))
@@ -401,6 +431,7 @@ def qa_training_features(
             sequence_length,
             doc_stride,
             max_query_length,
+            pair_segment_id,
         )
         feats = {k: v.numpy() for k, v in feats.items()}
         start, end = _labels(feats, chunk)

@@ -49,7 +49,7 @@ class Tagging(TaskKind):
     def builtin_text(self, rows):
         return builtin.text(rows)
 
-    def load(self, settings, path, tokenizer, sequence_length, segment_ids, label_set=None):
+    def load(self, settings, path, tokenizer, sequence_length, segments, label_set=None):
         """Without `label_set` the sorted tags of this (training) file
         define it; `extra` has the words' first sub-token positions."""
         sentences = read_conll(path)
@@ -60,8 +60,8 @@ class Tagging(TaskKind):
         features, labels, starts, truncated = features_lib.tagging_features(
             tokenizer, sentences, label_set, sequence_length, source=str(path)
         )
-        if not segment_ids:
-            features.pop("segment_ids")
+        if not preprocessing.segment_inputs(segments)["segment_ids"]:
+            features.pop("segment_ids")  # single texts: segment 0 only, never 1
         extra = {"word_starts": starts, "label_set": label_set, "truncated": truncated}
         return TaskData(features, labels, sentences, extra), label_set
 
