@@ -216,6 +216,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         alternatives = [f"{_WS}*{_quote(self.mask_token)}"]
         alternatives += [_quote(t) for t in specials if t != self.mask_token]
         self._special_pattern = "|".join(alternatives)
+        self._graphs = _Graphs()
 
     def get_config(self):
         return {
@@ -365,7 +366,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         first token). A unit is a pre-tokenized piece or a special token."""
         text, special, row, starts, ends = self._pieces(strings)
         words, which = tf.unique(tf.boolean_mask(text, ~special), out_idx=tf.int64)
-        bpe = tf.gather(self._bpe(words), which)  # [plain units, (tokens)]
+        bpe = tf.gather(self._run(self._bpe, words), which)  # [plain units, (tokens)]
         special_text = tf.strings.regex_replace(tf.boolean_mask(text, special), f"^{_WS}+", "")
         units = tf.concat([bpe, tf.RaggedTensor.from_tensor(special_text[:, None])], 0)
         plain_at, special_at = tf.where(~special)[:, 0], tf.where(special)[:, 0]
@@ -385,9 +386,25 @@ class ByteLevelBPETokenizer(Tokenizer):
     @tf.autograph.experimental.do_not_convert
     def tokenize_ids(self, strings):
         strings = tf.convert_to_tensor(strings, tf.string)
+        return self._tokenize_ids(strings)
+
+    def _tokenize_ids(self, strings):
         tokens, rows, _, _ = self._tokens(strings)
         ids = self._ids.lookup(tokens)
         return tf.RaggedTensor.from_value_rowids(ids, rows, tf.size(strings, tf.int64))
+
+    def _run(self, method, strings):
+        """`method(strings)`; called eagerly, through a traced graph of it
+        (kept out of the module's tracked state), so that the merge loop
+        does not run op by op from Python (some 30 ops a round)."""
+        if not tf.executing_eagerly():
+            return method(strings)
+        graphs = self._graphs.functions
+        if method.__name__ not in graphs:
+            graphs[method.__name__] = tf.function(
+                method, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False
+            )
+        return graphs[method.__name__](strings)
 
     @tf.autograph.experimental.do_not_convert
     def tokenize_with_offsets(self, strings):
@@ -412,6 +429,12 @@ class ByteLevelBPETokenizer(Tokenizer):
         scalar = rank == 0
         if scalar:
             strings = tf.reshape(strings, [-1])
+        ids, starts, ends = self._with_offsets(strings)
+        if scalar:
+            return ids[0], starts[0], ends[0]
+        return ids, starts, ends
+
+    def _with_offsets(self, strings):
         tokens, rows, unit_starts, unit_ends, special, first = self._tokens(strings, True)
         ids = self._ids.lookup(tokens)
         # Each token's bytes within its unit: a byte-level token has one
@@ -453,12 +476,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         start = tf.where(lead > 0, tf.minimum(start + lead, end), start)
         end = tf.where((trail > 0) & (end >= trail), tf.maximum(end - trail, start), end)
         n = tf.size(strings, tf.int64)
-        ids, starts, ends = (
-            tf.RaggedTensor.from_value_rowids(v, rows, n) for v in (ids, start, end)
-        )
-        if scalar:
-            return ids[0], starts[0], ends[0]
-        return ids, starts, ends
+        return tuple(tf.RaggedTensor.from_value_rowids(v, rows, n) for v in (ids, start, end))
 
     def _write_vocabulary(self, path):
         index = {token: i for i, token in enumerate(self.vocabulary)}
@@ -470,6 +488,15 @@ class ByteLevelBPETokenizer(Tokenizer):
                 "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in self.merges),
                 encoding="utf-8",
             )
+
+
+class _Graphs:
+    """The traced functions of eager calls (`ByteLevelBPETokenizer._run`): a
+    plain object, which `tf.Module` does not track (they are no part of a
+    saved graph, which traces the tokenizer's ops itself)."""
+
+    def __init__(self):
+        self.functions = {}
 
 
 def _split(strings, delimiters, kept):
