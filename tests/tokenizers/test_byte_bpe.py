@@ -235,3 +235,35 @@ def test_bad_files_are_one_line_errors(tmp_path):
     _one_line_error(tmp_path / "nothing.json", "does not exist")
     with pytest.raises(TokenizerError, match="does not lowercase"):
         ByteLevelBPETokenizer(DIR / "vocab.json", lowercase=True)
+
+
+def test_saved_with_a_roberta_checkpoint_and_loaded_back(tmp_path):
+    """save_hf writes vocab.json, merges.txt and RoBERTa's tokenizer_config;
+    the directory's preprocessor packs `<s> A </s></s> B </s>` with them."""
+    import bertzoo
+    from bertzoo.convert import save_hf
+
+    tokenizer = ByteLevelBPETokenizer(DIR / "vocab.json")
+    backbone = bertzoo.BertBackbone(
+        vocabulary_size=2000,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        num_segments=1,
+        max_sequence_length=34,
+        position_padding_id=1,
+    )
+    out = save_hf(backbone, tmp_path / "roberta", tokenizer=tokenizer, model_type="roberta")
+    config = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config["tokenizer_class"] == "RobertaTokenizer" and not config["add_prefix_space"]
+    assert json.loads((out / "vocab.json").read_text("utf-8")) == json.loads(
+        (DIR / "vocab.json").read_text("utf-8")
+    )
+    preprocessor = BertPreprocessor.from_preset(out)
+    assert isinstance(preprocessor.tokenizer, ByteLevelBPETokenizer)
+    assert preprocessor.sequence_length == 32
+    packed = preprocessor.pack((tf.constant(["a"]), tf.constant(["b"])))
+    assert packed["token_ids"].numpy()[0].tolist() == CASES["pair"] + [1] * 26
+    again = ByteLevelBPETokenizer(out / "vocab.json")
+    assert again.merges == tokenizer.merges and again.vocabulary == tokenizer.vocabulary
