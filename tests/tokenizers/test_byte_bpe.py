@@ -70,6 +70,11 @@ def test_roberta_ids_and_kind():
     assert [tok.cls_token_id, tok.pad_token_id, tok.sep_token_id, tok.unk_token_id] == [0, 1, 2, 3]
     assert tok.mask_token_id == tok.vocabulary_size - 1 == 1999
     assert tok.pair_separators == 2
+    # A bertzoo preset's tokenizer section rebuilds it.
+    section = tok.preset_section()
+    assert section["kind"] == "byte_level_bpe" and section["add_prefix_space"] is False
+    again = tokenizer_class(section.pop("kind"))(DIR / "vocab.json", **section)
+    assert again.get_config() == tok.get_config()
 
 
 def test_hand_written_cases(tokenizer):
