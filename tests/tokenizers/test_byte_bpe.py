@@ -272,3 +272,18 @@ def test_saved_with_a_roberta_checkpoint_and_loaded_back(tmp_path):
     assert packed["token_ids"].numpy()[0].tolist() == CASES["pair"] + [1] * 26
     again = ByteLevelBPETokenizer(out / "vocab.json")
     assert again.merges == tokenizer.merges and again.vocabulary == tokenizer.vocabulary
+
+
+def test_empty_batches_texts_and_scalar_offsets(tokenizer):
+    assert tokenizer.tokenize_ids(tf.constant([], tf.string)).to_list() == []
+    assert tokenizer.tokenize_ids(tf.constant(["", ""])).to_list() == [[], []]
+    assert [r.to_list() for r in tokenizer.tokenize_with_offsets([])] == [[], [], []]
+    ids, starts, ends = tokenizer.tokenize_with_offsets(" <mask>")
+    assert (ids.numpy().tolist(), starts.numpy().tolist(), ends.numpy().tolist()) == (
+        [1999],
+        [1],
+        [7],
+    )
+    assert tokenizer.token_strings(tf.constant(["Hello world"])).to_list() == [
+        [t.encode("utf-8") for t in CASES["cases"][0]["tokens"]]
+    ]
