@@ -1,5 +1,5 @@
-"""Tokenizers: reference-exact WordPiece (BERT) and SentencePiece (ALBERT),
-in TensorFlow ops, and vocabulary training.
+"""Tokenizers: reference-exact WordPiece (BERT), SentencePiece (ALBERT) and
+byte-level BPE (RoBERTa), in TensorFlow ops, and vocabulary training.
 
 The names below are imported on first use (PEP 562, `bertzoo.lazy`), so the
 pure-Python parts (`basic`, the specification tokenizer; `corpus_stream`,
@@ -12,6 +12,7 @@ from bertzoo.lazy import lazy_exports
 
 _EXPORTS = {
     "BertTokenizer": "bertzoo.tokenizers.wordpiece",
+    "ByteLevelBPETokenizer": "bertzoo.tokenizers.byte_bpe",
     "SentencePieceTokenizer": "bertzoo.tokenizers.sentencepiece",
     "Tokenizer": "bertzoo.tokenizers.base",
     "TokenizerError": "bertzoo.tokenizers.kinds",
@@ -25,6 +26,7 @@ _EXPORTS = {
 _SUBMODULES = (
     "base",
     "basic",
+    "byte_bpe",
     "corpus_stream",
     "hf_config",
     "hf_fast",

@@ -26,8 +26,9 @@ from bertzoo.tokenizers.kinds import (
     tokenizer_class,
 )
 
-# The vocabulary file of each tokenizer kind inside a preset directory.
-VOCABULARY_FILES = ("vocab.txt", "spiece.model")
+# The vocabulary files of the tokenizer kinds inside a preset directory
+# (a byte-level BPE's merges.txt goes with its vocab.json).
+VOCABULARY_FILES = ("vocab.txt", "spiece.model", "vocab.json", "merges.txt")
 
 
 class TextEncodingError(TokenizerError, InputError):

@@ -63,10 +63,15 @@ HF_TOKENIZER_KINDS = {
     "BertTokenizer": "wordpiece",
     "DistilBertTokenizer": "wordpiece",
     "AlbertTokenizer": "sentencepiece",
+    "RobertaTokenizer": "byte_level_bpe",
 }
 # The transformers class written for a kind when the model type's own
 # tokenizer class is of another kind.
-_HF_CLASS_OF_KIND = {"wordpiece": "BertTokenizer", "sentencepiece": "AlbertTokenizer"}
+_HF_CLASS_OF_KIND = {
+    "wordpiece": "BertTokenizer",
+    "sentencepiece": "AlbertTokenizer",
+    "byte_level_bpe": "RobertaTokenizer",
+}
 
 
 def special_token_defaults(kind):
@@ -107,6 +112,13 @@ def hf_tokenizer_section(directory, default_kind, reference=None, check=True):
             tokenizer_class(kind)
         return {"kind": kind}
     extra = {}
+    if kind == "byte_level_bpe":
+        # RoBERTa: cased, no accent stripping; add_prefix_space (default
+        # false) is its one setting.
+        section = {"kind": kind}
+        if tok.get("add_prefix_space"):
+            section["add_prefix_space"] = True
+        return _with_special_tokens(section, tok, kind)
     if kind == "sentencepiece":
         strip = not bool(tok.get("keep_accents", False))
     else:
@@ -127,18 +139,26 @@ def hf_tokenizer_section(directory, default_kind, reference=None, check=True):
             except TokenizerError:
                 if check:
                     raise
-    section = {"kind": kind, "lowercase": lowercase, "strip_accents": strip}
+    section = _with_special_tokens(
+        {"kind": kind, "lowercase": lowercase, "strip_accents": strip}, tok, kind
+    )
+    if extra.get("added_tokens"):
+        # The added tokens beyond the special ones (which are matched anyway).
+        specials = {section.get(f"{r}_token", d) for r, d in special_token_defaults(kind).items()}
+        extra["added_tokens"] = [t for t in extra["added_tokens"] if t not in specials]
+    section.update({k: v for k, v in extra.items() if v or k != "added_tokens"})
+    return section
+
+
+def _with_special_tokens(section, tok, kind):
+    """`section` with the special tokens of tokenizer_config.json `tok` that
+    differ from `kind`'s defaults."""
     for role, default in special_token_defaults(kind).items():
         token = tok.get(f"{role}_token")
         if isinstance(token, dict):  # transformers' AddedToken form
             token = token.get("content")
         if isinstance(token, str) and token != default:
             section[f"{role}_token"] = token
-    if extra.get("added_tokens"):
-        # The added tokens beyond the special ones (which are matched anyway).
-        specials = {section.get(f"{r}_token", d) for r, d in special_token_defaults(kind).items()}
-        extra["added_tokens"] = [t for t in extra["added_tokens"] if t not in specials]
-    section.update({k: v for k, v in extra.items() if v or k != "added_tokens"})
     return section
 
 
@@ -160,7 +180,9 @@ def hf_tokenizer_config(tokenizer, model_kind, model_class):
     (e.g. an ALBERT with a WordPiece vocabulary, as Korean ALBERTs ship)."""
     kind = tokenizer_kind_of(tokenizer)
     config = {"do_lower_case": bool(tokenizer.lowercase)}
-    if kind == "sentencepiece":
+    if kind == "byte_level_bpe":
+        config = {"add_prefix_space": bool(tokenizer.add_prefix_space)}
+    elif kind == "sentencepiece":
         config["keep_accents"] = not tokenizer.strip_accents
     else:
         config["strip_accents"] = bool(tokenizer.strip_accents)

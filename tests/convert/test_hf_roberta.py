@@ -277,13 +277,13 @@ def test_vocabulary_size_mismatch_is_one_line(tmp_path):
     assert "(99, 16)" in message and "(98, 16)" in message
 
 
-def test_roberta_tokenizer_is_recorded_but_not_yet_implemented():
-    """RoBERTa's byte-level BPE is recorded by kind; asking for the
-    tokenizer is an error naming the implemented kinds, not a WordPiece
-    tokenizer with the wrong ids."""
+def test_roberta_tokenizer_is_recorded_by_kind():
+    """RoBERTa's byte-level BPE is recorded by kind; a directory without its
+    vocab.json is an error naming the file, not a WordPiece tokenizer with
+    the wrong ids (tests/tokenizers/test_byte_bpe.py loads one that has it)."""
     backbone = bertzoo.BertBackbone.from_preset(FIXTURES / "masked_lm")
     assert backbone.preset_info["tokenizer"] == {"kind": "byte_level_bpe"}
-    with pytest.raises(TokenizerError, match="Unknown tokenizer kind 'byte_level_bpe'. Valid"):
+    with pytest.raises(TokenizerError, match="has no vocab.json \\(byte_level_bpe tokenizer\\)"):
         tokenizer_from_preset(FIXTURES / "masked_lm")
 
 

@@ -464,7 +464,7 @@ def test_save_hf_with_bert_tokenizer(tmp_path):
         (
             "albert_mlm",
             _StandInTokenizer("merges.txt", True, True),
-            "must be a bertzoo BertTokenizer or SentencePieceTokenizer",
+            "must be a bertzoo tokenizer \\(BertTokenizer, SentencePieceTokenizer or",
         ),
         ("distilbert", _StandInTokenizer("vocab.txt", True, True, size=98), "98 tokens"),
     ],

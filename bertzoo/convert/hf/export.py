@@ -12,8 +12,8 @@ from bertzoo.convert.hf.spec import ACTIVATIONS_TO_HF, SAFETENSORS_FILE, hf_grou
 from bertzoo.convert.hf.weights import variable_map
 from bertzoo.io.publish import atomic_write_text, publish_directory
 from bertzoo.io.safetensors import write_safetensors
-from bertzoo.tokenizers.base import VOCABULARY_FILES
 from bertzoo.tokenizers.hf_config import hf_tokenizer_config
+from bertzoo.tokenizers.kinds import tokenizer_class, tokenizer_kinds
 
 
 def model_type_of(backbone):
@@ -133,10 +133,11 @@ def _check_heads(heads, spec):
 
 
 def _check_tokenizer(tokenizer, backbone):
-    if getattr(tokenizer, "vocabulary_file", None) not in VOCABULARY_FILES:
+    kinds = {tokenizer_class(kind).vocabulary_file: kind for kind in tokenizer_kinds()}
+    if getattr(tokenizer, "vocabulary_file", None) not in kinds:
         raise CheckpointError(
-            "tokenizer must be a bertzoo BertTokenizer or SentencePieceTokenizer, "
-            f"got {type(tokenizer).__name__}."
+            "tokenizer must be a bertzoo tokenizer (BertTokenizer, SentencePieceTokenizer or "
+            f"ByteLevelBPETokenizer), got {type(tokenizer).__name__}."
         )
     size = getattr(tokenizer, "vocabulary_size", backbone.vocabulary_size)
     if size != backbone.vocabulary_size:
