@@ -78,10 +78,9 @@ _TOKENIZER = {
     "reference": str,
     "control_chars": str,
     "added_tokens": list,
+    # Byte-level BPE (RoBERTa): a space put before each text.
+    "add_prefix_space": bool,
 }
-# The last two are recorded for RoBERTa and XLM-R checkpoints; bertzoo does
-# not tokenize with them yet (loading such a tokenizer is an error naming the
-# implemented kinds, `bertzoo.tokenizers.kinds`).
 _TOKENIZER_KINDS = ("wordpiece", "sentencepiece", "byte_level_bpe", "fairseq_sentencepiece")
 _TOKENIZER_REFERENCES = ("google", "hf-python", "hf-fast")
 _METADATA = {
