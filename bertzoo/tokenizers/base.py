@@ -27,7 +27,7 @@ from bertzoo.tokenizers.kinds import (
 )
 
 # The vocabulary file of each tokenizer kind inside a preset directory.
-VOCABULARY_FILES = ("vocab.txt", "spiece.model")
+VOCABULARY_FILES = ("vocab.txt", "spiece.model", "sentencepiece.bpe.model")
 
 
 class TextEncodingError(TokenizerError, InputError):

@@ -24,7 +24,11 @@ class TokenizerError(PresetError):
 # imported: the built-in ones by name on the first lookup (they import this
 # module, through `base`, and `bertzoo.tokenizers` loads its names lazily).
 _REGISTRY = {}
-BUILTIN_KIND_MODULES = ("bertzoo.tokenizers.wordpiece", "bertzoo.tokenizers.sentencepiece")
+BUILTIN_KIND_MODULES = (
+    "bertzoo.tokenizers.wordpiece",
+    "bertzoo.tokenizers.sentencepiece",
+    "bertzoo.tokenizers.fairseq",
+)
 _builtins_loaded = False
 
 
