@@ -247,3 +247,28 @@ def test_save_to_preset_round_trip(tokenizer, tmp_path):
     path = tokenizer.save_to_preset(tmp_path / "preset")
     assert path.name == "sentencepiece.bpe.model" and path.read_bytes() == MODEL.read_bytes()
     assert tokenizer.preset_section() == {"kind": "fairseq_sentencepiece"}
+
+
+def test_survives_clear_session_and_exports(tokenizer, tmp_path):
+    """keras.backend.clear_session() does not break the tokenizer or a
+    function traced before it; in an exported SavedModel the ops, the
+    charsmap table and the model bytes travel with the graph."""
+    import keras
+
+    texts = [text for text, _ in CASES["cases"]]
+    expected = [ids for _, ids in CASES["cases"]]
+    encode = tf.function(tokenizer.tokenize_ids, input_signature=[tf.TensorSpec([None], tf.string)])
+    assert encode(tf.constant(texts)).to_list() == expected
+    keras.backend.clear_session()
+    assert tokenizer(texts).to_list() == expected
+    assert encode(tf.constant(texts)).to_list() == expected
+    module = tf.Module()
+    module.tokenizer = tokenizer
+    module.encode = tf.function(
+        lambda s: tokenizer.tokenize_ids(s).to_tensor(-1),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "exported"))
+    reloaded = tf.saved_model.load(str(tmp_path / "exported"))
+    dense = reloaded.encode(tf.constant(texts)).numpy()
+    assert [row[row >= 0].tolist() for row in dense] == expected
