@@ -272,3 +272,27 @@ def test_survives_clear_session_and_exports(tokenizer, tmp_path):
     reloaded = tf.saved_model.load(str(tmp_path / "exported"))
     dense = reloaded.encode(tf.constant(texts)).numpy()
     assert [row[row >= 0].tolist() for row in dense] == expected
+
+
+def test_save_hf_writes_a_directory_that_loads_it_back(tokenizer, tmp_path):
+    import bertzoo
+    from bertzoo.convert import save_hf
+
+    backbone = bertzoo.BertBackbone(
+        vocabulary_size=tokenizer.vocabulary_size,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        num_segments=1,
+        position_padding_id=1,
+        max_sequence_length=34,
+    )
+    save_hf(backbone, tmp_path / "hf", tokenizer=tokenizer, model_type="xlm-roberta")
+    config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "XLMRobertaTokenizer"
+    assert (config["cls_token"], config["mask_token"]) == ("<s>", "<mask>")
+    loaded = from_preset(tmp_path / "hf")
+    assert isinstance(loaded, XLMRobertaTokenizer)
+    texts = [text for text, _ in CASES["cases"]]
+    assert loaded(texts).to_list() == [ids for _, ids in CASES["cases"]]
