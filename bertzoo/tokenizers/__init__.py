@@ -1,5 +1,6 @@
 """Tokenizers: reference-exact WordPiece (BERT), SentencePiece (ALBERT) and
-byte-level BPE (RoBERTa), in TensorFlow ops, and vocabulary training.
+byte-level BPE (RoBERTa) and XLM-R's SentencePiece with fairseq ids, in
+TensorFlow ops, and vocabulary training.
 
 The names below are imported on first use (PEP 562, `bertzoo.lazy`), so the
 pure-Python parts (`basic`, the specification tokenizer; `corpus_stream`,
@@ -16,6 +17,7 @@ _EXPORTS = {
     "SentencePieceTokenizer": "bertzoo.tokenizers.sentencepiece",
     "Tokenizer": "bertzoo.tokenizers.base",
     "TokenizerError": "bertzoo.tokenizers.kinds",
+    "XLMRobertaTokenizer": "bertzoo.tokenizers.fairseq",
     "from_preset": "bertzoo.tokenizers.base",
     "register_tokenizer": "bertzoo.tokenizers.base",
     "tokenizer_class": "bertzoo.tokenizers.kinds",
@@ -28,6 +30,8 @@ _SUBMODULES = (
     "basic",
     "byte_bpe",
     "corpus_stream",
+    "fairseq",
+    "grapheme_tables",
     "hf_config",
     "hf_fast",
     "kinds",

@@ -28,7 +28,13 @@ from bertzoo.tokenizers.kinds import (
 
 # The vocabulary files of the tokenizer kinds inside a preset directory
 # (a byte-level BPE's merges.txt goes with its vocab.json).
-VOCABULARY_FILES = ("vocab.txt", "spiece.model", "vocab.json", "merges.txt")
+VOCABULARY_FILES = (
+    "vocab.txt",
+    "spiece.model",
+    "vocab.json",
+    "merges.txt",
+    "sentencepiece.bpe.model",
+)
 
 
 class TextEncodingError(TokenizerError, InputError):

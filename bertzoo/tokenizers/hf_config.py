@@ -3,6 +3,7 @@ ways: a checkpoint directory's settings as a preset's `tokenizer` section,
 and a bertzoo tokenizer's settings as `tokenizer_config.json`."""
 
 import inspect
+import json
 from pathlib import Path
 
 from bertzoo.io.jsonfile import read_json_object
@@ -64,6 +65,7 @@ HF_TOKENIZER_KINDS = {
     "DistilBertTokenizer": "wordpiece",
     "AlbertTokenizer": "sentencepiece",
     "RobertaTokenizer": "byte_level_bpe",
+    "XLMRobertaTokenizer": "fairseq_sentencepiece",
 }
 # The transformers class written for a kind when the model type's own
 # tokenizer class is of another kind.
@@ -71,7 +73,96 @@ _HF_CLASS_OF_KIND = {
     "wordpiece": "BertTokenizer",
     "sentencepiece": "AlbertTokenizer",
     "byte_level_bpe": "RobertaTokenizer",
+    "fairseq_sentencepiece": "XLMRobertaTokenizer",
 }
+# XLM-R's special tokens (fixed by fairseq's ids).
+XLMR_SPECIALS = {
+    "bos": "<s>",
+    "cls": "<s>",
+    "eos": "</s>",
+    "sep": "</s>",
+    "pad": "<pad>",
+    "unk": "<unk>",
+    "mask": "<mask>",
+}
+_XLMR_SUPPORTED = (
+    "bertzoo reproduces transformers' XLMRobertaTokenizer built from sentencepiece.bpe.model "
+    "(cased, add_prefix_space true, no sampling, special tokens "
+    + ", ".join(dict.fromkeys(XLMR_SPECIALS.values()))
+    + ")"
+)
+
+
+def _check_xlmr_config(path, tok):
+    """A one-line TokenizerError for XLM-R tokenizer_config.json options that
+    bertzoo's XLMRobertaTokenizer does not reproduce."""
+    bad = []
+    if tok.get("do_lower_case"):
+        bad.append("do_lower_case=true")
+    if tok.get("add_prefix_space", True) is not True:
+        bad.append(f"add_prefix_space={json_text(tok['add_prefix_space'])}")
+    if tok.get("sp_model_kwargs"):
+        bad.append(f"sp_model_kwargs={json_text(tok['sp_model_kwargs'])}")
+    if tok.get("split_special_tokens"):
+        bad.append("split_special_tokens=true")
+    for role, default in XLMR_SPECIALS.items():
+        token = tok.get(f"{role}_token")
+        if isinstance(token, dict):
+            for option in ("single_word", "normalized"):
+                if token.get(option):
+                    bad.append(f"{role}_token {option}=true")
+            token = token.get("content")
+        if token is not None and token != default:
+            bad.append(f"{role}_token={json_text(token)}")
+    for token in (tok.get("added_tokens_decoder") or {}).values():
+        content = token.get("content") if isinstance(token, dict) else token
+        if content not in XLMR_SPECIALS.values():
+            bad.append(f"added token {json_text(content)}")
+    if bad:
+        raise TokenizerError(f"{path}: {', '.join(bad)} not supported; {_XLMR_SUPPORTED}.")
+
+
+def _check_xlmr_tokenizer_json(path):
+    """A one-line TokenizerError if `tokenizer.json` is not the pipeline
+    bertzoo's XLMRobertaTokenizer reproduces."""
+    data = read_json_object(path, TokenizerError)
+    normalizer = data.get("normalizer") or {}
+    pre = data.get("pre_tokenizer") or {}
+    model = data.get("model") or {}
+    steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"}
+    bad = []
+    if normalizer.get("type") != "Precompiled":
+        bad.append(f"normalizer {json_text(normalizer.get('type'))}")
+    if not (
+        isinstance(steps, list)
+        and len(steps) == 2
+        and steps[0].get("type") == "WhitespaceSplit"
+        and all(steps[1].get(k) == v for k, v in metaspace.items())
+        and steps[1].get("split", True) is True
+    ):
+        bad.append(f"pre_tokenizer {json_text(pre)}")
+    if model.get("type") != "Unigram" or model.get("byte_fallback"):
+        bad.append(
+            f"model {json_text(model.get('type'))} byte_fallback={model.get('byte_fallback')}"
+        )
+    for token in data.get("added_tokens") or []:
+        if token.get("content") not in XLMR_SPECIALS.values():
+            bad.append(f"added token {json_text(token.get('content'))}")
+        for option in ("single_word", "normalized"):
+            if token.get(option):
+                bad.append(f"added token {json_text(token.get('content'))} {option}=true")
+    if bad:
+        raise TokenizerError(
+            f"{path}: {', '.join(bad)} not supported; {_XLMR_SUPPORTED}: normalizer "
+            "Precompiled, pre_tokenizer WhitespaceSplit + Metaspace(prepend_scheme always), "
+            "Unigram model. Remove tokenizer.json to tokenize from sentencepiece.bpe.model."
+        )
+
+
+def json_text(value):
+    """`value` as compact JSON, for messages."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def special_token_defaults(kind):
@@ -110,6 +201,13 @@ def hf_tokenizer_section(directory, default_kind, reference=None, check=True):
         # tokenizing with it is an error that names the implemented kinds.
         if check:
             tokenizer_class(kind)
+        return {"kind": kind}
+    if kind == "fairseq_sentencepiece":
+        if check:
+            _check_xlmr_config(tok_path, tok)
+            fast = Path(directory) / TOKENIZER_JSON_FILE
+            if fast.is_file():
+                _check_xlmr_tokenizer_json(fast)
         return {"kind": kind}
     extra = {}
     if kind == "byte_level_bpe":
@@ -179,6 +277,11 @@ def hf_tokenizer_config(tokenizer, model_kind, model_class):
     is named where the kinds agree, else the class of the vocabulary's kind
     (e.g. an ALBERT with a WordPiece vocabulary, as Korean ALBERTs ship)."""
     kind = tokenizer_kind_of(tokenizer)
+    if kind == "fairseq_sentencepiece":
+        config = {f"{role}_token": token for role, token in XLMR_SPECIALS.items()}
+        config["add_prefix_space"] = True
+        config["tokenizer_class"] = _HF_CLASS_OF_KIND[kind]
+        return config
     config = {"do_lower_case": bool(tokenizer.lowercase)}
     if kind == "byte_level_bpe":
         config = {"add_prefix_space": bool(tokenizer.add_prefix_space)}

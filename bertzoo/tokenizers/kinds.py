@@ -28,6 +28,7 @@ BUILTIN_KIND_MODULES = (
     "bertzoo.tokenizers.wordpiece",
     "bertzoo.tokenizers.sentencepiece",
     "bertzoo.tokenizers.byte_bpe",
+    "bertzoo.tokenizers.fairseq",
 )
 _builtins_loaded = False
 
