@@ -11,7 +11,8 @@ starting at zero) to the backbone's Dense layers named in `targets` (the
 attention's query and value projections by default, as the LoRA paper
 does), and freezes every other backbone variable: embeddings, layer norms,
 the feed-forward layers and the frozen kernels. A task model's head stays
-trainable.
+trainable, with the backbone's pooler when a classifier's head starts there
+(the dense -> tanh layer RoBERTa's head has of its own).
 
 Saving merges: `save_weights` and `save_to_preset` write W + (alpha / rank)
 A B as each layer's kernel (Keras' `Dense.save_own_variables`), so the
@@ -110,21 +111,33 @@ def enable_lora(model, rank, alpha=None, targets=DEFAULT_TARGETS):
             f"LoRA targets {list(targets)} match no Dense layer of {backbone.name}; its Dense "
             f"layers are named {names}."
         )
+    # A classifier's pooled head starts at the backbone's pooler (dense ->
+    # tanh on the first token, the role RoBERTa's head gives its own dense
+    # layer): it trains with the head.
+    keep = set()
+    if backbone is not model and getattr(backbone, "use_pooler", False):
+        pooler = backbone.get_layer("pooler_dense")
+        if pooler.trainable:
+            keep = {id(v) for v in pooler.weights}
     for layer in layers:
         layer.enable_lora(rank, lora_alpha=alpha)
-    adapters = {id(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
+    keep |= {id(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
     for variable in backbone.weights:
-        if id(variable) not in adapters:
+        if id(variable) not in keep:
             variable.trainable = False
     return sum(int(np.prod(v.shape)) for v in model.trainable_weights)
 
 
 def _head_variables(model):
-    """The task model's own variables (its head), outside the backbone."""
+    """What trains beside the LoRA factors: a task model's head (its own
+    variables, and the backbone's pooler when the head starts there)."""
     if _backbone(model) is model:
         return []
+    adapters = {id(v) for v in lora_variables(model)}
     inside = {id(v) for v in model.backbone.weights}
-    return [v for v in model.weights if id(v) not in inside]
+    return [
+        v for v in model.weights if id(v) not in adapters and (id(v) not in inside or v.trainable)
+    ]
 
 
 def base_fingerprint(model):
