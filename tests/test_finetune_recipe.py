@@ -587,14 +587,18 @@ def test_lora_run_learns_and_publishes_merged_model_and_adapter(tmp_path, tiny_p
     assert result["validation"]["accuracy"] >= 0.8, result["history"]
     best = bertzoo.models.task_model_from_preset(tmp_path / "run" / "best")
     assert not lora.lora_layers(best)  # an ordinary preset
-    # The backbone's base weights are those of --init but the LoRA targets.
+    # The backbone's base weights are those of --init but the LoRA targets
+    # and the pooler (where the classifier's head starts, trained with it).
     init = bertzoo.BertBackbone.from_preset(tiny_preset)
     moved = [
         v.path
         for v, w in zip(best.backbone.weights, init.weights, strict=True)
         if not np.allclose(np.array(v), np.array(w))
     ]
-    assert moved and all(p.endswith(("query/kernel", "value/kernel")) for p in moved), moved
+    assert moved and all(
+        p.endswith(("query/kernel", "value/kernel")) or p.startswith("pooler_dense/") for p in moved
+    ), moved
+    assert any(p.endswith("query/kernel") for p in moved), moved
     adapted = bertzoo.BertClassifier.from_preset(tiny_preset, num_classes=2, dropout=0.0)
     adapted.load_lora_adapter(tmp_path / "run" / "adapter")
     texts = ["the film was good", "a bad day", "très bien, 좋아요"]
