@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -227,6 +228,8 @@ def test_fine_tuning_klue_roberta_never_feeds_segment_id_one(tmp_path, monkeypat
         # Both texts of a pair are packed ([CLS] A [SEP] B [SEP]; [SEP] is
         # 2), all segment 0.
         assert ((fed[0]["token_ids"] == 2).sum(axis=1) == 2).all()
+    if keras.backend.backend() != "tensorflow":
+        return  # the serving model runs the tokenizer in TensorFlow: the TensorFlow pass
 
     served = []
     real_inputs = ServingModel.model_inputs
