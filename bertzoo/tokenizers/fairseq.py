@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
-from sentencepiece import sentencepiece_model_pb2
 
 from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers import grapheme_tables
@@ -146,6 +145,16 @@ def charsmap_entries(charsmap):
     return keys, [entries[k] for k in keys]
 
 
+def _model_proto_module():
+    """sentencepiece's generated protobuf module, imported when an XLM-R
+    tokenizer is built: importing it needs protobuf >= 7, and an environment
+    with apache-beam (which pins protobuf < 7) loads bertzoo's tokenizer
+    kinds without building one."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    return sentencepiece_model_pb2
+
+
 @register_tokenizer
 class XLMRobertaTokenizer(Tokenizer):
     """Text -> XLM-R (fairseq) ids, exactly as Hugging Face's
@@ -190,6 +199,7 @@ class XLMRobertaTokenizer(Tokenizer):
         super().__init__(cls_token, sep_token, pad_token, unk_token, mask_token)
         self.proto, source = read_model_proto(proto)
         pieces = model_pieces(self.proto, source)
+        sentencepiece_model_pb2 = _model_proto_module()
         model = sentencepiece_model_pb2.ModelProto()
         model.ParseFromString(self.proto)
         if model.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
@@ -235,7 +245,7 @@ class XLMRobertaTokenizer(Tokenizer):
                 default_value=_MISSING,
             )
         # The unigram model without its own normaliser: steps 2-3 are done.
-        bare = sentencepiece_model_pb2.ModelProto()
+        bare = _model_proto_module().ModelProto()
         bare.CopyFrom(model)
         spec = bare.normalizer_spec
         spec.name = "identity"
