@@ -301,6 +301,9 @@ def test_bfloat16_run_trains_and_saves_a_float32_loadable_preset(tmp_path, tiny_
 
 
 @pytest.mark.slow
+# TensorFlow pass only: a JAX fine-tuning resumes in tests/test_compat.py's
+# interrupted runs.
+@pytest.mark.backend_independent
 def test_an_interrupted_run_resumes_from_its_last_finished_epoch(
     tmp_path, tiny_preset, task_files, monkeypatch
 ):
@@ -551,6 +554,7 @@ def test_default_sequence_length_keeps_the_training_examples_whole(
 
 
 @pytest.mark.slow  # two one-epoch runs: about a minute on 2 busy cores
+@pytest.mark.backend_independent  # what the log says
 def test_log_says_where_the_run_starts_and_how_its_length_was_chosen(tmp_path, tiny_preset, caplog):
     """The built-in dataset's length is its default, not "given"; a length
     the user passes is; and the log names the checkpoint the run starts from."""

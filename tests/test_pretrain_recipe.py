@@ -147,6 +147,10 @@ def _recipe_command(out, steps):
 
 
 @pytest.mark.slow
+# TensorFlow pass only: what it adds (kill -9 at a random moment, resume from the
+# files) is file-level; JAX resumes are checked by tests/test_compat.py's
+# interrupted runs and tests/training/test_checkpoint.py under both backends.
+@pytest.mark.backend_independent
 def test_recipe_resumes_after_kill_9(tmp_path):
     killed, straight = tmp_path / "killed", tmp_path / "straight"
     steps = 150

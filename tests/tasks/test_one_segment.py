@@ -270,6 +270,9 @@ def test_fine_tuning_klue_roberta_never_feeds_segment_id_one(tmp_path, monkeypat
 
 
 @pytest.mark.slow  # about 60 s on 2 shared cores: a fine-tune run, then both stages
+# TensorFlow pass only: segment ids are data, and JAX task distillation runs in
+# tests/test_distill_recipe.py.
+@pytest.mark.backend_independent
 def test_tinybert_task_distillation_from_a_klue_roberta_classifier(tmp_path, monkeypatch):
     """A classifier fine-tuned from KLUE-RoBERTa distils into the default
     student, which keeps the teacher's one segment row, its padding-aware
