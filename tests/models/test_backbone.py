@@ -48,6 +48,13 @@ REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released conf
     "klue_roberta_small": 68_090_880,
     "klue_roberta_base": 110_618_112,
     "klue_roberta_large": 336_656_384,
+    # transformers' ModernBertModel built from the released configs (counted
+    # by tests/fixtures/make_modernbert_fixtures.py; checked against the
+    # fixture in tests/convert/test_hf_modernbert.py). Both are above the
+    # size built below: the small ModernBERT configs of that fixture are
+    # built there and counted against transformers' own counts.
+    "modernbert_base": 149_014_272,
+    "modernbert_large": 394_781_696,
 }
 
 
