@@ -94,6 +94,20 @@ PRETRAINING_HEADS = {
         "sentence": None,
         "tied": ("lm_head.decoder.weight", "lm_head.decoder.bias"),
     },
+    # ModernBERT (ModernBertForMaskedLM): Dense(H -> H, no bias) -> GELU ->
+    # LayerNorm (no bias) -> logits tied to the token table, plus the
+    # decoder's bias. Its task models name their transform "head." too:
+    # the head is a masked-LM head only with "decoder.bias" beside it.
+    "modernbert": {
+        "mlm": {
+            "head.dense.weight": ("dense_kernel", True),
+            "head.norm.weight": ("ln_gamma", False),
+            "decoder.bias": ("mlm_bias", False),
+        },
+        "sentence": None,
+        "tied": ("decoder.weight",),
+        "marker": "decoder.bias",
+    },
 }
 
 # ELECTRA's discriminator head (ElectraForPreTraining): Dense(H -> H,
@@ -127,6 +141,8 @@ def load_pretraining_heads(tensors, variables, objective, source):
                     head_objective,
                     objective,
                 )
+        if spec.get("marker") is not None and spec["marker"] not in tensors:
+            continue  # e.g. a ModernBERT classifier's "head."
         for group in groups:
             present = [k for k in group if k in tensors]
             if not present:
