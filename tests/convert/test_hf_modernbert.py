@@ -294,3 +294,40 @@ def test_modernbert_and_bert_styles_cannot_be_written_as_each_other(tmp_path):
     with pytest.raises(CheckpointError, match="rope_theta=None \\(modernbert has rotary"):
         save_hf(plain, tmp_path / "as_modernbert", model_type="modernbert")
     assert not (tmp_path / "as_bert").exists() and not (tmp_path / "as_modernbert").exists()
+
+
+def test_task_heads_match_transformers():
+    """ModernBERT's task models: its transform (Dense -> GELU -> LayerNorm,
+    no biases) then the classifier; the sequence classifier on the mean of
+    the real tokens, as the checkpoint's classifier_pooling says."""
+    real = REF["question_answering/attention_mask"].astype(bool)
+    classifier = bertzoo.BertClassifier.from_preset(FIXTURES / "sequence_classification")
+    assert classifier.head_loaded and classifier.head_style == "modernbert_mean"
+    assert classifier.num_classes == 3
+    _close(
+        _np(classifier(_inputs("sequence_classification"))),
+        REF["sequence_classification/logits"],
+    )
+
+    tagger = bertzoo.BertTokenClassifier.from_preset(
+        FIXTURES / "token_classification", num_labels=5
+    )
+    assert tagger.head_loaded
+    assert [layer.name for layer in tagger.head_layers()] == [
+        "tagger_transform_dense",
+        "tagger_transform_norm",
+        "tagger_head",
+    ]
+    _close(_np(tagger(_inputs("token_classification"))), REF["token_classification/logits"])
+
+    qa = bertzoo.BertSpanQA.from_preset(FIXTURES / "question_answering")
+    assert qa.head_loaded
+    out = qa(_inputs("question_answering"))
+    # bertzoo sets padding positions to -1e9; compare the real tokens.
+    _close(_np(out["start_logits"])[real], REF["question_answering/start_logits"][real])
+    _close(_np(out["end_logits"])[real], REF["question_answering/end_logits"][real])
+
+    # A new classifier on the bare model: ModernBERT's head on the first
+    # token, from the initialiser.
+    fresh = bertzoo.BertClassifier.from_preset(FIXTURES / "model", num_classes=2)
+    assert fresh.head_style == "modernbert" and not fresh.head_loaded

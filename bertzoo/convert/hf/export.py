@@ -99,13 +99,13 @@ def _style_mismatches(backbone, spec):
     """A ModernBERT-style backbone written as a BERT-family type, or the
     other way round."""
     if spec.modern:
-        if backbone.rope_theta is None:
+        if getattr(backbone, "rope_theta", None) is None:
             return [f"rope_theta=None ({spec.model_type} has rotary positions)"]
         return []
     return [
         f"{key}={getattr(backbone, key)!r} ({spec.model_type} needs {value!r})"
         for key, value in _CLASSIC.items()
-        if getattr(backbone, key) != value
+        if getattr(backbone, key, value) != value
     ]
 
 
