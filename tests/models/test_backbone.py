@@ -409,11 +409,11 @@ MODERN = dict(
 )
 
 
-def test_modernbert_shape_is_configuration(tmp_path):
+def test_modernbert_shape_is_configuration():
     """ModernBERT's layout from switches: no position table, no biases,
     block 0 without an attention LayerNorm, local layers 1 and 2, a final
-    LayerNorm; a .keras round trip; padding after the real tokens changes
-    none of their outputs."""
+    LayerNorm; what stands in the padding changes none of the real tokens'
+    outputs (local layers included)."""
     backbone = tiny_backbone(**MODERN)
     blocks = backbone.transformer_layers
     assert backbone.embeddings_layer.learned_positions is False
@@ -426,17 +426,13 @@ def test_modernbert_shape_is_configuration(tmp_path):
     assert Architecture.of(backbone).backbone_params() == backbone.count_params()
 
     inputs = make_inputs(seq=SEQ, num_segments=0, lengths=[7, 5, 3])
-    longer = {k: np.pad(v, ((0, 0), (0, 6))) for k, v in inputs.items()}
-    out = _np(backbone(inputs)["sequence_output"])
     mask = inputs["padding_mask"].astype(bool)
-    padded = _np(backbone(longer)["sequence_output"])[:, :SEQ]
-    np.testing.assert_allclose(padded[mask], out[mask], atol=1e-5)
-
-    path = tmp_path / "modern.keras"
-    backbone.save(path)
-    restored = keras.saving.load_model(path)
-    assert restored.get_config() == backbone.get_config()
-    np.testing.assert_array_equal(_np(restored(inputs)["sequence_output"]), out)
+    other = dict(inputs, token_ids=np.where(mask, inputs["token_ids"], 5).astype("int32"))
+    # Compiled once for both (under JAX, op by op is slower).
+    out = _np(backbone.predict_on_batch(inputs)["sequence_output"])
+    again = _np(backbone.predict_on_batch(other)["sequence_output"])
+    np.testing.assert_allclose(again[mask], out[mask], atol=1e-6)
+    assert not np.allclose(again[~mask], out[~mask], atol=1e-3)  # the padding did change
 
 
 @pytest.mark.backend_independent
