@@ -93,6 +93,10 @@ _METADATA = {
     "source_checkpoint": str,
     "checkpoint_url": str,
     "license": str,
+    # Hugging Face config keys bertzoo does not model, kept to be written
+    # back by save_hf (ModernBERT: special token ids, the task head's
+    # pooling, the architecture).
+    "hf_config": dict,
 }
 
 
@@ -207,7 +211,7 @@ def check_sizes(backbone, source):
 
 # Model types (preset metadata) pre-trained without a sentence objective:
 # masked LM only, one segment.
-MLM_ONLY_FAMILIES = ("roberta", "xlm-roberta")
+MLM_ONLY_FAMILIES = ("roberta", "xlm-roberta", "modernbert")
 
 
 def max_input_length(backbone):

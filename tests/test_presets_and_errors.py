@@ -15,6 +15,12 @@ def _formula_params(b):
     # REFERENCE.md: per layer 4H^2 + 2HI + 9H + I; embeddings V*E + P*E + T*E + 2E
     # (+ E*H + H when factorised); shared layers counted once; pooler H^2 + H.
     v, layers, h, i = b["vocabulary_size"], b["num_layers"], b["hidden_dim"], b["intermediate_dim"]
+    if b.get("norm_first"):
+        # ModernBERT (transformers' ModernBertModel): per layer Wqkv 3H^2, Wo
+        # H^2, GeGLU Wi H*2I and Wo I*H, two bias-free LayerNorms 2H (layer
+        # 0 lacks its attention one); embeddings V*H + H; final LayerNorm H.
+        assert b["use_bias"] is False and b["gated_feedforward"] is True
+        return layers * (4 * h * h + 3 * h * i + 2 * h) - h + v * h + h + h
     e = b.get("embedding_dim", h)
     g = b.get("num_groups", layers)
     n = v * e + b["max_sequence_length"] * e + b["num_segments"] * e + 2 * e
@@ -50,6 +56,21 @@ def test_builtin_preset_files_are_valid_and_consistent(name):
         assert tok["kind"] == expected
         if expected == "wordpiece":
             assert tok["lowercase"] is tok["strip_accents"] is False
+        return
+    if name.startswith("modernbert"):
+        # No segments, no pooler, rotary positions over 8,192 tokens, global
+        # attention every 3rd layer; a byte-level BPE with BERT's special
+        # tokens.
+        backbone = data["backbone"]
+        assert (backbone["num_segments"], backbone["use_pooler"]) == (0, False)
+        assert backbone["max_sequence_length"] == 8192 and act == "gelu"
+        assert (backbone["global_attention_every"], backbone["local_attention_window"]) == (3, 128)
+        assert data["metadata"]["model_type"] == "modernbert"
+        assert (tok["kind"], tok["cls_token"], tok["mask_token"]) == (
+            "byte_level_bpe",
+            "[CLS]",
+            "[MASK]",
+        )
         return
     assert tok["kind"] in ("wordpiece", "sentencepiece")
     # Cased vocabularies keep case and accents; uncased ones strip both.

@@ -92,6 +92,13 @@ def presets_table():
         padding_id = b.get("position_padding_id")
         if padding_id is not None:  # RoBERTa: the first rows serve padding
             extras.append(f"{b.get('max_sequence_length', 512) - padding_id - 1} tokens")
+        if b.get("rope_theta") is not None:  # ModernBERT
+            extras.append(f"rotary positions, {b.get('max_sequence_length', 512)} tokens")
+        if b.get("local_attention_window") is not None:
+            extras.append(
+                f"{b['local_attention_window']}-token window, global every "
+                f"{b.get('global_attention_every', 1)}"
+            )
         embedding = str(b.get("embedding_dim", b["hidden_dim"]))
         params = f"{doc['metadata']['params']:,}"
         if extras:

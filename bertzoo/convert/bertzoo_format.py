@@ -58,12 +58,14 @@ _H5_BLOCK = re.compile(r"^layers/([^/]*transformer_block[^/]*)/")
 # The same for a Hugging Face safetensors file, by tensor name.
 _HF_TABLES = (
     (re.compile(r"(?:^|\.)word_embeddings\.weight$"), ("vocabulary_size", "embedding_dim")),
+    (re.compile(r"(?:^|\.)tok_embeddings\.weight$"), ("vocabulary_size", "embedding_dim")),
     (re.compile(r"(?:^|\.)position_embeddings\.weight$"), ("max_sequence_length", None)),
     (re.compile(r"(?:^|\.)token_type_embeddings\.weight$"), ("num_segments", None)),
 )
 _HF_BLOCKS = (
     (re.compile(r"(?:^|\.)albert_layer_groups\.(\d+)\."), "num_groups"),
     (re.compile(r"(?:^|\.)layer\.(\d+)\."), "num_layers"),
+    (re.compile(r"(?:^|\.)layers\.(\d+)\."), "num_layers"),  # ModernBERT
 )
 
 

@@ -94,6 +94,20 @@ PRETRAINING_HEADS = {
         "sentence": None,
         "tied": ("lm_head.decoder.weight", "lm_head.decoder.bias"),
     },
+    # ModernBERT (ModernBertForMaskedLM): Dense(H -> H, no bias) -> GELU ->
+    # LayerNorm (no bias) -> logits tied to the token table, plus the
+    # decoder's bias. Its task models name their transform "head." too:
+    # the head is a masked-LM head only with "decoder.bias" beside it.
+    "modernbert": {
+        "mlm": {
+            "head.dense.weight": ("dense_kernel", True),
+            "head.norm.weight": ("ln_gamma", False),
+            "decoder.bias": ("mlm_bias", False),
+        },
+        "sentence": None,
+        "tied": ("decoder.weight",),
+        "marker": "decoder.bias",
+    },
 }
 
 # ELECTRA's discriminator head (ElectraForPreTraining): Dense(H -> H,
@@ -127,6 +141,8 @@ def load_pretraining_heads(tensors, variables, objective, source):
                     head_objective,
                     objective,
                 )
+        if spec.get("marker") is not None and spec["marker"] not in tensors:
+            continue  # e.g. a ModernBERT classifier's "head."
         for group in groups:
             present = [k for k in group if k in tensors]
             if not present:
@@ -177,12 +193,32 @@ def _dense_mapping(prefix, dense):
     return {f"{prefix}.weight": (dense.kernel, True), f"{prefix}.bias": (dense.bias, False)}
 
 
-def task_head_mapping(kind, tensors, dense, hidden=None):
+def _norm_mapping(prefix, norm):
+    mapping = {f"{prefix}.weight": (norm.gamma, False)}
+    if norm.beta is not None:
+        mapping[f"{prefix}.bias"] = (norm.beta, False)
+    return mapping
+
+
+def task_head_mapping(kind, tensors, dense, hidden=None, norm=None):
     """Hugging Face tensor name -> (Keras variable, transposed?) for the task
     head of `kind` ("classification", "tagging" or "qa"), whose output layer
     is the Dense layer `dense`; empty when `tensors` holds no such head.
-    `hidden`: the Dense layer before it in ELECTRA's classification head
-    (`classifier.dense` -> `classifier.out_proj`)."""
+    `hidden`: the Dense layer before it in ELECTRA's and RoBERTa's
+    classification head (`classifier.dense` -> `classifier.out_proj`), or
+    with `norm` (a LayerNormalization) ModernBERT's transform, for every
+    kind (`head.dense` -> `head.norm` -> `classifier`)."""
+    if norm is not None:
+        if "classifier.weight" not in tensors or "head.norm.weight" not in tensors:
+            return {}
+        mapping = _dense_mapping("head.dense", hidden)
+        if hidden.bias is None:
+            del mapping["head.dense.bias"]
+        return {
+            **mapping,
+            **_norm_mapping("head.norm", norm),
+            **_dense_mapping("classifier", dense),
+        }
     prefix = _TASK_HEAD_PREFIXES[kind]
     if hidden is not None:
         if f"{prefix}.out_proj.weight" not in tensors:
@@ -263,12 +299,12 @@ def load_hf_task_head(model, tensors, source):
     head `tensors`) into the task model `model`, when the checkpoint's
     recorded architecture is `model`'s task and the shapes fit; returns
     whether it did. `model.hf_head_layers()` names the head's layers:
-    `(kind, output Dense, hidden Dense or None)`, or None for a head with
-    no Hugging Face counterpart."""
+    `(kind, output Dense, hidden Dense or None, LayerNorm or None)`, or
+    None for a head with no Hugging Face counterpart."""
     layers = model.hf_head_layers()
     if layers is None:
         return False
-    kind, dense, hidden = layers
+    kind, dense, hidden, norm = layers
     # BERT sequence and token classifiers both name their head
     # "classifier.": the recorded architecture says which it is.
     architectures = (hf_checkpoint_config(source) or {}).get("architectures") or []
@@ -281,7 +317,7 @@ def load_hf_task_head(model, tensors, source):
             type(model).__name__,
         )
         return False
-    mapping = task_head_mapping(kind, tensors, dense, hidden=hidden)
+    mapping = task_head_mapping(kind, tensors, dense, hidden=hidden, norm=norm)
     if not mapping:
         return False
     shapes_fit = all(

@@ -194,10 +194,15 @@ def load_task_model(cls, preset, load_weights=True, **kwargs):
 def head_family(backbone):
     """The family whose names a pretrainer's MLM head is written in:
     "electra" for an ELECTRA generator (written as ElectraForMaskedLM),
-    "roberta" for RoBERTa and XLM-R (`*ForMaskedLM`), else "bert"."""
-    return {"electra": "electra", "roberta": "roberta", "xlm-roberta": "roberta"}.get(
-        model_type_of(backbone), "bert"
-    )
+    "roberta" for RoBERTa and XLM-R (`*ForMaskedLM`), "modernbert" for
+    ModernBERT, else "bert"."""
+    families = {
+        "electra": "electra",
+        "roberta": "roberta",
+        "xlm-roberta": "roberta",
+        "modernbert": "modernbert",
+    }
+    return families.get(model_type_of(backbone), "bert")
 
 
 # === Google TF1 checkpoints ===

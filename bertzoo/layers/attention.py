@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from bertzoo.layers.common import constructor_config, kernel_initializer
+from bertzoo.layers.rotary import apply_rotary, rotary_inverse_frequencies, sliding_window_mask
 
 # Added to masked logits before the softmax. Finite (not -inf) so a row that is
 # entirely masked gives a uniform distribution instead of NaNs, and the same
@@ -24,11 +25,20 @@ class BertSelfAttention(keras.layers.Layer):
     attention-probability dropout is active (training with
     `attention_dropout > 0`), since the fused op has no dropout.
 
+    ModernBERT-style layers add rotary positions (`rope_theta`: queries and
+    keys rotated by their positions before the scores) and local attention
+    (`attention_window`: a query sees the keys within `attention_window // 2`
+    positions on either side, besides the padding mask).
+
     Args:
         num_heads: number of attention heads; must divide `hidden_dim`.
         hidden_dim: model width.
         attention_dropout: dropout rate on the attention probabilities.
         initializer_range: stddev of the truncated-normal initialiser.
+        use_bias: biases in the four Dense layers.
+        rope_theta: None, or the base of rotary position embeddings.
+        attention_window: None (global attention), or the sliding window's
+            width (local attention).
 
     Example:
     >>> layer = BertSelfAttention(num_heads=2, hidden_dim=8)
@@ -44,6 +54,9 @@ class BertSelfAttention(keras.layers.Layer):
         hidden_dim,
         attention_dropout=0.0,
         initializer_range=0.02,
+        use_bias=True,
+        rope_theta=None,
+        attention_window=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -54,10 +67,22 @@ class BertSelfAttention(keras.layers.Layer):
         self.head_dim = hidden_dim // num_heads
         self.attention_dropout = attention_dropout
         self.initializer_range = initializer_range
+        self.use_bias = use_bias
+        self.rope_theta = rope_theta
+        self.attention_window = attention_window
+        self._inverse_frequencies = None
+        if rope_theta is not None:
+            if self.head_dim % 2:
+                raise ValueError(
+                    f"rotary positions need an even head size, got hidden_dim / num_heads = "
+                    f"{self.head_dim}."
+                )
+            self._inverse_frequencies = rotary_inverse_frequencies(self.head_dim, rope_theta)
 
         def dense(name):
             return keras.layers.Dense(
                 hidden_dim,
+                use_bias=use_bias,
                 kernel_initializer=kernel_initializer(initializer_range),
                 dtype=self.dtype_policy,
                 name=name,
@@ -90,11 +115,18 @@ class BertSelfAttention(keras.layers.Layer):
         q = self._split_heads(self.query(inputs))
         k = self._split_heads(self.key(inputs))
         v = self._split_heads(self.value(inputs))
+        if self._inverse_frequencies is not None:
+            q = apply_rotary(q, self._inverse_frequencies)
+            k = apply_rotary(k, self._inverse_frequencies)
         mask = None
         if padding_mask is not None:
             # Key side only: (B, S) -> (B, 1, 1, S), broadcast over heads and
             # query positions.
             mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+        if self.attention_window is not None:
+            # (S, S) band -> (1, 1, S, S); with padding (B, 1, S, S).
+            band = sliding_window_mask(ops.shape(q)[1], self.attention_window)[None, None]
+            mask = band if mask is None else ops.logical_and(mask, band)
 
         use_dropout = bool(training) and self.attention_dropout > 0
         scores = None

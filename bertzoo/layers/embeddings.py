@@ -1,5 +1,5 @@
-"""Token + position + segment embeddings, with ALBERT's factorised projection
-and RoBERTa's padding-aware positions."""
+"""Token + position + segment embeddings, with ALBERT's factorised projection,
+RoBERTa's padding-aware positions and ModernBERT's tokens-only embeddings."""
 
 import keras
 from keras import ops
@@ -25,6 +25,10 @@ class BertEmbeddings(keras.layers.Layer):
     Rows `0 .. p` of the table then serve padding only, so a sequence may be
     `max_sequence_length - p - 1` tokens long (RoBERTa: 514 rows, 512 tokens).
 
+    With `learned_positions=False` there is no position table (ModernBERT:
+    the attention layers rotate queries and keys by their positions
+    instead); `max_sequence_length` still bounds the input length.
+
     Ids must be integers in `[0, vocabulary_size)` (tokens) and
     `[0, num_segments)` (segments); nothing is wrapped around or clipped.
     On values known when the layer runs (eager calls) another id is an
@@ -48,6 +52,8 @@ class BertEmbeddings(keras.layers.Layer):
         dropout: dropout rate after the LayerNorm.
         layer_norm_epsilon: LayerNorm epsilon.
         initializer_range: stddev of the truncated-normal initialiser.
+        learned_positions: add a learned position table.
+        use_bias: biases in the LayerNorm and the projection.
 
     Example:
     >>> layer = BertEmbeddings(100, 16, 32, max_sequence_length=64, num_segments=2)
@@ -67,6 +73,8 @@ class BertEmbeddings(keras.layers.Layer):
         dropout=0.0,
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        learned_positions=True,
+        use_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -79,6 +87,13 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout = dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.learned_positions = learned_positions
+        self.use_bias = use_bias
+        if position_padding_id is not None and not learned_positions:
+            raise ValueError(
+                "position_padding_id numbers the rows of a learned position table; "
+                "learned_positions=False has none."
+            )
 
         init = kernel_initializer(initializer_range)
         self.token_embedding = keras.layers.Embedding(
@@ -98,13 +113,14 @@ class BertEmbeddings(keras.layers.Layer):
                 name="segment_embedding",
             )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+            epsilon=layer_norm_epsilon, center=use_bias, dtype=self.dtype_policy, name="layer_norm"
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.projection = None
         if embedding_dim != hidden_dim:
             self.projection = keras.layers.Dense(
                 hidden_dim,
+                use_bias=use_bias,
                 kernel_initializer=init,
                 dtype=self.dtype_policy,
                 name="embedding_projection",
@@ -112,11 +128,13 @@ class BertEmbeddings(keras.layers.Layer):
 
     def build(self, token_ids_shape, segment_ids_shape=None):
         self.token_embedding.build(token_ids_shape)
-        self.position_embeddings = self.add_weight(
-            name="position_embeddings",
-            shape=(self.max_sequence_length, self.embedding_dim),
-            initializer=kernel_initializer(self.initializer_range),
-        )
+        self.position_embeddings = None
+        if self.learned_positions:
+            self.position_embeddings = self.add_weight(
+                name="position_embeddings",
+                shape=(self.max_sequence_length, self.embedding_dim),
+                initializer=kernel_initializer(self.initializer_range),
+            )
         if self.segment_embedding is not None:
             self.segment_embedding.build(token_ids_shape)
         table_shape = tuple(token_ids_shape) + (self.embedding_dim,)
@@ -164,7 +182,8 @@ class BertEmbeddings(keras.layers.Layer):
                 )
             raise ValueError(
                 f"Input sequence length {seq_len} is longer than the model's "
-                f"max_sequence_length={self.max_sequence_length} learned positions{reserved}."
+                f"max_sequence_length={self.max_sequence_length} "
+                f"{'learned ' if self.learned_positions else ''}positions{reserved}."
             )
         if self.segment_embedding is not None and segment_ids is None:
             raise ValueError(
@@ -178,7 +197,8 @@ class BertEmbeddings(keras.layers.Layer):
         check_id_range("token_ids", token_ids, self.vocabulary_size, "vocabulary_size")
         valid = in_range(token_ids, self.vocabulary_size)
         x = self.token_embedding(ops.where(valid, token_ids, 0))  # (B, S, E)
-        x = x + ops.cast(self._positions(token_ids), x.dtype)
+        if self.learned_positions:
+            x = x + ops.cast(self._positions(token_ids), x.dtype)
         if self.segment_embedding is not None:
             check_integer_ids("segment_ids", segment_ids)
             check_id_range("segment_ids", segment_ids, self.num_segments, "num_segments")

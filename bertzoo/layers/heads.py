@@ -49,6 +49,8 @@ class MaskedLMHead(keras.layers.Layer):
         activation: one of `bertzoo.layers.ACTIVATION_NAMES`.
         layer_norm_epsilon: LayerNorm epsilon.
         initializer_range: stddev of the truncated-normal initialiser.
+        use_bias: biases in the transform's Dense layer and LayerNorm
+            (ModernBERT has none there; the output bias is always kept).
 
     Example:
     >>> emb = keras.layers.Embedding(50, 8)
@@ -67,6 +69,7 @@ class MaskedLMHead(keras.layers.Layer):
         activation="gelu_approximate",
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        use_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -80,15 +83,17 @@ class MaskedLMHead(keras.layers.Layer):
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.use_bias = use_bias
         self.dense = keras.layers.Dense(
             embedding_dim,
             activation=get_activation(activation),
+            use_bias=use_bias,
             kernel_initializer=kernel_initializer(initializer_range),
             dtype=self.dtype_policy,
             name="transform_dense",
         )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+            epsilon=layer_norm_epsilon, center=use_bias, dtype=self.dtype_policy, name="layer_norm"
         )
 
     @property
@@ -133,4 +138,5 @@ class MaskedLMHead(keras.layers.Layer):
             "activation": self.activation,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "initializer_range": self.initializer_range,
+            "use_bias": self.use_bias,
         }

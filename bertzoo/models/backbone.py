@@ -54,7 +54,7 @@ class _ScoresTap(keras.layers.Layer):
         )
 
 
-def _encode(inputs, embeddings, blocks, pooler, num_layers, num_groups, features):
+def _encode(inputs, embeddings, blocks, pooler, final_norm, num_layers, num_groups, features):
     """Runs the encoder graph on (symbolic) inputs with the given layer
     objects. Called by the constructor and by `feature_model()`, so both models
     share the same layers and weights."""
@@ -72,6 +72,11 @@ def _encode(inputs, embeddings, blocks, pooler, num_layers, num_groups, features
         else:
             x = block(x, padding_mask)
         hidden_states.append(x)
+    if final_norm is not None:
+        # Pre-LN encoders end with a LayerNorm; the last hidden state is the
+        # normalised one, as transformers reports it.
+        x = final_norm(x)
+        hidden_states[-1] = x
     outputs = {"sequence_output": x}
     if pooler is not None:
         # tanh(Dense(sequence_output[:, 0])): the [CLS] vector.
@@ -90,6 +95,66 @@ def _check_int(name, value, minimum):
 def _check_rate(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
+
+
+def _layer_attention(
+    num_layers,
+    num_heads,
+    hidden_dim,
+    num_groups,
+    norm_first,
+    position_padding_id,
+    rope_theta,
+    local_rope_theta,
+    local_attention_window,
+    global_attention_every,
+):
+    """Checks the position and attention-pattern arguments; returns each
+    block's attention window (None: global) and RoPE base (None: learned
+    positions)."""
+    for name, value in (("rope_theta", rope_theta), ("local_rope_theta", local_rope_theta)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+        ):
+            raise ValueError(f"{name} must be a number > 0 or null, got {value!r}.")
+    if rope_theta is None and local_rope_theta is not None:
+        raise ValueError(
+            "local_rope_theta needs rope_theta: rotary positions are set by rope_theta "
+            "(null means a learned position table)."
+        )
+    if rope_theta is not None and position_padding_id is not None:
+        raise ValueError(
+            "position_padding_id numbers the rows of a learned position table; with "
+            "rope_theta (rotary positions) there is none: leave it null."
+        )
+    if rope_theta is not None and (hidden_dim // num_heads) % 2:
+        raise ValueError(
+            f"rotary positions rotate pairs of features: hidden_dim / num_heads = "
+            f"{hidden_dim // num_heads} must be even."
+        )
+    _check_int("global_attention_every", global_attention_every, 1)
+    if local_attention_window is not None:
+        _check_int("local_attention_window", local_attention_window, 2)
+        if global_attention_every < 2:
+            raise ValueError(
+                f"local_attention_window={local_attention_window} with "
+                f"global_attention_every={global_attention_every} leaves no local layer; "
+                "global_attention_every must be at least 2 (ModernBERT: 3)."
+            )
+    shared = num_groups != num_layers
+    if shared and (norm_first or local_attention_window is not None):
+        feature = "norm_first" if norm_first else "local_attention_window"
+        raise ValueError(
+            f"{feature} needs one block per layer (num_groups == num_layers); got "
+            f"num_groups={num_groups}, num_layers={num_layers}."
+        )
+    windows, thetas = [], []
+    for i in range(num_groups):
+        local = local_attention_window is not None and i % global_attention_every != 0
+        windows.append(local_attention_window if local else None)
+        local_theta = rope_theta if local_rope_theta is None else local_rope_theta
+        thetas.append(local_theta if local else rope_theta)
+    return windows, thetas
 
 
 # === Input checks (issue 14) ===
@@ -192,6 +257,10 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
     - RoBERTa, XLM-R, KLUE-RoBERTa: `num_segments=1` and
       `position_padding_id=1` (positions counted over non-padding tokens
       from 2, padding at position 1; 514 table rows for 512 tokens).
+    - ModernBERT: `norm_first=True, use_bias=False, gated_feedforward=True`,
+      rotary positions (`rope_theta`, `local_rope_theta`) and local
+      attention in all layers but every `global_attention_every`-th
+      (`local_attention_window`); `num_segments=0, use_pooler=False`.
     - TinyBERT, BERT-large, ...: sizes.
 
     Inputs: a dict with `token_ids`, `segment_ids` (absent when
@@ -237,6 +306,29 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
             whose id is not p from p + 1 on, tokens with id p are at
             position p (see `BertEmbeddings`); inputs are then at most
             `max_sequence_length - p - 1` tokens long.
+        norm_first: pre-LN blocks (ModernBERT): each LayerNorm normalises a
+            branch's input, the first block has none before its attention
+            (the embedding LayerNorm precedes it), and a final LayerNorm
+            (`final_layer_norm`) follows the last block. Needs
+            `num_groups == num_layers`.
+        use_bias: biases in every Dense layer and LayerNorm of the encoder
+            (ModernBERT: none).
+        gated_feedforward: GLU feed-forward layers (`act(a) * g` with
+            `[a, g]` a `2 * intermediate_dim` wide Dense; GeGLU with
+            "gelu"), as ModernBERT.
+        rope_theta: None: learned absolute positions (a position table). A
+            number: rotary position embeddings (RoPE) with this base in the
+            global attention layers, and no position table.
+        local_rope_theta: the RoPE base of the local attention layers;
+            defaults to `rope_theta`.
+        local_attention_window: None: every layer attends globally. A width
+            w: layers whose index is not a multiple of
+            `global_attention_every` attend locally, query i to the keys j
+            with `|i - j| <= w // 2` (ModernBERT: 128, 64 each side). The
+            band is applied as a mask: local layers still cost `S^2`.
+        global_attention_every: with `local_attention_window`, layer i
+            attends globally when `i % global_attention_every == 0`
+            (ModernBERT: 3); at least 2.
         dtype: a dtype policy name such as "float32" or "mixed_bfloat16".
 
     Example:
@@ -268,6 +360,13 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
         position_padding_id=None,
+        norm_first=False,
+        use_bias=True,
+        gated_feedforward=False,
+        rope_theta=None,
+        local_rope_theta=None,
+        local_attention_window=None,
+        global_attention_every=1,
         dtype=None,
         **kwargs,
     ):
@@ -315,8 +414,26 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}.")
-        if not isinstance(use_pooler, bool):
-            raise ValueError(f"use_pooler must be true or false, got {use_pooler!r}.")
+        for name, value in (
+            ("use_pooler", use_pooler),
+            ("norm_first", norm_first),
+            ("use_bias", use_bias),
+            ("gated_feedforward", gated_feedforward),
+        ):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be true or false, got {value!r}.")
+        attention_windows, rope_thetas = _layer_attention(
+            num_layers,
+            num_heads,
+            hidden_dim,
+            num_groups,
+            norm_first,
+            position_padding_id,
+            rope_theta,
+            local_rope_theta,
+            local_attention_window,
+            global_attention_every,
+        )
         if isinstance(dtype, dict):  # a serialized DTypePolicy from get_config
             dtype = keras.dtype_policies.get(dtype)
 
@@ -331,6 +448,8 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
             dropout=dropout,
             layer_norm_epsilon=layer_norm_epsilon,
             initializer_range=initializer_range,
+            learned_positions=rope_theta is None,
+            use_bias=use_bias,
             dtype=dtype,
             name="embeddings",
         )
@@ -344,11 +463,23 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
                 attention_dropout=effective_attention_dropout,
                 layer_norm_epsilon=layer_norm_epsilon,
                 initializer_range=initializer_range,
+                norm_first=norm_first,
+                # Pre-LN: the embedding LayerNorm stands before block 0.
+                attention_norm=not (norm_first and g == 0),
+                use_bias=use_bias,
+                gated_feedforward=gated_feedforward,
+                rope_theta=rope_thetas[g],
+                attention_window=attention_windows[g],
                 dtype=dtype,
                 name=f"transformer_layer_{g}",
             )
             for g in range(num_groups)
         ]
+        final_norm = None
+        if norm_first:
+            final_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, center=use_bias, dtype=dtype, name="final_layer_norm"
+            )
         pooler = None
         if use_pooler:
             pooler = keras.layers.Dense(
@@ -362,7 +493,7 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
         # === Functional graph ===
         inputs = self._make_inputs(num_segments)
         outputs = _encode(
-            inputs, embeddings, blocks, pooler, num_layers, num_groups, features=False
+            inputs, embeddings, blocks, pooler, final_norm, num_layers, num_groups, features=False
         )
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         # Functional models do not take a dtype; record the policy the layers
@@ -387,9 +518,17 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
         self.position_padding_id = position_padding_id
+        self.norm_first = norm_first
+        self.use_bias = use_bias
+        self.gated_feedforward = gated_feedforward
+        self.rope_theta = rope_theta
+        self.local_rope_theta = local_rope_theta
+        self.local_attention_window = local_attention_window
+        self.global_attention_every = global_attention_every
         self.embeddings_layer = embeddings
         self.transformer_layers = blocks
         self.pooler_dense = pooler
+        self.final_layer_norm = final_norm
         # Tokenizer settings and metadata carried from the preset this model
         # was loaded from; written back by save_to_preset.
         self.preset_info = {}
@@ -418,7 +557,8 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
 
         - `hidden_states`: `num_layers + 1` tensors `(batch, seq, hidden_dim)`,
           the embedding output (after the E->H projection) and each layer's
-          output;
+          output (the last one after the final LayerNorm of a `norm_first`
+          backbone: `sequence_output`);
         - `attention_scores`: `num_layers` float32 tensors
           `(batch, heads, seq, seq)`, the pre-softmax scores
           `QK^T / sqrt(head_dim)` before the padding mask is applied.
@@ -438,6 +578,7 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
             self.embeddings_layer,
             self.transformer_layers,
             self.pooler_dense,
+            self.final_layer_norm,
             self.num_layers,
             self.num_groups,
             features=True,

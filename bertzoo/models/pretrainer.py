@@ -93,7 +93,7 @@ def sentence_loss(labels, logits):
 
 def tied_mlm_head(encoder, tables, name, activation=None):
     """A `MaskedLMHead` over `encoder`'s output (its activation unless
-    `activation` is given, epsilon, initialiser, dtype policy) tied to
+    `activation` is given, epsilon, initialiser, biases, dtype policy) tied to
     `tables`' token embedding table: the backbone's own, or for ELECTRA's
     generator the discriminator's."""
     return MaskedLMHead(
@@ -103,6 +103,7 @@ def tied_mlm_head(encoder, tables, name, activation=None):
         activation=encoder.activation if activation is None else activation,
         layer_norm_epsilon=encoder.layer_norm_epsilon,
         initializer_range=encoder.initializer_range,
+        use_bias=getattr(encoder, "use_bias", True),
         dtype=tables.dtype_policy,
         name=name,
     )
@@ -230,7 +231,8 @@ class BertPretrainer(DatasetFit, keras.Model):
         if self.sentence_head is not None:
             variables["sentence_kernel"] = self.sentence_head.kernel
             variables["sentence_bias"] = self.sentence_head.bias
-        return variables
+        # A head without biases (ModernBERT's) has no dense_bias, ln_beta.
+        return {k: v for k, v in variables.items() if v is not None}
 
     def load_head_tensors(self, tensors, source="backbone.head_tensors"):
         """Initialises the heads from Hugging Face task-head tensors

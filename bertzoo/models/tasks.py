@@ -33,6 +33,7 @@ from bertzoo import presets as preset_lib
 from bertzoo.errors import InputError
 from bertzoo.layers.common import get_activation, kernel_initializer
 from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
+from bertzoo.layers.pooling import TokenPooling
 from bertzoo.loader_registry import preprocessor_factory, preset_loader
 from bertzoo.models import text_inputs
 from bertzoo.models.backbone import InputChecks
@@ -356,8 +357,9 @@ class TaskModel(InputChecks, LoraMethods, keras.Model):
 
     def hf_head_layers(self):
         """The head's layers by role, for loading a Hugging Face task head:
-        `(kind, output Dense, hidden Dense or None)`, or None when this
-        head has no Hugging Face counterpart."""
+        `(kind, output Dense, hidden Dense or None, LayerNorm or None)`
+        (ModernBERT's transform is the hidden Dense and the LayerNorm), or
+        None when this head has no Hugging Face counterpart."""
         return None
 
     def save_to_preset(self, preset_dir, tokenizer=None, preset_info=None):
@@ -392,19 +394,63 @@ class TaskModel(InputChecks, LoraMethods, keras.Model):
 # Sequence-classification heads: "pooled" is BERT's (Dense on the pooled
 # output, or on the first token without a pooler); "electra" and "roberta"
 # are ELECTRA's and RoBERTa's (Dense(H) -> GELU or tanh -> Dense on the first
-# token), by their activation.
-CLASSIFIER_HEADS = ("pooled", "electra", "roberta")
+# token), by their activation; "modernbert" and "modernbert_mean" are
+# ModernBERT's (its transform, Dense(H) -> GELU -> LayerNorm, on the first
+# token or on the mean of the real tokens, then Dense).
+CLASSIFIER_HEADS = ("pooled", "electra", "roberta", "modernbert", "modernbert_mean")
 _HEAD_ACTIVATIONS = {"electra": "gelu", "roberta": "tanh"}
 # The model types (preset metadata) whose head is not BERT's.
-_FAMILY_HEADS = {"electra": "electra", "roberta": "roberta", "xlm-roberta": "roberta"}
+_FAMILY_HEADS = {
+    "electra": "electra",
+    "roberta": "roberta",
+    "xlm-roberta": "roberta",
+    "modernbert": "modernbert",
+}
+
+
+def _metadata(backbone):
+    return (getattr(backbone, "preset_info", None) or {}).get("metadata", {})
 
 
 def classifier_head_style(backbone):
     """The classification head a backbone's family uses: ELECTRA's for
     ELECTRA checkpoints (and models pre-trained with the electra objective),
-    RoBERTa's for RoBERTa and XLM-R ones, else BERT's."""
-    metadata = (getattr(backbone, "preset_info", None) or {}).get("metadata", {})
-    return _FAMILY_HEADS.get(metadata.get("model_type"), "pooled")
+    RoBERTa's for RoBERTa and XLM-R ones, ModernBERT's (with the pooling
+    its checkpoint records) for ModernBERT ones, else BERT's."""
+    metadata = _metadata(backbone)
+    head = _FAMILY_HEADS.get(metadata.get("model_type"), "pooled")
+    if head == "modernbert" and (metadata.get("hf_config") or {}).get("classifier_pooling") == (
+        "mean"
+    ):
+        return "modernbert_mean"
+    return head
+
+
+def _has_transform(backbone):
+    """ModernBERT's tagging and QA heads put its transform before the
+    output layer."""
+    return _metadata(backbone).get("model_type") == "modernbert"
+
+
+def _transform(backbone, prefix):
+    """ModernBERT's head transform (transformers' ModernBertPredictionHead):
+    Dense(H) -> GELU -> LayerNorm, with biases where the backbone has them;
+    returns `(dense, layer_norm)`."""
+    dense = keras.layers.Dense(
+        backbone.hidden_dim,
+        activation=get_activation("gelu"),
+        use_bias=backbone.use_bias,
+        kernel_initializer=kernel_initializer(backbone.initializer_range),
+        dtype=backbone.dtype_policy,
+        name=f"{prefix}_transform_dense",
+    )
+    norm = keras.layers.LayerNormalization(
+        epsilon=backbone.layer_norm_epsilon,
+        center=backbone.use_bias,
+        dtype=backbone.dtype_policy,
+        name=f"{prefix}_transform_norm",
+    )
+    return dense, norm
 
 
 def _head_dense(units, backbone, name):
@@ -447,8 +493,12 @@ class BertClassifier(TaskModel):
     for ELECTRA backbones it is ELECTRA's (`head="electra"`): `Dropout` ->
     `Dense(hidden_dim)` -> GELU -> `Dropout` -> `Dense` on the first token;
     for RoBERTa and XLM-R backbones RoBERTa's (`head="roberta"`), the same
-    with tanh (transformers' `RobertaClassificationHead`); these two leave
-    a pooler unused (and frozen).
+    with tanh (transformers' `RobertaClassificationHead`); for ModernBERT
+    backbones ModernBERT's: `Dense(hidden_dim)` -> GELU -> `LayerNorm` on
+    the first token (`head="modernbert"`) or on the mean of the real tokens
+    (`head="modernbert_mean"`, as the checkpoint's `classifier_pooling`
+    says), then `Dropout` -> `Dense`; these leave a pooler unused (and
+    frozen).
 
     `compile(optimizer)` builds the loss (mean cross-entropy, or MSE) and the
     `accuracy` metric (classification only); `fit` on `(x, labels)` batches,
@@ -460,9 +510,10 @@ class BertClassifier(TaskModel):
         dropout: dropout before the output layer.
         label_names: optional class names (saved with the preset; the
             serving model returns them).
-        head: "pooled" (BERT's), "electra" or "roberta"; default: the one
-            of the model type the backbone's preset records (`electra`;
-            `roberta` or `xlm-roberta`), else "pooled".
+        head: "pooled" (BERT's), "electra", "roberta", "modernbert" or
+            "modernbert_mean"; default: the one of the model type the
+            backbone's preset records (`electra`; `roberta` or
+            `xlm-roberta`; `modernbert`), else "pooled".
 
     Strings: `from_preset` on a preset with a vocabulary attaches its
     `BertPreprocessor` (`preprocessor`), and then `fit`, `evaluate`,
@@ -495,8 +546,19 @@ class BertClassifier(TaskModel):
             raise ValueError(f"head={head!r} is not valid. Valid: {', '.join(CLASSIFIER_HEADS)}.")
         inputs = self._backbone_inputs(backbone)
         features = backbone(inputs)
-        dense = None
-        if head in _HEAD_ACTIVATIONS:
+        dense = norm = None
+        if head.startswith("modernbert"):
+            _freeze_unused_pooler(backbone)
+            dense, norm = _transform(backbone, "classifier")
+            sequence = features["sequence_output"]
+            if head == "modernbert_mean":
+                first = TokenPooling("mean", dtype=backbone.dtype_policy, name="classifier_pool")(
+                    sequence, inputs["padding_mask"]
+                )
+            else:
+                first = sequence[:, 0, :]
+            pooled = norm(dense(first))
+        elif head in _HEAD_ACTIVATIONS:
             # ELECTRA's and RoBERTa's head (no pooler): dropout -> Dense(H)
             # -> GELU / tanh -> dropout -> Dense(classes) on the first token.
             _freeze_unused_pooler(backbone)
@@ -526,6 +588,7 @@ class BertClassifier(TaskModel):
         self.head_style = head
         self.head = output
         self.head_dense = dense
+        self.head_norm = norm
         self.head_loaded = False
         self.accuracy = (
             keras.metrics.SparseCategoricalAccuracy(name="accuracy") if num_classes > 1 else None
@@ -576,14 +639,16 @@ class BertClassifier(TaskModel):
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
     def head_layers(self):
-        return [self.head] if self.head_dense is None else [self.head_dense, self.head]
+        return [layer for layer in (self.head_dense, self.head_norm, self.head) if layer]
 
     def hf_head_layers(self):
-        if self.head_dense is not None:  # classifier.dense -> classifier.out_proj
-            return "classification", self.head, self.head_dense
+        if self.head_dense is not None:
+            # classifier.dense -> classifier.out_proj, or ModernBERT's
+            # head.dense -> head.norm -> classifier
+            return "classification", self.head, self.head_dense, self.head_norm
         if not self.backbone.use_pooler:
             return None
-        return "classification", self.head, None
+        return "classification", self.head, None, None
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         logits = ops.cast(y_pred, "float32")
@@ -606,7 +671,8 @@ class BertClassifier(TaskModel):
 @keras.saving.register_keras_serializable(package="bertzoo")
 class BertTokenClassifier(TaskModel):
     """One label per token (NER, POS tagging): `Dropout` + `Dense` on every
-    position of the sequence output.
+    position of the sequence output (on a ModernBERT backbone, after
+    ModernBERT's transform: `Dense(hidden_dim)` -> GELU -> `LayerNorm`).
 
     Output: float32 logits `(batch, sequence, num_labels)`. Labels for
     `fit` are int ids `(batch, sequence)`, with -100 (`IGNORE_LABEL`) where
@@ -641,6 +707,10 @@ class BertTokenClassifier(TaskModel):
         _freeze_unused_pooler(backbone)
         inputs = self._backbone_inputs(backbone)
         sequence = backbone(inputs)["sequence_output"]
+        dense = norm = None
+        if _has_transform(backbone):
+            dense, norm = _transform(backbone, "tagger")
+            sequence = norm(dense(sequence))
         dropout_layer = _dropout(dropout, backbone, "tagger_dropout")
         head = _head_dense(num_labels, backbone, "tagger_head")
         logits = head(dropout_layer(sequence))
@@ -650,6 +720,8 @@ class BertTokenClassifier(TaskModel):
         self.dropout = dropout
         self.label_names = label_names
         self.head = head
+        self.head_dense = dense
+        self.head_norm = norm
         self.head_loaded = False
         self.token_accuracy = keras.metrics.SparseCategoricalAccuracy(name="token_accuracy")
 
@@ -682,12 +754,12 @@ class BertTokenClassifier(TaskModel):
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
     def head_layers(self):
-        return [self.head]
+        return [layer for layer in (self.head_dense, self.head_norm, self.head) if layer]
 
     def hf_head_layers(self):
         if self.backbone.use_pooler:
             return None
-        return "tagging", self.head, None
+        return "tagging", self.head, self.head_dense, self.head_norm
 
     @staticmethod
     def _scored(y):
@@ -710,7 +782,8 @@ class BertTokenClassifier(TaskModel):
 @keras.saving.register_keras_serializable(package="bertzoo")
 class BertSpanQA(TaskModel):
     """Extractive question answering: a `Dense(2)` on the sequence output
-    gives start and end logits per token.
+    gives start and end logits per token (on a ModernBERT backbone, after
+    ModernBERT's transform: `Dense(hidden_dim)` -> GELU -> `LayerNorm`).
 
     Outputs `{"start_logits", "end_logits"}`, float32 `(batch, sequence)`,
     with padding positions set to -1e9 (so they never win and the result
@@ -740,6 +813,10 @@ class BertSpanQA(TaskModel):
         _freeze_unused_pooler(backbone)
         inputs = self._backbone_inputs(backbone)
         sequence = backbone(inputs)["sequence_output"]
+        dense = norm = None
+        if _has_transform(backbone):
+            dense, norm = _transform(backbone, "span")
+            sequence = norm(dense(sequence))
         head = _head_dense(2, backbone, "span_head")
         logits = head(sequence)  # (B, S, 2)
         padding = ops.cast(inputs["padding_mask"], "bool")
@@ -749,6 +826,8 @@ class BertSpanQA(TaskModel):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.backbone = backbone
         self.head = head
+        self.head_dense = dense
+        self.head_norm = norm
         self.head_loaded = False
         self.span_accuracy = keras.metrics.Mean(name="span_accuracy")
 
@@ -761,10 +840,10 @@ class BertSpanQA(TaskModel):
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
     def head_layers(self):
-        return [self.head]
+        return [layer for layer in (self.head_dense, self.head_norm, self.head) if layer]
 
     def hf_head_layers(self):
-        return "qa", self.head, None
+        return "qa", self.head, self.head_dense, self.head_norm
 
     @staticmethod
     def _targets(y):

@@ -50,6 +50,13 @@ class Architecture:
     max_sequence_length: int
     # RoBERTa: the first position_padding_id + 1 rows serve padding only.
     position_padding_id: int | None = None
+    # ModernBERT: pre-LN blocks (the first without its attention LayerNorm)
+    # and a final LayerNorm, no biases, GLU feed-forward layers, rotary
+    # positions (no position table).
+    norm_first: bool = False
+    use_bias: bool = True
+    gated_feedforward: bool = False
+    learned_positions: bool = True
 
     @property
     def max_input_length(self):
@@ -84,18 +91,39 @@ class Architecture:
             attention_dropout=dropout if attention_dropout is None else attention_dropout,
             max_sequence_length=c.get("max_sequence_length", 512),
             position_padding_id=c.get("position_padding_id"),
+            norm_first=c.get("norm_first", False),
+            use_bias=c.get("use_bias", True),
+            gated_feedforward=c.get("gated_feedforward", False),
+            learned_positions=c.get("rope_theta") is None,
         )
+
+    def _dense(self, inputs, outputs):
+        return inputs * outputs + (outputs if self.use_bias else 0)
+
+    def _layer_norm(self, width):
+        return 2 * width if self.use_bias else width
+
+    @property
+    def feedforward_width(self):
+        """The first feed-forward Dense layer's width (a GLU's is doubled)."""
+        return 2 * self.intermediate_dim if self.gated_feedforward else self.intermediate_dim
 
     def block_params(self):
         h, f = self.hidden_dim, self.intermediate_dim
         # q, k, v, output projections; two LayerNorms; the feed-forward pair.
-        return 4 * (h * h + h) + 2 * 2 * h + (h * f + f) + (f * h + h)
+        return (
+            4 * self._dense(h, h)
+            + 2 * self._layer_norm(h)
+            + self._dense(h, self.feedforward_width)
+            + self._dense(f, h)
+        )
 
     def embedding_params(self):
         e, h = self.embedding_dim, self.hidden_dim
-        tables = (self.vocabulary_size + self.max_sequence_length + self.num_segments) * e
-        projection = e * h + h if e != h else 0
-        return tables + 2 * e + projection
+        positions = self.max_sequence_length if self.learned_positions else 0
+        tables = (self.vocabulary_size + positions + self.num_segments) * e
+        projection = self._dense(e, h) if e != h else 0
+        return tables + self._layer_norm(e) + projection
 
     def pooler_params(self):
         h = self.hidden_dim
@@ -103,7 +131,9 @@ class Architecture:
 
     def backbone_params(self):
         """Exactly `BertBackbone.count_params()` (ALBERT's shared blocks
-        counted once)."""
+        counted once). A pre-LN encoder's first block has no attention
+        LayerNorm and a final LayerNorm follows the last block: the same
+        count."""
         return (
             self.embedding_params() + self.num_groups * self.block_params() + self.pooler_params()
         )
@@ -113,5 +143,7 @@ class Architecture:
         if mode == "pretrain":
             # MaskedLMHead: H -> E transform + LayerNorm + output bias (tied
             # table); NSP/SOP Dense(2) on the pooled output.
-            return h * e + e + 2 * e + v + (2 * h + 2 if self.use_pooler else 0)
+            return (
+                self._dense(h, e) + self._layer_norm(e) + v + (2 * h + 2 if self.use_pooler else 0)
+            )
         return h * num_classes + num_classes

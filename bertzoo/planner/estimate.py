@@ -213,7 +213,10 @@ def activation_bytes(
 def flops_per_sequence(arch, seq_len, mode="finetune", max_predictions=None):
     """Training (3x forward) or inference FLOPs for one sequence."""
     s, h = seq_len, arch.hidden_dim
-    per_token = 2 * arch.num_layers * (4 * h * h + 2 * h * arch.intermediate_dim)  # matmuls
+    # The matmuls: four projections, the feed-forward pair (a GLU's first
+    # one twice as wide).
+    feedforward = h * (arch.feedforward_width + arch.intermediate_dim)
+    per_token = 2 * arch.num_layers * (4 * h * h + feedforward)
     if arch.embedding_dim != arch.hidden_dim:
         per_token += 2 * arch.embedding_dim * h
     per_token += 4 * arch.num_layers * s * h  # QK^T and PV

@@ -263,7 +263,7 @@ def test_unknown_model_type_names_the_supported_families(tmp_path):
     assert "\n" not in message
     assert message.endswith(
         "model_type 'camembert' is not supported. Supported: bert, albert, distilbert, "
-        "electra, roberta, xlm-roberta."
+        "electra, roberta, xlm-roberta, modernbert."
     )
 
 

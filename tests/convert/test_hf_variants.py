@@ -197,6 +197,7 @@ def test_bad_configs(tmp_path, name, changes, pattern):
         "electra",
         "roberta",
         "xlm-roberta",
+        "modernbert",
     )
 
 

@@ -69,3 +69,43 @@ def test_attention_dropout_only_in_training():
 def test_rejects_indivisible_heads():
     with pytest.raises(ValueError, match="hidden_dim=10 must be divisible by num_heads=3"):
         BertSelfAttention(num_heads=3, hidden_dim=10)
+
+
+def test_local_attention_sees_only_its_window_and_global_sees_all():
+    """A window of 6: query i sees keys i-3 .. i+3. Changing token 9 moves
+    the local layer's outputs at positions 6 .. 12 only; a global layer's
+    move everywhere. The explicit path agrees with the fused one."""
+    seq = 16
+    x = np.random.default_rng(3).normal(size=(2, seq, 12)).astype("float32")
+    changed = x.copy()
+    changed[:, 9] += 1.0
+    mask = np.ones((2, seq), "int32")
+    local = BertSelfAttention(num_heads=N, hidden_dim=12, rope_theta=50.0, attention_window=6)
+    moved = np.abs(_np(local(changed, mask)) - _np(local(x, mask))).max(axis=(0, 2))
+    assert np.all(moved[6:13] > 1e-4) and np.all(moved[:6] == 0) and np.all(moved[13:] == 0)
+    explicit, scores = local(x, mask, return_attention_scores=True)
+    np.testing.assert_allclose(_np(explicit), _np(local(x, mask)), atol=1e-6)
+    assert scores.shape == (2, N, seq, seq)
+    full = BertSelfAttention(num_heads=N, hidden_dim=12, rope_theta=50.0)
+    moved = np.abs(_np(full(changed, mask)) - _np(full(x, mask))).max(axis=(0, 2))
+    assert np.all(moved > 1e-4)
+
+
+def test_rotary_scores_depend_on_relative_positions_only():
+    """RoPE: the same query and key vectors give a score that depends on
+    their distance, not on where the pair sits; without rotation all are
+    equal."""
+    layer = BertSelfAttention(num_heads=N, hidden_dim=12, rope_theta=100.0, use_bias=False)
+    x = np.tile(10 * np.random.default_rng(4).normal(size=(1, 1, 12)), (1, 12, 1)).astype("float32")
+    _, scores = layer(x, np.ones((1, 12), "int32"), return_attention_scores=True)
+    assert layer.query.bias is None and layer.attention_output.bias is None
+    scores = _np(scores)[0, 0]  # (T, S): one vector at every position
+    for distance in (1, 3, 5):
+        diagonal = np.diagonal(scores, offset=distance)
+        np.testing.assert_allclose(diagonal, diagonal[0], atol=1e-4)
+    assert np.ptp(np.diagonal(scores)) < 1e-4 and np.ptp(scores) > 1e-2
+
+
+def test_rotary_needs_an_even_head_size():
+    with pytest.raises(ValueError, match="even head size, got hidden_dim / num_heads = 5"):
+        BertSelfAttention(num_heads=2, hidden_dim=10, rope_theta=100.0)

@@ -48,6 +48,13 @@ REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released conf
     "klue_roberta_small": 68_090_880,
     "klue_roberta_base": 110_618_112,
     "klue_roberta_large": 336_656_384,
+    # transformers' ModernBertModel built from the released configs (counted
+    # by tests/fixtures/make_modernbert_fixtures.py; checked against the
+    # fixture in tests/convert/test_hf_modernbert.py). Both are above the
+    # size built below: the small ModernBERT configs of that fixture are
+    # built there and counted against transformers' own counts.
+    "modernbert_base": 149_014_272,
+    "modernbert_large": 394_781_696,
 }
 
 
@@ -383,3 +390,65 @@ def test_feature_model_says_how_to_save():
     features = backbone.feature_model()
     with pytest.raises(NotImplementedError, match="save the backbone"):
         features.get_config()
+
+
+# ModernBERT's switches on TINY's sizes (head size 6: rotary positions rotate
+# pairs of features): layers 0 and 3 global, 1 and 2 local with a window of 4.
+MODERN = dict(
+    hidden_dim=12,
+    num_segments=0,
+    use_pooler=False,
+    norm_first=True,
+    use_bias=False,
+    gated_feedforward=True,
+    rope_theta=1000.0,
+    local_rope_theta=100.0,
+    local_attention_window=4,
+    global_attention_every=3,
+    activation="gelu",
+)
+
+
+def test_modernbert_shape_is_configuration():
+    """ModernBERT's layout from switches: no position table, no biases,
+    block 0 without an attention LayerNorm, local layers 1 and 2, a final
+    LayerNorm; what stands in the padding changes none of the real tokens'
+    outputs (local layers included)."""
+    backbone = tiny_backbone(**MODERN)
+    blocks = backbone.transformer_layers
+    assert backbone.embeddings_layer.learned_positions is False
+    assert [b.attention_window for b in blocks] == [None, 4, 4, None]
+    assert [b.rope_theta for b in blocks] == [1000.0, 100.0, 100.0, 1000.0]
+    assert blocks[0].attention_layer_norm is None and blocks[1].attention_layer_norm is not None
+    paths = [w.path for w in backbone.weights]
+    assert "final_layer_norm/gamma" in paths
+    assert not [p for p in paths if p.endswith(("bias", "beta", "position_embeddings"))]
+    assert Architecture.of(backbone).backbone_params() == backbone.count_params()
+
+    inputs = make_inputs(seq=SEQ, num_segments=0, lengths=[7, 5, 3])
+    mask = inputs["padding_mask"].astype(bool)
+    other = dict(inputs, token_ids=np.where(mask, inputs["token_ids"], 5).astype("int32"))
+    # Compiled once for both (under JAX, op by op is slower).
+    out = _np(backbone.predict_on_batch(inputs)["sequence_output"])
+    again = _np(backbone.predict_on_batch(other)["sequence_output"])
+    np.testing.assert_allclose(again[mask], out[mask], atol=1e-6)
+    assert not np.allclose(again[~mask], out[~mask], atol=1e-3)  # the padding did change
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(global_attention_every=1), "leaves no local layer; global_attention_every must"),
+        (dict(local_attention_window=1), "local_attention_window must be an integer >= 2"),
+        (dict(rope_theta=None), "local_rope_theta needs rope_theta"),
+        (dict(rope_theta=-1.0), "rope_theta must be a number > 0 or null"),
+        (dict(hidden_dim=10), "hidden_dim / num_heads = 5 must be even"),
+        (dict(num_groups=2), "norm_first needs one block per layer"),
+        (dict(norm_first="yes"), "norm_first must be true or false"),
+        (dict(position_padding_id=1, max_sequence_length=12), "with rope_theta"),
+    ],
+)
+def test_modernbert_switches_say_what_is_valid(change, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_backbone(**{**MODERN, **change})

@@ -45,6 +45,8 @@ def hf_to_preset(directory):
     backbone = _backbone_settings(hf, spec, config_path)
     backbone["use_pooler"] = spec.pooler is not None and _has_pooler(directory, spec)
     backbone.update(spec.fixed)
+    if spec.read_config is not None:
+        backbone.update(spec.read_config(hf, config_path))
     if spec.model_type == "albert":
         _check_albert_groups(backbone, config_path)
     # The directory as the caller named it (not the view it is read through).
@@ -52,6 +54,9 @@ def hf_to_preset(directory):
     metadata = {"source_checkpoint": str(hf.get("_name_or_path") or shown)}
     if spec.record_model_type:  # the architecture alone does not say it
         metadata["model_type"] = spec.model_type
+    carried = {key: hf[key] for key in spec.carried_keys if key in hf}
+    if carried:  # written back by save_hf
+        metadata["hf_config"] = carried
     return {
         "name": shown.name,
         "description": f"Converted from the Hugging Face checkpoint in {shown}.",

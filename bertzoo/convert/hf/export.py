@@ -9,7 +9,7 @@ import numpy as np
 from bertzoo.convert.common import CheckpointError, check_group_map
 from bertzoo.convert.hf.families import SPECS, spec_of
 from bertzoo.convert.hf.spec import ACTIVATIONS_TO_HF, SAFETENSORS_FILE, hf_group_map
-from bertzoo.convert.hf.weights import variable_map
+from bertzoo.convert.hf.weights import join_fused, variable_map
 from bertzoo.io.publish import atomic_write_text, publish_directory
 from bertzoo.io.safetensors import write_safetensors
 from bertzoo.tokenizers.hf_config import hf_tokenizer_config
@@ -21,11 +21,13 @@ def model_type_of(backbone):
     preset records (`metadata.model_type`, e.g. "electra" for ELECTRA
     checkpoints, whose architecture alone reads as BERT or ALBERT without a
     pooler), else the one its architecture implies: DistilBERT without
-    segments and pooler, ALBERT with factorised embeddings or layer sharing,
-    else BERT."""
+    segments and pooler, ModernBERT with rotary positions, ALBERT with
+    factorised embeddings or layer sharing, else BERT."""
     recorded = (getattr(backbone, "preset_info", None) or {}).get("metadata", {}).get("model_type")
     if recorded in SPECS:
         return recorded
+    if getattr(backbone, "rope_theta", None) is not None:
+        return "modernbert"
     if backbone.num_segments == 0 and not backbone.use_pooler:
         return "distilbert"
     if backbone.position_padding_id is not None:
@@ -75,17 +77,60 @@ def _mismatches(backbone, spec):
         problems.append(
             f"position_padding_id=None ({spec.model_type} counts positions past the padding id)"
         )
-    if backbone.num_segments == 0 and spec.model_type != "distilbert":
+    if backbone.num_segments == 0 and spec.model_type not in ("distilbert", "modernbert"):
         pooler = " with a pooler" if backbone.use_pooler else ""
         problems.append(f"num_segments=0{pooler} ({spec.model_type} needs segments)")
+    problems.extend(_style_mismatches(backbone, spec))
     return problems
 
 
-def _architecture(spec, heads, has_pooler):
-    for prefix, pooler, name in spec.architectures:
-        if any(k.startswith(prefix) for k in heads) and pooler in (None, has_pooler):
+# The settings of ModernBERT-style encoders, at the values of BERT's
+# post-LN blocks with learned positions.
+_CLASSIC = {
+    "norm_first": False,
+    "use_bias": True,
+    "gated_feedforward": False,
+    "rope_theta": None,
+    "local_attention_window": None,
+}
+
+
+def _style_mismatches(backbone, spec):
+    """A ModernBERT-style backbone written as a BERT-family type, or the
+    other way round."""
+    if spec.modern:
+        if getattr(backbone, "rope_theta", None) is None:
+            return [f"rope_theta=None ({spec.model_type} has rotary positions)"]
+        return []
+    return [
+        f"{key}={getattr(backbone, key)!r} ({spec.model_type} needs {value!r})"
+        for key, value in _CLASSIC.items()
+        if getattr(backbone, key, value) != value
+    ]
+
+
+def _architecture(spec, heads, has_pooler, recorded=()):
+    """The architecture of the first entry of `spec.architectures` whose
+    heads are present; the one the checkpoint recorded (`recorded`) when
+    it is among those that fit (ModernBERT's task models share head
+    names)."""
+    fitting = [
+        name
+        for prefix, pooler, name in spec.architectures
+        if any(k.startswith(prefix) for k in heads) and pooler in (None, has_pooler)
+    ]
+    for name in recorded:
+        if name in fitting:
             return name
-    return spec.base_architecture
+    return fitting[0] if fitting else spec.base_architecture
+
+
+def _carried_config(backbone, spec):
+    """The HF config keys read from the checkpoint that `spec` carries
+    (`HfSpec.carried_keys`, kept in the preset's metadata)."""
+    metadata = (getattr(backbone, "preset_info", None) or {}).get("metadata", {})
+    carried = metadata.get("hf_config") or {}
+    return {key: carried[key] for key in spec.carried_keys if key in carried}
 
 
 def _hf_config(backbone, spec, architecture):
@@ -103,6 +148,11 @@ def _hf_config(backbone, spec, architecture):
     }
     for key, hf_key, _ in spec.config_keys:
         config[hf_key] = values[key]
+    if spec.write_config is not None:
+        config.update(spec.write_config(backbone))
+    carried = _carried_config(backbone, spec)
+    carried.pop("architectures", None)  # chosen by _architecture
+    config.update(carried)
     return config
 
 
@@ -155,6 +205,7 @@ def _tensors(backbone, spec, heads):
     for name, (variable, transpose) in variable_map(backbone, spec).items():
         value = np.asarray(variable.numpy(), dtype="float32")
         tensors[prefix + name] = np.ascontiguousarray(value.T if transpose else value)
+    tensors = join_fused(tensors, spec)
     tensors.update(heads)
     return tensors
 
@@ -189,8 +240,8 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
             with `lowercase` and `strip_accents` attributes and
             `save_to_preset(directory)`.
         model_type: one of `SUPPORTED_MODEL_TYPES` ("bert", "albert",
-            "distilbert", "electra", "roberta", "xlm-roberta"); default
-            as described above.
+            "distilbert", "electra", "roberta", "xlm-roberta",
+            "modernbert"); default as described above.
     """
     directory = Path(directory)
     spec = _spec_for_backbone(backbone, model_type)
@@ -199,7 +250,9 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
     if tokenizer is not None:
         _check_tokenizer(tokenizer, backbone)
     tensors = _tensors(backbone, spec, heads)
-    config = _hf_config(backbone, spec, _architecture(spec, heads, backbone.use_pooler))
+    recorded = _carried_config(backbone, spec).get("architectures") or ()
+    architecture = _architecture(spec, heads, backbone.use_pooler, recorded)
+    config = _hf_config(backbone, spec, architecture)
     config.update(_label_config(config["architectures"][0], heads))
     with publish_directory(directory, "hf") as staging:
         write_safetensors(staging / SAFETENSORS_FILE, tensors, metadata={"format": "pt"})

@@ -6,10 +6,12 @@ from bertzoo.convert.hf.albert import ALBERT
 from bertzoo.convert.hf.bert import BERT
 from bertzoo.convert.hf.distilbert import DISTILBERT
 from bertzoo.convert.hf.electra import ELECTRA
+from bertzoo.convert.hf.modernbert import MODERNBERT
 from bertzoo.convert.hf.roberta import ROBERTA, XLM_ROBERTA
 
 SPECS = {
-    spec.model_type: spec for spec in (BERT, ALBERT, DISTILBERT, ELECTRA, ROBERTA, XLM_ROBERTA)
+    spec.model_type: spec
+    for spec in (BERT, ALBERT, DISTILBERT, ELECTRA, ROBERTA, XLM_ROBERTA, MODERNBERT)
 }
 SUPPORTED_MODEL_TYPES = tuple(SPECS)
 

@@ -4,6 +4,7 @@ of a transformer block's sub-layers and the file names of a checkpoint
 directory."""
 
 import dataclasses
+from collections.abc import Callable
 
 SAFETENSORS_FILE = "model.safetensors"
 PICKLE_FILE = "pytorch_model.bin"
@@ -75,6 +76,26 @@ class HfSpec:
     # does not say it (ELECTRA reads as BERT without a pooler, XLM-R as
     # RoBERTa), and heads and exports follow it.
     record_model_type: bool = False
+    # Tensor names outside the blocks (BERT's by default).
+    word_embeddings: str = "embeddings.word_embeddings"
+    embedding_norm: str = "embeddings.LayerNorm"
+    final_norm: str | None = None  # the last LayerNorm of pre-LN encoders
+    # The name, inside a block, of one tensor holding the query, key and
+    # value projections stacked on the output axis (ModernBERT's
+    # "attn.Wqkv"); `block_tensors` name its thirds "<name>.query", ".key"
+    # and ".value", split on reading and joined on writing.
+    fused_qkv: str | None = None
+    # Rotary positions and the pre-LN blocks (ModernBERT), else BERT's
+    # post-LN blocks with learned positions.
+    modern: bool = False
+    # Config keys that need code both ways: `read_config(hf, config_path)`
+    # -> backbone settings, `write_config(backbone)` -> HF keys.
+    read_config: Callable | None = None
+    write_config: Callable | None = None
+    # HF config keys bertzoo does not model but writes back as read (kept
+    # in the preset's metadata, `hf_config`): special token ids, the task
+    # head's pooling, the architecture.
+    carried_keys: tuple = ()
 
 
 # The size keys BERT, ALBERT and ELECTRA share.

@@ -9,6 +9,8 @@ kept as `backbone.head_tensors`) for task models and written back by
 
 from pathlib import Path
 
+import numpy as np
+
 from bertzoo.convert.common import CheckpointError, assign_tensors, check_float_tensors
 from bertzoo.convert.hf.config import read_config
 from bertzoo.convert.hf.spec import BLOCK_ROLES, PICKLE_FILE, SAFETENSORS_FILE
@@ -22,19 +24,24 @@ def variable_map(backbone, spec):
     out = {}
 
     def add(name, layer):
+        if layer is None:  # ModernBERT's first block has no attention LayerNorm
+            return
         if hasattr(layer, "gamma"):  # LayerNormalization
             out[f"{name}.weight"] = (layer.gamma, False)
-            out[f"{name}.bias"] = (layer.beta, False)
+            if layer.beta is not None:
+                out[f"{name}.bias"] = (layer.beta, False)
         else:  # Dense: torch Linear stores (out, in), Keras (in, out)
             out[f"{name}.weight"] = (layer.kernel, True)
-            out[f"{name}.bias"] = (layer.bias, False)
+            if layer.bias is not None:
+                out[f"{name}.bias"] = (layer.bias, False)
 
     emb = backbone.embeddings_layer
-    out["embeddings.word_embeddings.weight"] = (emb.token_embedding.embeddings, False)
-    out["embeddings.position_embeddings.weight"] = (emb.position_embeddings, False)
+    out[f"{spec.word_embeddings}.weight"] = (emb.token_embedding.embeddings, False)
+    if emb.position_embeddings is not None:
+        out["embeddings.position_embeddings.weight"] = (emb.position_embeddings, False)
     if emb.segment_embedding is not None:
         out["embeddings.token_type_embeddings.weight"] = (emb.segment_embedding.embeddings, False)
-    add("embeddings.LayerNorm", emb.layer_norm)
+    add(spec.embedding_norm, emb.layer_norm)
     if emb.projection is not None:
         add(spec.projection, emb.projection)
     for g, block in enumerate(backbone.transformer_layers):
@@ -45,6 +52,62 @@ def variable_map(backbone, spec):
             add(f"{spec.block.format(g)}.{name}", layer)
     if backbone.pooler_dense is not None:
         add(spec.pooler, backbone.pooler_dense)
+    if getattr(backbone, "final_layer_norm", None) is not None:
+        add(spec.final_norm, backbone.final_layer_norm)
+    return out
+
+
+_QKV_PARTS = ("query", "key", "value")
+
+
+def _fused_name(name, spec):
+    """`(stem, suffix)` when `name` is a fused query/key/value tensor of
+    `spec` ("model.layers.0.attn.Wqkv" + ".weight"), else None."""
+    if spec.fused_qkv is None:
+        return None
+    for suffix in (".weight", ".bias"):
+        if name.endswith(f".{spec.fused_qkv}{suffix}"):
+            return name[: -len(suffix)], suffix
+    return None
+
+
+def split_fused(tensors, spec, source):
+    """Splits each fused query/key/value tensor of `tensors` (torch layout:
+    the three projections stacked on the output axis) into the thirds that
+    `spec.block_tensors` name (`<fused>.query.weight`, ...)."""
+    out = {}
+    for name, value in tensors.items():
+        fused = _fused_name(name, spec)
+        if fused is None:
+            out[name] = value
+            continue
+        stem, suffix = fused
+        value = np.asarray(value)
+        rows = value.shape[0] if value.ndim else 0
+        if rows == 0 or rows % 3:
+            raise CheckpointError(
+                f"{source}: tensor {name!r} has shape {tuple(value.shape)}; a fused "
+                "query/key/value projection has 3 x hidden_size outputs."
+            )
+        for part, piece in zip(_QKV_PARTS, value.reshape((3, rows // 3) + value.shape[1:])):
+            out[f"{stem}.{part}{suffix}"] = piece
+    return out
+
+
+def join_fused(tensors, spec):
+    """The inverse of `split_fused`: the thirds of each fused projection
+    stacked back into one tensor, under its own name."""
+    if spec.fused_qkv is None:
+        return tensors
+    out = {}
+    marker = f".{spec.fused_qkv}.query"
+    for name, value in tensors.items():
+        if marker in name and name.endswith((f"{marker}.weight", f"{marker}.bias")):
+            stem, suffix = name.rsplit(".query", 1)
+            parts = [tensors[f"{stem}.{part}{suffix}"] for part in _QKV_PARTS]
+            out[f"{stem}{suffix}"] = np.ascontiguousarray(np.concatenate(parts, axis=0))
+        elif not any(f".{spec.fused_qkv}.{part}." in name for part in _QKV_PARTS[1:]):
+            out[name] = value
     return out
 
 
@@ -116,7 +179,7 @@ def load_hf_weights(backbone, directory, allow_partial=False, allow_pickle=False
     """
     _, spec = read_config(directory)
     path = _checkpoint_file(directory, allow_pickle)
-    raw = _read_tensors(path)
+    raw = split_fused(_read_tensors(path), spec, path)
     file_name = _file_names(raw, spec, path)
     prefix = spec.prefix if any(k.startswith(spec.prefix) for k in raw) else ""
     heads = {k: raw[n] for k, n in file_name.items() if k.startswith(spec.heads)}
