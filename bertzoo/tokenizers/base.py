@@ -358,6 +358,15 @@ class Tokenizer(tf.Module):
         checked entry point)."""
         raise NotImplementedError
 
+    def tokenize_word_ids(self, words):
+        """A 1-D `tf.string` tensor of pre-split words (a sentence's words
+        laid end to end) -> `tf.RaggedTensor` of int32 ids, one row per word,
+        as the reference tokenizes words with `is_split_into_words=True`
+        (token tagging). `tokenize_ids` by default: WordPiece and
+        SentencePiece tokenize a word alone as they do in its sentence; the
+        byte-level BPE overrides it (a word takes a prefix space)."""
+        return self.tokenize_ids(words)
+
     @tf.autograph.experimental.do_not_convert
     def tokenize_with_offsets(self, strings):
         """Strings -> (ids, starts, ends): the ids of `tokenize_ids` with the
