@@ -211,7 +211,11 @@ def fill_mask_command(args):
     for text, masks in zip(args.texts, results):
         print(text)
         for number, candidates in enumerate(masks, 1):
-            shown = "  ".join(f"{c['token']} {c['score']:.4f}" for c in candidates)
+            # How each token reads, quoted where it has a space ("Ġcat": " cat").
+            shown = "  ".join(
+                f"{json.dumps(c['text'], ensure_ascii=False) if c['text'] != c['text'].strip() or not c['text'] else c['text']} {c['score']:.4f}"
+                for c in candidates
+            )
             print(f"  mask {number}: {shown}")
     return 0
 

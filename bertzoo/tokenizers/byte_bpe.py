@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers.base import (
+    UNICODE_WHITESPACE,
     Tokenizer,
     TokenizerError,
     regex_pieces,
@@ -163,6 +164,7 @@ class ByteLevelBPETokenizer(Tokenizer):
     kind = "byte_level_bpe"
     pair_truncation = "hf-fast"
     pair_separators = 2
+    mask_absorbs = UNICODE_WHITESPACE  # "<mask>" lstrip
 
     def __init__(
         self,
@@ -198,6 +200,7 @@ class ByteLevelBPETokenizer(Tokenizer):
                 f"BPE (e.g. {missing[0]!r}); is it a GPT-2/RoBERTa vocab.json?"
             )
         self._byte_chars = tf.constant([byte_chars[b] for b in range(256)])
+        self._byte_of = {c: b for b, c in byte_chars.items()}
         self._ranks = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant([f"{a} {b}" for a, b in self.merges] or ["\x00"]),
@@ -213,10 +216,24 @@ class ByteLevelBPETokenizer(Tokenizer):
             default_value=self._index[self.unk_token],
         )
         specials = sorted({getattr(self, f"{r}_token") for r in ("cls", "sep", "pad", "unk")})
+        self._special_set = {*specials, self.mask_token}
         alternatives = [f"{_WS}*{_quote(self.mask_token)}"]
         alternatives += [_quote(t) for t in specials if t != self.mask_token]
         self._special_pattern = "|".join(alternatives)
         self._graphs = _Graphs()
+
+    @property
+    def adds_prefix_space(self):
+        return self.add_prefix_space
+
+    def token_text(self, token_id):
+        """The token's bytes as UTF-8 text ("Ġcat" -> " cat"); a token
+        holding part of a character's bytes gives U+FFFD for it, as the
+        reference's decoder does. Special tokens read as themselves."""
+        token = self.id_to_token(token_id)
+        if token in self._special_set:
+            return token
+        return bytes(self._byte_of[c] for c in token).decode("utf-8", errors="replace")
 
     def get_config(self):
         return {

@@ -39,6 +39,7 @@ import tensorflow_text as tf_text
 from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers import grapheme_tables
 from bertzoo.tokenizers.base import (
+    UNICODE_WHITESPACE,
     Tokenizer,
     TokenizerError,
     regex_pieces,
@@ -51,11 +52,7 @@ SPIECE_UNDERLINE = "\u2581"
 FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
 # Rust's char::is_whitespace (the White_Space property): WhitespaceSplit.
 WHITESPACE = "[\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
-WHITESPACE_CHARS = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680"
-    + "".join(chr(c) for c in range(0x2000, 0x200B))
-    + "\u2028\u2029\u202f\u205f\u3000"
-)
+WHITESPACE_CHARS = UNICODE_WHITESPACE
 # A piece no charsmap value can be (invalid UTF-8): "no entry".
 _MISSING = b"\xff"
 # Clusters shorter than this many bytes are looked up whole.
@@ -177,6 +174,8 @@ class XLMRobertaTokenizer(Tokenizer):
     # `bertzoo.preprocessing.truncate_longest_first`).
     pair_truncation = "hf-fast"
     pair_separators = 2
+    mask_absorbs = UNICODE_WHITESPACE  # "<mask>" lstrip (and WhitespaceSplit)
+    adds_prefix_space = True  # Metaspace: "▁" before the text
 
     def __init__(
         self,
@@ -258,6 +257,14 @@ class XLMRobertaTokenizer(Tokenizer):
 
     def get_config(self):
         return {}
+
+    def token_text(self, token_id):
+        """The piece with "▁" read as a space ("▁cat" -> " cat"); special
+        tokens read as themselves."""
+        token = self.id_to_token(token_id)
+        if token in (*FAIRSEQ_SPECIALS, self.mask_token):
+            return token
+        return token.replace(SPIECE_UNDERLINE, " ")
 
     def _encoder(self):
         """A tensorflow-text SentencePiece op over the bare model, made per
