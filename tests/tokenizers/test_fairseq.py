@@ -224,6 +224,7 @@ def test_hf_options_not_reproduced_are_one_line_errors(tmp_path, config, named):
     assert "\n" not in message and named in message and "supported" in message
 
 
+@pytest.mark.backend_independent
 def test_hf_tokenizer_json_of_another_pipeline_is_an_error(tmp_path):
     """What transformers 5 takes from tokenizer.json (the charsmap, the
     Unigram vocabulary, added tokens) must be what bertzoo reproduces."""
@@ -258,6 +259,7 @@ def test_hf_tokenizer_json_of_another_pipeline_is_an_error(tmp_path):
             from_preset(directory)
 
 
+@pytest.mark.backend_independent
 def test_a_tokenizer_json_written_by_transformers_4_tokenizes_as_transformers_5(tmp_path, caplog):
     """The released xlm-roberta checkpoints' tokenizer.json (transformers 4:
     a lone Metaspace pre-tokenizer, no WhitespaceSplit). transformers 5's
