@@ -231,8 +231,8 @@ class ByteLevelBPETokenizer(Tokenizer):
         holding part of a character's bytes gives U+FFFD for it, as the
         reference's decoder does. Special tokens read as themselves."""
         token = self.id_to_token(token_id)
-        if token in self._special_set:
-            return token
+        if token in self._special_set or not all(c in self._byte_of for c in token):
+            return token  # a special token, or one of other characters (an added token)
         return bytes(self._byte_of[c] for c in token).decode("utf-8", errors="replace")
 
     def get_config(self):
