@@ -89,25 +89,36 @@ def cluster_pattern():
 def _darts_entries(trie, normalized):
     """Every (key, replacement) of a Darts double-array trie (uint32 units)
     whose values index NUL-terminated strings in `normalized`: a
-    breadth-first walk, one level (key length) at a time."""
+    breadth-first walk, one level (key length) at a time.
+
+    A unit i is the child of the node with base b under the byte c exactly
+    when i == b ^ c and its label is c, that is when b == i ^ label(i) for a
+    label in 1..255: the units, sorted by that base, list every node's
+    children, so a level costs its children (not 255 probes per node: 7.6 s
+    against 0.3 s for nmt_nfkc's 225,276 keys)."""
     units = np.frombuffer(trie, dtype="<u4").astype(np.int64)
     offsets = (units >> 10) << ((units & (1 << 9)) >> 6)
     labels = units & ((1 << 31) | 0xFF)
     has_leaf = ((units >> 8) & 1).astype(bool)
-    codes = np.arange(1, 256, dtype=np.int64)
     blob = np.frombuffer(normalized, dtype=np.uint8)
     nul = np.flatnonzero(blob == 0)
+    index = np.flatnonzero((labels >= 1) & (labels <= 255))
+    parent = index ^ labels[index]
+    order = np.argsort(parent, kind="stable")
+    parent, index = parent[order], index[order]
     entries = {}
     bases = np.array([offsets[0]])
     keys = [b""]
     while len(bases):
-        children = bases[:, None] ^ codes[None, :]  # (nodes, 255)
-        inside = children < len(units)
-        safe = np.where(inside, children, 0)
-        node, code = np.nonzero(inside & (labels[safe] == codes[None, :]))
-        child = children[node, code]
+        lo = np.searchsorted(parent, bases, "left")
+        counts = np.searchsorted(parent, bases, "right") - lo  # children per node
+        node = np.repeat(np.arange(len(bases)), counts)
+        # Each child's place in `index`: its node's first, plus its rank there.
+        first = np.repeat(lo - np.cumsum(counts) + counts, counts)
+        child = index[first + np.arange(counts.sum())]
         child_bases = child ^ offsets[child]
-        child_keys = [keys[n] + bytes([c + 1]) for n, c in zip(node.tolist(), code.tolist())]
+        codes = labels[child].tolist()
+        child_keys = [keys[n] + bytes((c,)) for n, c in zip(node.tolist(), codes)]
         leaves = np.flatnonzero(has_leaf[child])
         starts = units[child_bases[leaves]] & ((1 << 31) - 1)
         ends = np.append(nul, len(blob))[np.searchsorted(nul, starts)]
