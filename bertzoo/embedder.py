@@ -26,10 +26,34 @@ _ST_POOLING_KEYS = {
 }
 
 
+# transformers' "no limit" `model_max_length` (int(1e30)): any length above
+# this is no length at all.
+_NO_LENGTH = 1_000_000
+
+
+def _pooling_mode(config):
+    """The pooling modes of a sentence-transformers Pooling config: the
+    `pooling_mode_*` flags of sentence-transformers before 6, or its
+    `pooling_mode` (a name or a list of them)."""
+    modes = [mode for key, mode in _ST_POOLING_KEYS.items() if config.get(key)]
+    modes += [
+        k
+        for k, v in config.items()
+        if k.startswith("pooling_mode_") and v and k not in _ST_POOLING_KEYS
+    ]
+    named = config.get("pooling_mode")
+    if named is not None:
+        modes += [named] if isinstance(named, str) else list(named)
+    return modes
+
+
 def sentence_transformers_settings(directory):
     """Pooling, normalisation and maximum length recorded by a
     sentence-transformers model directory (modules.json and friends); {} if
-    the directory is not one."""
+    the directory is not one. Both layouts: before version 6 (pooling flags
+    `pooling_mode_mean_tokens`..., the length in sentence_bert_config.json's
+    `max_seq_length`) and from 6 on (`pooling_mode`, the length in
+    tokenizer_config.json's `model_max_length`)."""
     directory = Path(directory)
     modules_file = directory / "modules.json"
     if not modules_file.is_file():
@@ -40,15 +64,10 @@ def sentence_transformers_settings(directory):
         for module in modules:
             if module.get("type", "").endswith(".Pooling"):
                 config = json.loads((directory / module["path"] / "config.json").read_text("utf-8"))
-                modes = [mode for key, mode in _ST_POOLING_KEYS.items() if config.get(key)]
-                other = [
-                    k
-                    for k, v in config.items()
-                    if k.startswith("pooling_mode") and v and k not in _ST_POOLING_KEYS
-                ]
-                if len(modes) != 1 or other:
+                modes = _pooling_mode(config)
+                if len(modes) != 1 or modes[0] not in POOLING_MODES:
                     raise preset_lib.PresetError(
-                        f"{directory}: pooling {modes + other} is not supported; bertzoo "
+                        f"{directory}: pooling {modes} is not supported; bertzoo "
                         f"pools with exactly one of {', '.join(POOLING_MODES)}."
                     )
                 settings["pooling"] = modes[0]
@@ -61,6 +80,12 @@ def sentence_transformers_settings(directory):
             # lowercase (it puts the Rust Lowercase normaliser first when the
             # tokenizer does not lowercase already); accents stay as they were.
             settings["lowercase"] = bool(st.get("do_lower_case", False))
+        tokenizer_config = directory / "tokenizer_config.json"
+        if "sequence_length" not in settings and tokenizer_config.is_file():
+            # sentence-transformers 6 keeps the length in the tokenizer's.
+            length = json.loads(tokenizer_config.read_text("utf-8")).get("model_max_length")
+            if isinstance(length, int) and 0 < length < _NO_LENGTH:
+                settings["tokenizer_length"] = length
     except (OSError, ValueError, KeyError, AttributeError) as e:
         if isinstance(e, preset_lib.PresetError):
             raise
@@ -218,6 +243,10 @@ class TextEmbedder(keras.Model):
         if preset_lib.builtin_name(preset) is None:
             settings = sentence_transformers_settings(source)
         length = settings.get("sequence_length") if sequence_length is None else sequence_length
+        if length is None and "tokenizer_length" in settings:
+            # A tokenizer's limit may exceed the positions (RoBERTa's 514).
+            positions = preset_lib.max_input_length(backbone.get_config())
+            length = min(settings["tokenizer_length"], positions)
         preprocessor = BertPreprocessor.from_preset(
             source, sequence_length=length, vocabulary=vocabulary
         )

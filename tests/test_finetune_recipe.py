@@ -686,3 +686,52 @@ def test_roberta_with_byte_level_bpe_fine_tunes(tmp_path, roberta_bpe_preset, ta
     best = tmp_path / "run" / "best"
     assert type(tokenizer_from_preset(best)).__name__ == "ByteLevelBPETokenizer"
     assert bertzoo.models.task_model_from_preset(best).backbone.num_segments == 1
+
+
+@pytest.mark.backend_independent
+def test_two_separators_are_counted_before_any_work(tmp_path, roberta_bpe_preset, task_files):
+    """RoBERTa's `<s> A </s></s> B </s>` needs one token more than BERT's
+    pairs and QA windows: a --sequence-length that leaves a pair's text or
+    a window's context no token is refused with the minimum before
+    anything is written (it used to train on pairs with an empty text, and
+    fail in the middle of reading QA windows)."""
+    from bertzoo.tasks import get
+    from bertzoo.tasks.sentences import SentenceSettings
+
+    pairs = SentenceSettings(text_columns=("a", "b"), label_column="label")
+    for separators, needed in ((1, 5), (2, 6)):
+        error = get("classification").settings_error(pairs, needed - 1, True, separators)
+        assert f"need at least {needed} tokens" in error
+        assert get("classification").settings_error(pairs, needed, True, separators) is None
+    train = _write(tmp_path / "pairs.csv", "a,b,label\nthe cat,a dog,1\na cat,the dog,0\n")
+    base = dict(
+        init=str(roberta_bpe_preset),
+        train=str(train),
+        validation=str(train),
+        epochs=1,
+        verbose=0,
+    )
+    out = tmp_path / "run"
+    with pytest.raises(FinetuneError, match=r"at least 6 tokens .*2 separators"):
+        run_finetuning(
+            FinetuneConfig(
+                task="classification",
+                text_columns=("a", "b"),
+                label_column="label",
+                sequence_length=5,
+                output=str(out),
+                **base,
+            )
+        )
+    qa = {
+        **base,
+        "train": str(task_files["squad_train"]),
+        "validation": str(task_files["squad_train"]),
+    }
+    with pytest.raises(FinetuneError, match=r"2 separators\) .*the minimum is 21"):
+        run_finetuning(
+            FinetuneConfig(
+                task="qa", max_query_length=16, sequence_length=20, output=str(out), **qa
+            )
+        )
+    assert not out.exists()

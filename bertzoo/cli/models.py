@@ -218,9 +218,17 @@ def fill_mask_command(args):
     for text, masks in zip(args.texts, results):
         print(text)
         for number, candidates in enumerate(masks, 1):
-            shown = "  ".join(f"{c['token']} {c['score']:.4f}" for c in candidates)
+            shown = "  ".join(f"{_reads(c['text'])} {c['score']:.4f}" for c in candidates)
             print(f"  mask {number}: {shown}")
     return 0
+
+
+def _reads(text):
+    """How a candidate token reads, quoted where it has a space at either
+    end ("Ġcat" reads " cat") or is empty."""
+    import json
+
+    return text if text and text == text.strip() else json.dumps(text, ensure_ascii=False)
 
 
 def attention_command(args):

@@ -6,7 +6,12 @@
 The text is split at the tokenizer's mask token and each piece is tokenized
 on its own, so a `[MASK]` is one token whatever the tokenizer's handling of
 bracketed text (a piece after a mask starts a new word, as in the Hugging
-Face tokenizers, which split added tokens out first). Probabilities are the
+Face tokenizers, which split added tokens out first). RoBERTa's and XLM-R's
+`<mask>` also takes the whitespace before it, as their tokenizers'
+`lstrip` does (`Tokenizer.mask_absorbs`): "the <mask>" reads "the" +
+<mask>, and the model predicts the space with the token ("Ġcat"). Each
+candidate says how it reads (`text`, " cat", `Tokenizer.token_text`) and
+the text with it in the mask's place (`sequence`). Probabilities are the
 softmax of the head's logits over the whole vocabulary at that position.
 """
 
@@ -75,15 +80,45 @@ def _masked_lm_model(preset, source):
     return pretrainer, tokenizer_from_preset(source)
 
 
+def mask_spans(tokenizer, text):
+    """The `(start, end)` of each mask token in `text`, left to right, the
+    start moved back over the characters it absorbs before it
+    (`Tokenizer.mask_absorbs`, not past the mask before)."""
+    mask, spans, at = tokenizer.mask_token, [], 0
+    while (found := text.find(mask, at)) >= 0:
+        # str.rstrip("") strips nothing: BERT's [MASK] absorbs no space.
+        start = at + len(text[at:found].rstrip(tokenizer.mask_absorbs))
+        spans.append((start, found + len(mask)))
+        at = found + len(mask)
+    return spans
+
+
+def filled(tokenizer, text, span, token_id, max_chars):
+    """`text` with the mask at `span` (`mask_spans`) replaced by the text of
+    `token_id`, its space included; a space the tokenizer puts before every
+    text (`adds_prefix_space`) is no part of the text at its start. None for
+    a text over `max_chars` characters (a copy per candidate would cost
+    its length times top_k)."""
+    if len(text) > max_chars:
+        return None
+    start, end = span
+    token = tokenizer.token_text(token_id)
+    if start == 0 and tokenizer.adds_prefix_space:
+        token = token.removeprefix(" ")
+    return text[:start] + token + text[end:]
+
+
 def _encode(tokenizer, text, max_length):
-    """Token ids `[CLS] ... [SEP]` with the mask token's id at each mask, and
-    the mask positions."""
-    pieces = text.split(tokenizer.mask_token)
-    if len(pieces) < 2:
+    """Token ids `[CLS] ... [SEP]` with the mask token's id at each mask, the
+    mask positions and the masks' spans in the text (`mask_spans`)."""
+    spans = mask_spans(tokenizer, text)
+    if not spans:
         raise ValueError(
             f"{text!r} has no {tokenizer.mask_token}: fill-mask predicts the token at each "
             f"{tokenizer.mask_token} of a text."
         )
+    bounds = [0, *(i for span in spans for i in span), len(text)]
+    pieces = [text[a:b] for a, b in zip(bounds[::2], bounds[1::2])]
     # A piece longer than 64 characters per token the model reads cannot
     # fit: tokenizing its cut (not all of a 10 MB text) tells so.
     cap = text_cap(max_length)
@@ -104,7 +139,7 @@ def _encode(tokenizer, text, max_length):
             "the model reads at most "
             f"{max_length}. Shorten it around the mask."
         )
-    return ids, positions
+    return ids, positions, spans
 
 
 def _as_tensor(strings):
@@ -135,12 +170,17 @@ def fill_mask(model, texts, top_k=5, tokenizer=None, batch_size=32):
         batch_size: texts per forward pass.
 
     Returns, per text (a string gives one list, not a list of one), one list
-    per mask in text order of `top_k` dicts `{"token_id", "token",
-    "score"}`, most probable first; `score` is the probability.
+    per mask in text order of `top_k` dicts `{"token_id", "token", "text",
+    "sequence", "score"}`, most probable first: the vocabulary's token
+    ("Ġcat"), how it reads with its space (" cat"; `Tokenizer.token_text`),
+    the text with it in this mask's place (the whitespace a RoBERTa or XLM-R
+    `<mask>` absorbs replaced too; other masks left as they are; None for
+    a text over `text_cap` characters of the model's length), and its
+    probability.
 
     Example:
     >>> fill_mask("runs/pretrain/preset", "the [MASK] sat on the mat.", top_k=3)
-    [[{'token_id': 2134, 'token': 'cat', 'score': 0.41}, ...]]
+    [[{'token_id': 2134, 'token': 'cat', 'text': 'cat', 'sequence': 'the cat sat on the mat.', 'score': 0.41}, ...]]
     """
     if isinstance(model, (str, Path)):
         model, preset_tokenizer = masked_lm_model(model)
@@ -159,20 +199,21 @@ def fill_mask(model, texts, top_k=5, tokenizer=None, batch_size=32):
     backbone = model.discriminator if isinstance(model, ElectraPretrainer) else model.backbone
     top_k = min(top_k, backbone.vocabulary_size)
     encoded = [_encode(tokenizer, text, backbone.max_sequence_length) for text in texts]
+    cap = text_cap(backbone.max_sequence_length)
     results = []
     for start in range(0, len(encoded), batch_size):
         chunk = encoded[start : start + batch_size]
-        length = max(len(ids) for ids, _ in chunk)
-        slots = max(len(positions) for _, positions in chunk)
+        length = max(len(ids) for ids, _, _ in chunk)
+        slots = max(len(positions) for _, positions, _ in chunk)
         token_ids = np.zeros((len(chunk), length), "int32")
         mask_positions = np.zeros((len(chunk), slots), "int32")
-        for row, (ids, positions) in enumerate(chunk):
+        for row, (ids, positions, _) in enumerate(chunk):
             token_ids[row, : len(ids)] = ids
             mask_positions[row, : len(positions)] = positions
         batch = {
             "token_ids": token_ids,
             "segment_ids": np.zeros_like(token_ids),
-            "padding_mask": (np.arange(length)[None, :] < [[len(ids)] for ids, _ in chunk]).astype(
+            "padding_mask": (np.arange(length)[None, :] < [[len(i)] for i, _, _ in chunk]).astype(
                 "int32"
             ),
             "mask_positions": mask_positions,
@@ -181,7 +222,8 @@ def fill_mask(model, texts, top_k=5, tokenizer=None, batch_size=32):
         logits -= logits.max(-1, keepdims=True)
         probabilities = np.exp(logits)
         probabilities /= probabilities.sum(-1, keepdims=True)
-        for row, (_, positions) in enumerate(chunk):
+        for row, (_, positions, spans) in enumerate(chunk):
+            text = texts[start + row]
             per_mask = []
             for slot in range(len(positions)):
                 p = probabilities[row, slot]
@@ -191,6 +233,8 @@ def fill_mask(model, texts, top_k=5, tokenizer=None, batch_size=32):
                         {
                             "token_id": int(i),
                             "token": tokenizer.id_to_token(int(i)),
+                            "text": tokenizer.token_text(int(i)),
+                            "sequence": filled(tokenizer, text, spans[slot], int(i), cap),
                             "score": float(p[i]),
                         }
                         for i in best

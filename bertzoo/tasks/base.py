@@ -126,10 +126,13 @@ class TaskKind:
         windows over a long context)."""
         return None
 
-    def settings_error(self, settings, sequence_length=None, own_files=True):
+    def settings_error(self, settings, sequence_length=None, own_files=True, separators=1):
         """What is wrong with `settings` for a run at `sequence_length`
         (None: from the data), on the user's files (`own_files`) or the
-        built-in dataset, as a message for the user, or None. Here: an
+        built-in dataset, as a message for the user, or None. `separators`:
+        the tokenizer's `pair_separators` between a pair's texts (1 until
+        the tokenizer is known; 2 for RoBERTa's and XLM-R's `<s> A </s></s>
+        B </s>`), which the minimum lengths of pairs count. Here: an
         example needs `[CLS] text [SEP]`."""
         if sequence_length is not None and sequence_length < 3:
             return (

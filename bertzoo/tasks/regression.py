@@ -24,10 +24,10 @@ class Regression(TaskKind):
     file_formats = ("tsv", "csv", "jsonl", "glue")
     labelled = False
 
-    def settings_error(self, settings, sequence_length=None, own_files=True):
+    def settings_error(self, settings, sequence_length=None, own_files=True, separators=1):
         return sentences.settings_error(
-            settings, sequence_length, own_files
-        ) or super().settings_error(settings, sequence_length, own_files)
+            settings, sequence_length, own_files, separators
+        ) or super().settings_error(settings, sequence_length, own_files, separators)
 
     def load(self, settings, path, tokenizer, sequence_length, segments, label_set=None):
         """Targets are the float labels; there is no label set (None)."""

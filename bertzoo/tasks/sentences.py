@@ -115,22 +115,30 @@ def text_features(preprocessor, rows, batch_size=None, source=None):
     return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
 
 
-def settings_error(settings, sequence_length, own_files):
+def settings_error(settings, sequence_length, own_files, separators=1):
     """Files of your own (not GLUE) need one or two text columns and a label
-    column, and pairs need 5 tokens (`[CLS] a [SEP] b [SEP]`; a tokenizer
-    with two separators between them needs 6, which packing checks); the
-    message says so, or None."""
+    column, and pairs need a token of each text besides the special tokens:
+    5 (`[CLS] a [SEP] b [SEP]`), or 6 with a tokenizer's two `separators`
+    between them (RoBERTa's `<s> a </s></s> b </s>`); the message says so,
+    or None."""
     columns = 1 <= len(settings.text_columns) <= 2 and settings.label_column is not None
     if own_files and settings.glue_task is None and not columns:
         return (
             "Classification and regression files need --text-column (one, or two for pairs) "
             "and --label-column, or --glue-task NAME for GLUE TSV files."
         )
-    if sequence_length is not None and settings.pairs and sequence_length < 5:
+    needed = 4 + separators
+    if sequence_length is not None and settings.pairs and sequence_length < needed:
+        layout = (
+            "[CLS] A [SEP] B [SEP]; 6 where the tokenizer puts two separators between them, "
+            "RoBERTa's <s> A </s></s> B </s>"
+            if separators == 1
+            else f"<s> A {'</s>' * separators} B </s>: this tokenizer puts {separators} "
+            "separators between the texts"
+        )
         return (
             f"--sequence-length {sequence_length} is too short: sentence pairs need at least "
-            "5 tokens ([CLS] A [SEP] B [SEP]; 6 where the tokenizer puts two separators "
-            "between them, RoBERTa's <s> A </s></s> B </s>)."
+            f"{needed} tokens ({layout})."
         )
     return None
 

@@ -42,6 +42,15 @@ class TextEncodingError(TokenizerError, InputError):
     Python str holding a lone surrogate (which has no UTF-8 encoding)."""
 
 
+# Unicode White_Space: Rust's `char::is_whitespace`, the whitespace of the
+# Hugging Face tokenizers' pre-tokenizers and of added tokens' lstrip.
+UNICODE_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    + "".join(chr(c) for c in range(0x2000, 0x200B))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
 # === Input text checks (issue 14) ===
 
 
@@ -285,6 +294,13 @@ class Tokenizer(tf.Module):
     # Separators between a pair's two texts: 1 for BERT's `[CLS] A [SEP] B
     # [SEP]`, 2 for RoBERTa's and XLM-R's `<s> A </s></s> B </s>`.
     pair_separators = 1
+    # The characters the mask token absorbs before it when typed in a text
+    # (RoBERTa's and XLM-R's "<mask>" take the whitespace before them:
+    # "the <mask>" is "the" + <mask>); none for BERT's "[MASK]".
+    mask_absorbs = ""
+    # Whether tokenizing a text puts a space before its start (XLM-R's "▁",
+    # `add_prefix_space`): a predicted token's space there is no part of the text.
+    adds_prefix_space = False
 
     def __init__(self, cls_token, sep_token, pad_token, unk_token, mask_token):
         super().__init__(name=type(self).__name__.lower())
@@ -358,6 +374,15 @@ class Tokenizer(tf.Module):
         checked entry point)."""
         raise NotImplementedError
 
+    def tokenize_word_ids(self, words):
+        """A 1-D `tf.string` tensor of pre-split words (a sentence's words
+        laid end to end) -> `tf.RaggedTensor` of int32 ids, one row per word,
+        as the reference tokenizes words with `is_split_into_words=True`
+        (token tagging). `tokenize_ids` by default: WordPiece and
+        SentencePiece tokenize a word alone as they do in its sentence; the
+        byte-level BPE overrides it (a word takes a prefix space)."""
+        return self.tokenize_ids(words)
+
     @tf.autograph.experimental.do_not_convert
     def tokenize_with_offsets(self, strings):
         """Strings -> (ids, starts, ends): the ids of `tokenize_ids` with the
@@ -420,6 +445,13 @@ class Tokenizer(tf.Module):
     def detokenize(self, ids):
         """Token ids (one sequence) -> list of token strings."""
         return [self.id_to_token(i) for i in np.asarray(ids).reshape(-1)]
+
+    def token_text(self, token_id):
+        """The text a token stands for, with its space where the token
+        carries one (byte-level BPE "Ġcat" and SentencePiece "▁cat" read
+        " cat"); the vocabulary's token itself here (WordPiece "cat", "##s")
+        and for special tokens."""
+        return self.id_to_token(token_id)
 
     def check_vocabulary_size(self, vocabulary_size, source):
         """Fails when the vocabulary does not fit a model's embedding table."""

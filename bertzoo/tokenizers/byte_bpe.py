@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers.base import (
+    UNICODE_WHITESPACE,
     Tokenizer,
     TokenizerError,
     regex_pieces,
@@ -163,6 +164,7 @@ class ByteLevelBPETokenizer(Tokenizer):
     kind = "byte_level_bpe"
     pair_truncation = "hf-fast"
     pair_separators = 2
+    mask_absorbs = UNICODE_WHITESPACE  # "<mask>" lstrip
 
     def __init__(
         self,
@@ -198,6 +200,7 @@ class ByteLevelBPETokenizer(Tokenizer):
                 f"BPE (e.g. {missing[0]!r}); is it a GPT-2/RoBERTa vocab.json?"
             )
         self._byte_chars = tf.constant([byte_chars[b] for b in range(256)])
+        self._byte_of = {c: b for b, c in byte_chars.items()}
         self._ranks = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant([f"{a} {b}" for a, b in self.merges] or ["\x00"]),
@@ -213,10 +216,24 @@ class ByteLevelBPETokenizer(Tokenizer):
             default_value=self._index[self.unk_token],
         )
         specials = sorted({getattr(self, f"{r}_token") for r in ("cls", "sep", "pad", "unk")})
+        self._special_set = {*specials, self.mask_token}
         alternatives = [f"{_WS}*{_quote(self.mask_token)}"]
         alternatives += [_quote(t) for t in specials if t != self.mask_token]
         self._special_pattern = "|".join(alternatives)
         self._graphs = _Graphs()
+
+    @property
+    def adds_prefix_space(self):
+        return self.add_prefix_space
+
+    def token_text(self, token_id):
+        """The token's bytes as UTF-8 text ("Ġcat" -> " cat"); a token
+        holding part of a character's bytes gives U+FFFD for it, as the
+        reference's decoder does. Special tokens read as themselves."""
+        token = self.id_to_token(token_id)
+        if token in self._special_set or not all(c in self._byte_of for c in token):
+            return token  # a special token, or one of other characters (an added token)
+        return bytes(self._byte_of[c] for c in token).decode("utf-8", errors="replace")
 
     def get_config(self):
         return {
@@ -234,17 +251,19 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     # --- steps 1-2: special tokens and pieces ---
 
-    def _pieces(self, strings):
+    def _pieces(self, strings, prefix_space):
         """A 1-D string batch -> the units that get ids: (text, flat; is it
         a special token, flat; the text each comes from, flat int64; byte
-        start and end in that text, flat int64), in text order."""
+        start and end in that text, flat int64), in text order.
+        `prefix_space`: put a space before every stretch that does not
+        start with one (`add_prefix_space`)."""
         pat = self._special_pattern
         stretches, s_row, s_start, s_end = _split(strings, pat, pat)
         special = tf.strings.regex_full_match(stretches, pat)
         plain = tf.where(~special)[:, 0]
         text = tf.gather(stretches, plain)
         shift = tf.zeros_like(plain)
-        if self.add_prefix_space:
+        if prefix_space:
             add = ~tf.strings.regex_full_match(text, "(?s) .*")
             text = tf.where(add, tf.strings.join([" ", text]), text)
             shift = tf.cast(add, tf.int64)
@@ -359,12 +378,15 @@ class ByteLevelBPETokenizer(Tokenizer):
         tokens, rows, _, _ = self._tokens(strings)
         return tf.RaggedTensor.from_value_rowids(tokens, rows, tf.size(strings, tf.int64))
 
-    def _tokens(self, strings, details=False):
+    def _tokens(self, strings, details=False, prefix_space=None):
         """Every token of a 1-D string batch, flat in text order: (token
         strings, their text's row, their unit's byte start and end); with
         `details` also (is it a special token, the flat index of its unit's
-        first token). A unit is a pre-tokenized piece or a special token."""
-        text, special, row, starts, ends = self._pieces(strings)
+        first token). A unit is a pre-tokenized piece or a special token.
+        `prefix_space`: None for the tokenizer's `add_prefix_space`."""
+        if prefix_space is None:
+            prefix_space = self.add_prefix_space
+        text, special, row, starts, ends = self._pieces(strings, prefix_space)
         words, which = tf.unique(tf.boolean_mask(text, ~special), out_idx=tf.int64)
         bpe = tf.gather(self._run(self._bpe, words), which)  # [plain units, (tokens)]
         special_text = tf.strings.regex_replace(tf.boolean_mask(text, special), f"^{_WS}+", "")
@@ -388,10 +410,24 @@ class ByteLevelBPETokenizer(Tokenizer):
         strings = tf.convert_to_tensor(strings, tf.string)
         return self._tokenize_ids(strings)
 
-    def _tokenize_ids(self, strings):
-        tokens, rows, _, _ = self._tokens(strings)
+    def _tokenize_ids(self, strings, prefix_space=None):
+        tokens, rows, _, _ = self._tokens(strings, prefix_space=prefix_space)
         ids = self._ids.lookup(tokens)
         return tf.RaggedTensor.from_value_rowids(ids, rows, tf.size(strings, tf.int64))
+
+    @tf.autograph.experimental.do_not_convert
+    def tokenize_word_ids(self, words):
+        """Pre-split words -> ids as `RobertaTokenizerFast` gives them with
+        `is_split_into_words=True` and `add_prefix_space=True`: every word
+        as if a space came before it ("Ġword"), as words in the middle of a
+        sentence were in pre-training, whatever this tokenizer's own
+        `add_prefix_space`. That is how transformers' token-classification
+        example loads RoBERTa's tokenizer (transformers 4 refuses pre-split
+        words without the option; 5 tokenizes each word bare, in the form
+        pre-training saw only at the start of a text). Special tokens typed
+        in a word are matched first, as in `tokenize_ids`."""
+        words = tf.convert_to_tensor(words, tf.string)
+        return self._tokenize_ids(words, prefix_space=True)
 
     def _run(self, method, strings):
         """`method(strings)`; called eagerly, through a traced graph of it

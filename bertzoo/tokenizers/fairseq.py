@@ -39,6 +39,7 @@ import tensorflow_text as tf_text
 from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers import grapheme_tables
 from bertzoo.tokenizers.base import (
+    UNICODE_WHITESPACE,
     Tokenizer,
     TokenizerError,
     regex_pieces,
@@ -51,11 +52,7 @@ SPIECE_UNDERLINE = "\u2581"
 FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
 # Rust's char::is_whitespace (the White_Space property): WhitespaceSplit.
 WHITESPACE = "[\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
-WHITESPACE_CHARS = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680"
-    + "".join(chr(c) for c in range(0x2000, 0x200B))
-    + "\u2028\u2029\u202f\u205f\u3000"
-)
+WHITESPACE_CHARS = UNICODE_WHITESPACE
 # A piece no charsmap value can be (invalid UTF-8): "no entry".
 _MISSING = b"\xff"
 # Clusters shorter than this many bytes are looked up whole.
@@ -92,25 +89,36 @@ def cluster_pattern():
 def _darts_entries(trie, normalized):
     """Every (key, replacement) of a Darts double-array trie (uint32 units)
     whose values index NUL-terminated strings in `normalized`: a
-    breadth-first walk, one level (key length) at a time."""
+    breadth-first walk, one level (key length) at a time.
+
+    A unit i is the child of the node with base b under the byte c exactly
+    when i == b ^ c and its label is c, that is when b == i ^ label(i) for a
+    label in 1..255: the units, sorted by that base, list every node's
+    children, so a level costs its children (not 255 probes per node: 7.6 s
+    against 0.3 s for nmt_nfkc's 225,276 keys)."""
     units = np.frombuffer(trie, dtype="<u4").astype(np.int64)
     offsets = (units >> 10) << ((units & (1 << 9)) >> 6)
     labels = units & ((1 << 31) | 0xFF)
     has_leaf = ((units >> 8) & 1).astype(bool)
-    codes = np.arange(1, 256, dtype=np.int64)
     blob = np.frombuffer(normalized, dtype=np.uint8)
     nul = np.flatnonzero(blob == 0)
+    index = np.flatnonzero((labels >= 1) & (labels <= 255))
+    parent = index ^ labels[index]
+    order = np.argsort(parent, kind="stable")
+    parent, index = parent[order], index[order]
     entries = {}
     bases = np.array([offsets[0]])
     keys = [b""]
     while len(bases):
-        children = bases[:, None] ^ codes[None, :]  # (nodes, 255)
-        inside = children < len(units)
-        safe = np.where(inside, children, 0)
-        node, code = np.nonzero(inside & (labels[safe] == codes[None, :]))
-        child = children[node, code]
+        lo = np.searchsorted(parent, bases, "left")
+        counts = np.searchsorted(parent, bases, "right") - lo  # children per node
+        node = np.repeat(np.arange(len(bases)), counts)
+        # Each child's place in `index`: its node's first, plus its rank there.
+        first = np.repeat(lo - np.cumsum(counts) + counts, counts)
+        child = index[first + np.arange(counts.sum())]
         child_bases = child ^ offsets[child]
-        child_keys = [keys[n] + bytes([c + 1]) for n, c in zip(node.tolist(), code.tolist())]
+        codes = labels[child].tolist()
+        child_keys = [keys[n] + bytes((c,)) for n, c in zip(node.tolist(), codes)]
         leaves = np.flatnonzero(has_leaf[child])
         starts = units[child_bases[leaves]] & ((1 << 31) - 1)
         ends = np.append(nul, len(blob))[np.searchsorted(nul, starts)]
@@ -177,6 +185,8 @@ class XLMRobertaTokenizer(Tokenizer):
     # `bertzoo.preprocessing.truncate_longest_first`).
     pair_truncation = "hf-fast"
     pair_separators = 2
+    mask_absorbs = UNICODE_WHITESPACE  # "<mask>" lstrip (and WhitespaceSplit)
+    adds_prefix_space = True  # Metaspace: "▁" before the text
 
     def __init__(
         self,
@@ -258,6 +268,14 @@ class XLMRobertaTokenizer(Tokenizer):
 
     def get_config(self):
         return {}
+
+    def token_text(self, token_id):
+        """The piece with "▁" read as a space ("▁cat" -> " cat"); special
+        tokens read as themselves."""
+        token = self.id_to_token(token_id)
+        if token in (*FAIRSEQ_SPECIALS, self.mask_token):
+            return token
+        return token.replace(SPIECE_UNDERLINE, " ")
 
     def _encoder(self):
         """A tensorflow-text SentencePiece op over the bare model, made per

@@ -2,12 +2,18 @@
 ways: a checkpoint directory's settings as a preset's `tokenizer` section,
 and a bertzoo tokenizer's settings as `tokenizer_config.json`."""
 
+import base64
+import binascii
 import inspect
 import json
+import logging
+import struct
 from pathlib import Path
 
 from bertzoo.io.jsonfile import read_json_object
 from bertzoo.tokenizers.kinds import SPECIAL_ROLES, TokenizerError, tokenizer_class, tokenizer_kinds
+
+logger = logging.getLogger(__name__)
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TOKENIZER_JSON_FILE = "tokenizer.json"
@@ -122,30 +128,68 @@ def _check_xlmr_config(path, tok):
         raise TokenizerError(f"{path}: {', '.join(bad)} not supported; {_XLMR_SUPPORTED}.")
 
 
-def _check_xlmr_tokenizer_json(path):
-    """A one-line TokenizerError if `tokenizer.json` is not the pipeline
-    bertzoo's XLMRobertaTokenizer reproduces."""
-    data = read_json_object(path, TokenizerError)
-    normalizer = data.get("normalizer") or {}
-    pre = data.get("pre_tokenizer") or {}
-    model = data.get("model") or {}
+# The pre-tokenizer transformers 5's XLMRobertaTokenizer builds.
+_XLMR_PRE_TOKENIZER = "WhitespaceSplit + Metaspace(prepend_scheme always)"
+
+
+def _precompiled_charsmap(normalizer):
+    """The Precompiled charsmap (bytes) of a tokenizer.json normalizer, alone
+    or in a Sequence, as transformers 5 takes it; None if it has none."""
+    steps = normalizer.get("normalizers") if normalizer.get("type") == "Sequence" else [normalizer]
+    for step in steps if isinstance(steps, list) else []:
+        if isinstance(step, dict) and step.get("type") == "Precompiled":
+            try:
+                return base64.b64decode(step.get("precompiled_charsmap") or "", validate=True)
+            except (binascii.Error, TypeError):
+                return None
+    return None
+
+
+def _is_xlmr_pre_tokenizer(pre):
     steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
     metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"}
-    bad = []
-    if normalizer.get("type") != "Precompiled":
-        bad.append(f"normalizer {json_text(normalizer.get('type'))}")
-    if not (
+    return (
         isinstance(steps, list)
         and len(steps) == 2
         and steps[0].get("type") == "WhitespaceSplit"
         and all(steps[1].get(k) == v for k, v in metaspace.items())
         and steps[1].get("split", True) is True
-    ):
-        bad.append(f"pre_tokenizer {json_text(pre)}")
+    )
+
+
+def _check_xlmr_tokenizer_json(path):
+    """A one-line TokenizerError if `tokenizer.json` holds something that
+    transformers 5 tokenizes with and bertzoo does not reproduce.
+
+    transformers 5's XLMRobertaTokenizer builds its own pipeline (WhitespaceSplit
+    + Metaspace pre-tokenizer, `<s> A </s></s> B </s>`) and takes from the
+    file only its Unigram vocabulary, the Precompiled charsmap of its
+    normaliser (alone or in a Sequence) and its added tokens. So those are
+    checked, the first two against the `sentencepiece.bpe.model` beside it
+    (which bertzoo tokenizes with); another pre-tokenizer is ignored, as
+    transformers 5 ignores it, with a log line: transformers 4 wrote a lone
+    Metaspace for the released checkpoints, which its fast tokenizer ran
+    (a "▁" token for each extra space)."""
+    data = read_json_object(path, TokenizerError)
+    normalizer = data.get("normalizer") or {}
+    pre = data.get("pre_tokenizer") or {}
+    model = data.get("model") or {}
+    spm_path = Path(path).parent / "sentencepiece.bpe.model"
+    proto = _sentencepiece_model(spm_path)
+    bad = []
+    charsmap = _precompiled_charsmap(normalizer)
+    if charsmap is None:
+        bad.append(f"normalizer {json_text(normalizer.get('type'))} without a Precompiled charsmap")
+    elif proto is not None and charsmap != proto.normalizer_spec.precompiled_charsmap:
+        bad.append(f"a normalizer charsmap other than {spm_path.name}'s")
     if model.get("type") != "Unigram" or model.get("byte_fallback"):
         bad.append(
             f"model {json_text(model.get('type'))} byte_fallback={model.get('byte_fallback')}"
         )
+    elif proto is not None:
+        problem = _xlmr_vocabulary_problem(model.get("vocab"), proto, spm_path.name)
+        if problem:
+            bad.append(problem)
     for token in data.get("added_tokens") or []:
         if token.get("content") not in XLMR_SPECIALS.values():
             bad.append(f"added token {json_text(token.get('content'))}")
@@ -155,9 +199,56 @@ def _check_xlmr_tokenizer_json(path):
     if bad:
         raise TokenizerError(
             f"{path}: {', '.join(bad)} not supported; {_XLMR_SUPPORTED}: normalizer "
-            "Precompiled, pre_tokenizer WhitespaceSplit + Metaspace(prepend_scheme always), "
-            "Unigram model. Remove tokenizer.json to tokenize from sentencepiece.bpe.model."
+            f"Precompiled, Unigram model, the vocabulary of {spm_path.name}. Remove "
+            "tokenizer.json to tokenize from sentencepiece.bpe.model."
         )
+    if not _is_xlmr_pre_tokenizer(pre):
+        logger.info(
+            "%s: its pre_tokenizer %.120s is not the one transformers 5 builds for XLM-R (%s); "
+            "transformers 5 ignores it, and so does bertzoo (transformers 4 tokenized with it: "
+            "a lone Metaspace gives a token for each extra space).",
+            path,
+            json_text(pre),
+            _XLMR_PRE_TOKENIZER,
+        )
+
+
+def _sentencepiece_model(path):
+    """The parsed SentencePiece model at `path`, or None when there is none
+    or it does not parse (the tokenizer itself then says what is wrong).
+    sentencepiece's protobuf module is imported here, as the XLM-R
+    tokenizer this check precedes imports it."""
+    if not path.is_file():
+        return None
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    try:
+        model.ParseFromString(path.read_bytes())
+    except Exception:  # protobuf's DecodeError, whose module path varies
+        return None
+    return model
+
+
+def _xlmr_vocabulary_problem(vocab, proto, name):
+    """What differs between a tokenizer.json Unigram vocabulary ([piece,
+    score] pairs) and the fairseq ids of the SentencePiece model `proto`
+    (<s> <pad> </s> <unk>, piece i at i + 1, <mask> last), or None."""
+    pieces = proto.pieces
+    if not isinstance(vocab, list) or len(vocab) != len(pieces) + 2:
+        count = len(vocab) if isinstance(vocab, list) else 0
+        return f"a vocabulary of {count} pieces ({name} gives {len(pieces) + 2})"
+    for i in range(3, len(pieces)):
+        entry, own = vocab[i + 1], pieces[i]
+        ok = isinstance(entry, list) and len(entry) == 2 and entry[0] == own.piece
+        # Scores are float32 in the model, written out as float64.
+        ok = ok and isinstance(entry[1], int | float) and not isinstance(entry[1], bool)
+        if not ok or struct.unpack("<f", struct.pack("<f", entry[1]))[0] != own.score:
+            return (
+                f"vocabulary entry {i + 1} {json_text(entry)} ({name} has "
+                f"{json_text([own.piece, own.score])})"
+            )
+    return None
 
 
 def json_text(value):

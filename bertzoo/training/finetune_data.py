@@ -138,6 +138,17 @@ def read_data(run, init, distribution):
     # models never see segment id 1).
     segments = document["backbone"].get("num_segments", 2)
     tokenizer = tokenizer_from_preset(init, vocabulary=config.vocabulary)
+    # The length checks again, now that the separators between a pair's
+    # texts are known (RoBERTa's and XLM-R's two need one token more).
+    kind = task_kinds.get(config.task)
+    problem = kind.settings_error(
+        kind_settings(config, kind),
+        config.sequence_length,
+        config.train is not None,
+        separators=tokenizer.pair_separators,
+    )
+    if problem:
+        raise run.error(problem)
     with tempfile.TemporaryDirectory(prefix="bertzoo-builtin-") as staging:
         # A built-in dataset is read from a private folder; the output gets
         # its copy only once every check has passed (below).

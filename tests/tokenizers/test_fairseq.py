@@ -9,6 +9,7 @@ Hugging Face's ids for each of the 100,000 fuzz texts `fuzz_texts(100_000,
 packed near the length limit and the token offsets of 3,000 texts.
 """
 
+import gzip
 import hashlib
 import json
 import shutil
@@ -223,7 +224,10 @@ def test_hf_options_not_reproduced_are_one_line_errors(tmp_path, config, named):
     assert "\n" not in message and named in message and "supported" in message
 
 
+@pytest.mark.backend_independent
 def test_hf_tokenizer_json_of_another_pipeline_is_an_error(tmp_path):
+    """What transformers 5 takes from tokenizer.json (the charsmap, the
+    Unigram vocabulary, added tokens) must be what bertzoo reproduces."""
     directory = _hf_directory(tmp_path)
     older = {
         "normalizer": {"type": "Sequence", "normalizers": []},
@@ -231,9 +235,48 @@ def test_hf_tokenizer_json_of_another_pipeline_is_an_error(tmp_path):
         "model": {"type": "Unigram", "byte_fallback": False},
     }
     (directory / "tokenizer.json").write_text(json.dumps(older))
-    with pytest.raises(TokenizerError, match='normalizer "Sequence", pre_tokenizer') as info:
+    with pytest.raises(TokenizerError, match='normalizer "Sequence" without a Precompiled') as info:
         from_preset(directory)
-    assert "\n" not in str(info.value)
+    message = str(info.value)
+    assert (
+        "\n" not in message
+        and "a vocabulary of 0 pieces (sentencepiece.bpe.model gives 802)" in message
+    )
+    with gzip.open(FIXTURES / "transformers4_tokenizer.json.gz", "rt", encoding="utf-8") as f:
+        good = json.loads(f.read())
+    for change, named in (
+        (lambda d: d["model"]["vocab"][10].__setitem__(1, 0.5), "vocabulary entry 10"),
+        (lambda d: d["model"]["vocab"].pop(), "a vocabulary of 801 pieces"),
+        (
+            lambda d: d["normalizer"].__setitem__("precompiled_charsmap", "AAAA"),
+            "charsmap other than sentencepiece.bpe.model's",
+        ),
+    ):
+        edited = json.loads(json.dumps(good))
+        change(edited)
+        (directory / "tokenizer.json").write_text(json.dumps(edited), encoding="utf-8")
+        with pytest.raises(TokenizerError, match=named):
+            from_preset(directory)
+
+
+@pytest.mark.backend_independent
+def test_a_tokenizer_json_written_by_transformers_4_tokenizes_as_transformers_5(tmp_path, caplog):
+    """The released xlm-roberta checkpoints' tokenizer.json (transformers 4:
+    a lone Metaspace pre-tokenizer, no WhitespaceSplit). transformers 5's
+    XLMRobertaTokenizer ignores its pipeline and builds its own, so the ids
+    are the ones without tokenizer.json; the file's own pipeline gives
+    others on whitespace runs (tests/fixtures/make_xlmr_transformers4_json.py)."""
+    reference = json.loads((FIXTURES / "transformers4_reference.json").read_text("utf-8"))
+    directory = _hf_directory(tmp_path)
+    with gzip.open(FIXTURES / "transformers4_tokenizer.json.gz", "rb") as f:
+        (directory / "tokenizer.json").write_bytes(f.read())
+    with caplog.at_level("INFO", logger="bertzoo.tokenizers.hf_config"):
+        tok = from_preset(directory)
+    assert "transformers 5 ignores it" in caplog.text
+    got = tok.tokenize_ids(tf.constant(reference["texts"])).to_list()
+    assert got == reference["ids"]
+    differing = [a != b for a, b in zip(reference["ids"], reference["transformers4_ids"])]
+    assert sum(differing) >= 10  # the file's own pipeline: a "▁" per extra space
 
 
 def test_models_it_cannot_map_are_errors(tmp_path):

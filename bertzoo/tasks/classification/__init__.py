@@ -31,10 +31,10 @@ class Classification(TaskKind):
     builtin_training = {"sequence_length": 64}
     labelled = True
 
-    def settings_error(self, settings, sequence_length=None, own_files=True):
+    def settings_error(self, settings, sequence_length=None, own_files=True, separators=1):
         return sentences.settings_error(
-            settings, sequence_length, own_files
-        ) or super().settings_error(settings, sequence_length, own_files)
+            settings, sequence_length, own_files, separators
+        ) or super().settings_error(settings, sequence_length, own_files, separators)
 
     def builtin_settings(self, settings):
         """The built-in TSV files' columns."""

@@ -60,16 +60,24 @@ class QuestionAnswering(TaskKind):
     builtin_description = builtin.DESCRIPTION
     builtin_training = {"sequence_length": 64, "learning_rate": 1e-4, "batch_size": 16, "epochs": 4}
 
-    def settings_error(self, settings, sequence_length=None, own_files=True):
-        """The window must leave room for context after the question."""
+    def settings_error(self, settings, sequence_length=None, own_files=True, separators=1):
+        """The window must leave room for context after the question and
+        the special tokens: `[CLS] q [SEP] c [SEP]`, or `<s> q </s></s> c
+        </s>` with a tokenizer's two `separators`."""
         lengths = (sequence_length, settings.max_query_length)
         if None not in lengths and min(lengths) > 0:  # else: not positive
-            if sequence_length <= settings.max_query_length + 3:
+            specials = 2 + separators
+            if sequence_length <= settings.max_query_length + specials:
+                between = (
+                    "" if separators == 1 else f", with this tokenizer's {separators} separators"
+                )
                 return (
                     f"sequence_length ({sequence_length}) must exceed max_query_length "
-                    f"+ 3 ({settings.max_query_length + 3}) to leave room for context."
+                    f"+ {specials} ({settings.max_query_length + specials}: the special "
+                    f"tokens{between}) to leave room for context; the minimum is "
+                    f"{settings.max_query_length + specials + 1}."
                 )
-        return super().settings_error(settings, sequence_length, own_files)
+        return super().settings_error(settings, sequence_length, own_files, separators)
 
     def builtin_settings(self, settings):
         """Shorter questions, unless the user chose a length."""

@@ -67,9 +67,7 @@ class Tagging(TaskKind):
 
     def packed_lengths(self, data, tokenizer):
         """[CLS] + every word's pieces + [SEP]."""
-        return preprocessing.packed_lengths(
-            tokenizer, [(" ".join(s.words),) for s in data.examples]
-        )
+        return features_lib.packed_lengths(tokenizer, data.examples)
 
     def evaluate(self, settings, predictions, data):
         """Entity precision, recall and F1 of the per-word tags."""

@@ -1,6 +1,8 @@
 """Word-level tags <-> sub-token model inputs for token classification.
 
-Each word is tokenized on its own; the word's label sits on its first
+Each word is tokenized on its own, as the reference tokenizes words with
+`is_split_into_words=True` (`Tokenizer.tokenize_word_ids`: RoBERTa's
+byte-level BPE puts a prefix space before every word); the word's label sits on its first
 sub-token and every other position gets `IGNORE_LABEL` (-100), so the loss
 and the predictions are per word. The same TensorFlow-op encoding serves
 training data (eagerly) and exported serving graphs (which split raw text
@@ -12,6 +14,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from bertzoo import preprocessing
 from bertzoo.layers.losses import IGNORE_LABEL
 from bertzoo.tokenizers.base import text_cap
 
@@ -33,7 +36,7 @@ def encode_words(tokenizer, words, sequence_length):
     produced no tokens (e.g. only control characters).
     """
     budget = sequence_length - 2
-    pieces = tokenizer.tokenize_ids(words.flat_values)  # (total_words, (pieces))
+    pieces = tokenizer.tokenize_word_ids(words.flat_values)  # (total_words, (pieces))
     n_pieces = tf.cast(pieces.row_lengths(), tf.int32)  # (total_words,)
     per_word = words.with_flat_values(n_pieces)  # (batch, (words))
     ends = tf.math.cumsum(per_word, axis=1)  # inclusive, per sentence
@@ -72,6 +75,37 @@ def _kept_words(words, sequence_length):
     if len(words) <= limit and all(len(w) <= cap for w in words):
         return words
     return [w[:cap] for w in words[:limit]]
+
+
+def _measured_words(words, max_chars):
+    """The words within a sentence's first `max_chars` characters (the last
+    one cut there), which `packed_lengths` tokenizes."""
+    kept, chars = [], 0
+    for word in words:
+        if chars + len(word) > max_chars:
+            kept.append(word[: max_chars - chars])
+            break
+        kept.append(word)
+        chars += len(word)
+    return tuple(kept)
+
+
+def packed_lengths(tokenizer, sentences):
+    """Each sentence's length packed without truncation, `[CLS]` + every
+    word's pieces + `[SEP]`, with the words tokenized as `encode_words`
+    tokenizes them (numpy int64). A sentence is measured over the words of
+    its first `text_cap(LONGEST_MEASURED)` characters, a longer one reading
+    as longer than any sequence, and the sentences are tokenized in chunks
+    bounded as `preprocessing.packed_lengths` bounds its own."""
+    max_chars = text_cap(preprocessing.LONGEST_MEASURED)
+    rows = [_measured_words(s.words, max_chars) for s in sentences]
+    out = [np.zeros(0, "int64")]
+    for start, stop in preprocessing.text_chunks(rows, max_chars):
+        words = _ragged_words(rows[start:stop])
+        pieces = tokenizer.tokenize_word_ids(words.flat_values).row_lengths()
+        per_word = words.with_flat_values(tf.cast(pieces, tf.int64))
+        out.append(2 + tf.reduce_sum(per_word, axis=1).numpy())
+    return np.concatenate(out)
 
 
 def _ragged_words(sentences):
