@@ -88,7 +88,7 @@ class _FinetuneRunSettings(RunConfig):
         None,
         "LoRA: train rank-N adapters on the --lora-targets projections, and the head, with "
         "the rest of the backbone frozen (default: full fine-tuning; the learning rate then "
-        "defaults to 5e-4). best/ holds the merged model, adapter/ the adapter alone",
+        "defaults to 1e-3). best/ holds the merged model, adapter/ the adapter alone",
         group="model",
     )
     lora_alpha: float | None = setting(
