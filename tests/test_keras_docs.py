@@ -48,3 +48,5 @@ def test_the_snippets_run_as_written(minilm_dir, tmp_path):
     accuracy = re.search(r"^\[([0-9., ]+)\]$", run.stdout, re.M)
     assert accuracy, run.stdout[-3000:]
     assert float(accuracy.group(1).split(",")[-1]) == 1.0, accuracy.group(0)
+    # The LoRA section's count: the adapters on every projection and the head.
+    assert "480386 of 23045762 parameters train" in run.stdout, run.stdout[-3000:]
