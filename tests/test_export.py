@@ -198,7 +198,7 @@ def test_missing_packages_and_models_are_refused(minilm_dir, tmp_path, capsys, m
     )
     assert cli.main(["export", str(minilm_dir), str(tmp_path / "o"), "--format", "onnx"]) == 2
     err = capsys.readouterr().err
-    assert 'needs onnxruntime: pip install ".[export]"' in err and err.count("\n") == 1
+    assert "onnxruntime" in err and 'pip install ".[export]"' in err and err.count("\n") == 1
     monkeypatch.undo()
     assert cli.main(["export", str(tmp_path / "nothing"), str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
@@ -206,7 +206,7 @@ def test_missing_packages_and_models_are_refused(minilm_dir, tmp_path, capsys, m
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
-    assert cli.main(["export", str(minilm_dir), str(mine), "--format", "litert"]) == 2
+    assert cli.main(["export", str(minilm_dir), str(mine)]) == 2
     assert "not a bertzoo export" in capsys.readouterr().err
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 

@@ -56,12 +56,6 @@ def check_request(model_dir, format="saved_model", int8=False, **settings):
             "float32 weights (onnx: ONNX Runtime dynamic quantization; litert: dynamic-range "
             "quantization)."
         )
-    missing = [p for p in PACKAGES.get(format, ()) if importlib.util.find_spec(p) is None]
-    if missing:
-        raise ExportError(
-            f'--format {format} needs {", ".join(missing)}: pip install ".[export]" in the '
-            "bertzoo checkout."
-        )
     kind = model_kind(model_dir)
     given = [k for k in QA_SETTINGS if settings.get(k) is not None]
     if given and (kind != "qa" or format != "saved_model"):
@@ -69,6 +63,12 @@ def check_request(model_dir, format="saved_model", int8=False, **settings):
         raise ExportError(
             f"{flags} apply to QA models exported as saved_model only (this is "
             f"{'a ' + kind + ' model' if kind != EMBEDDER else 'an embedder'}, --format {format})."
+        )
+    missing = [p for p in PACKAGES.get(format, ()) if importlib.util.find_spec(p) is None]
+    if missing:
+        raise ExportError(
+            f'--format {format} needs {", ".join(missing)}: pip install ".[export]" in the '
+            "bertzoo checkout."
         )
     return kind
 
