@@ -247,7 +247,8 @@ def test_classifier_export_matches_keras(format, int8, classifier, texts, tmp_pa
     assert description["task"] == "classification" and description["int8"] == int8
     assert description["check"]["ids_checked"]
     fuzz, (a, b) = texts["fuzz"], texts["pairs"]
-    got = _run_export(out, [("fuzz", fuzz, None), ("pairs", a, b)], tmp_path)
+    got = _run_export(out, [("fuzz", fuzz, None), ("pairs", a, b), ("none", [], None)], tmp_path)
+    assert got["none"]["label"] == [] and got["none"]["probabilities"] == []
     for name, packed in (("fuzz", _packed(tokenizer, fuzz)), ("pairs", _packed(tokenizer, a, b))):
         _same_ids(got[name], packed)
         _same_ids(got[name], packed, "segment_ids")

@@ -26,6 +26,8 @@ import numpy as np
 from bertzoo.export import convert, runner, tokenizer_files
 from bertzoo.export.sources import OUTPUTS, PER_TOKEN, ExportError
 from bertzoo.io.publish import atomic_write_text
+from bertzoo.tasks.tagging.features import max_words
+from bertzoo.tokenizers.base import text_cap
 
 MODEL_FILES = {"onnx": "model.onnx", "litert": "model.tflite"}
 RUNTIMES = {"onnx": "onnxruntime", "litert": "ai-edge-litert"}
@@ -63,6 +65,9 @@ def write_export(source, staging, format, int8):
         "outputs": list(OUTPUTS[source.task]),
         "per_token_outputs": list(PER_TOKEN.get(source.task, ())),
         "sequence_length": source.sequence_length,
+        # bertzoo's cuts: characters of a text, words of a tagged text.
+        "max_text_chars": text_cap(source.sequence_length),
+        "max_words": max_words(source.sequence_length),
         "label_names": source.label_names,
         "pair_segment_id": source.pair_segment_id,
         **source.details,

@@ -29,14 +29,14 @@ From Python:
 The tokenizer is WordPiece (BERT, DistilBERT, ELECTRA, TinyBERT, MiniLM
 vocabularies) with the reference the checkpoint was trained with
 ("google", "hf-python" or "hf-fast"), and gives the same token ids as
-bertzoo's tokenizer: the character classes come from bertzoo
-(tokenizer_tables.json); lowercasing, NFD and NFC are Python's own, so
+bertzoo's tokenizer: the character classes and limits come from bertzoo
+(tokenizer_tables.json, export.json); lowercasing, NFD and NFC are Python's own, so
 the ids are bertzoo's exactly on the Python (Unicode) version that wrote
 the export, and may differ on code points that a later Unicode version
 assigns. Other tokenizer kinds (SentencePiece, byte-level BPE) are refused
 with one line: feed their token ids to `run_ids` (their vocabulary file is
-in OUT). Texts are cut to 64 characters per token of sequence_length, as
-bertzoo cuts them, then packed `[CLS] a [SEP]` (pairs `[CLS] a [SEP] b
+in OUT). Texts are cut to export.json's max_text_chars, as bertzoo cuts
+them (64 characters per token of sequence_length), then packed `[CLS] a [SEP]` (pairs `[CLS] a [SEP] b
 [SEP]`, cut longest-first by the reference's rule).
 
 ONNX runs batches sorted by length, each padded to its longest text;
@@ -55,8 +55,6 @@ import numpy as np
 
 CONFIG_FILE = "export.json"
 TABLES_FILE = "tokenizer_tables.json"
-# Characters kept of each text per token of sequence_length (bertzoo's cut).
-MAX_CHARS_PER_TOKEN = 64
 # hf-fast normaliser templates: the code point itself; a removed starter.
 SELF, BREAK = -1, -2
 # What TensorFlow's string split (and so bertzoo) splits words on.
@@ -99,7 +97,7 @@ class WordPieceTokenizer:
         self.vocabulary = {t.rstrip("\r"): i for i, t in enumerate(tokens)}
         self.special = {role: section[f"{role}_token"] for role in ("cls", "sep", "pad", "unk")}
         self.ids = {role: self.vocabulary[token] for role, token in self.special.items()}
-        self.max_chars = 200 if self.reference == "google" else 100
+        self.max_chars = int(section["max_chars_per_word"])
         specials = []
         if self.reference != "google":  # the Hugging Face references match them in text
             roles = ("cls", "sep", "pad", "unk", "mask")
@@ -229,11 +227,12 @@ def truncate_longest_first(len_a, len_b, budget, rule):
     return keep_a, min(len_b, budget - keep_a)
 
 
-def pack(tokenizer, text, pair=None, sequence_length=128, pair_segment_id=1):
+def pack(tokenizer, text, pair=None, sequence_length=128, pair_segment_id=1, max_text_chars=None):
     """One text (and its pair) -> (token_ids, segment_ids), unpadded:
     `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, each text first cut to
-    `MAX_CHARS_PER_TOKEN * sequence_length` characters, as bertzoo packs."""
-    cap = MAX_CHARS_PER_TOKEN * sequence_length
+    `max_text_chars` characters (export.json's: bertzoo's cut, 64 per
+    token of sequence_length), as bertzoo packs."""
+    cap = 64 * sequence_length if max_text_chars is None else max_text_chars
     a = tokenizer.tokenize(text[:cap])
     cls, sep = tokenizer.ids["cls"], tokenizer.ids["sep"]
     if pair is None:
@@ -312,6 +311,7 @@ class Model:
             pair,
             self.sequence_length,
             int(self.config["pair_segment_id"]),
+            int(self.config["max_text_chars"]),
         )
 
     def _packed(self, texts, pairs):
@@ -358,6 +358,10 @@ class Model:
             raise RunnerError(
                 f"Missing input(s) {missing}; this model takes {self.config['inputs']}."
             )
+        if not len(inputs["padding_mask"]):
+            # No rows: one row of padding tells the outputs' shapes.
+            one = {k: np.zeros((1, 1), np.int32) for k in self.config["inputs"]}
+            return {k: v[:0] for k, v in self.session.run(one).items()}
         mask = inputs["padding_mask"]
         lengths = mask.sum(axis=1)
         order = np.argsort(-lengths, kind="stable")
@@ -400,11 +404,7 @@ class Model:
         outputs = self.run_ids(self.encode(texts, pairs), batch_size)
         if self.task == "classification":
             probabilities = outputs["probabilities"]
-            label_id = (
-                probabilities.argmax(-1).astype(np.int32)
-                if len(probabilities)
-                else np.zeros(0, np.int32)
-            )
+            label_id = probabilities.argmax(-1).astype(np.int32)
             return {
                 "probabilities": probabilities,
                 "label_id": label_id,
@@ -421,7 +421,8 @@ class Model:
         tok = self.tokenizer
         rows, words_of, starts_of = [], [], []
         for text in texts:
-            words = _split_words(text[: MAX_CHARS_PER_TOKEN * length])[: 2 * length]
+            cap, most = self.config["max_text_chars"], self.config["max_words"]
+            words = _split_words(text[:cap])[:most]
             ids, starts = [tok.ids["cls"]], []
             for word in words:
                 pieces = tok.tokenize(word)

@@ -5,7 +5,7 @@ runner's plain-Python tokenizer gives bertzoo's ids."""
 
 import re
 
-from bertzoo.tokenizers import hf_fast
+from bertzoo.tokenizers import basic, hf_fast
 
 TABLES_FILE = "tokenizer_tables.json"
 RUNNER_KINDS = ("wordpiece",)
@@ -32,6 +32,7 @@ def tokenizer_section(tokenizer):
             strip_accents=tokenizer.strip_accents,
             reference=tokenizer.reference,
             added_tokens=list(tokenizer.added_tokens),
+            max_chars_per_word=basic.MAX_CHARS_PER_WORD[tokenizer.reference],
         )
     return section
 
