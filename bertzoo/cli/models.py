@@ -272,19 +272,40 @@ def drawn_summary(num_layers, num_heads, layer=None, head=None):
 def add_export(sub):
     e = sub.add_parser(
         "export",
-        help="export a fine-tuned task preset as a serving model (SavedModel + .keras)",
+        help="export a fine-tuned task model or a text embedder: SavedModel, ONNX or LiteRT",
         description=(
-            "Writes OUTPUT/saved_model (TF SavedModel, signature serving_default over "
-            "string inputs), OUTPUT/model.keras and OUTPUT/serving.json for a task preset "
-            "directory written by recipes/finetune.py. Settings default to those the "
-            "recipe recorded."
+            "Writes OUTPUT for MODEL: a fine-tuned task preset (recipes/finetune.py; a "
+            "distilled student too), or any other model directory (sentence-transformers, "
+            "Hugging Face, bertzoo backbone preset) as a text embedder. --format saved_model "
+            "(the default): OUTPUT/saved_model, a TF SavedModel over string inputs (task "
+            "models also OUTPUT/model.keras), and OUTPUT/serving.json. --format onnx or "
+            "litert: OUTPUT/model.onnx or model.tflite over token ids (heads, softmax, pooling "
+            "and normalisation inside), the tokenizer's files, export.json and run.py, which "
+            "runs it on strings with numpy and onnxruntime or ai-edge-litert only. --int8: "
+            "int8 weights (onnx, litert). Task settings default to those the recipe recorded."
         ),
     )
-    e.add_argument("preset", metavar="PRESET_DIR", help="the fine-tuned task preset directory")
+    e.add_argument(
+        "preset",
+        metavar="MODEL",
+        help="a fine-tuned task preset directory, or a model directory to export as an embedder",
+    )
     e.add_argument(
         "output",
         metavar="OUTPUT",
         help="the export directory to write: new, empty, or an earlier export with --overwrite",
+    )
+    e.add_argument(
+        "--format",
+        default="saved_model",
+        choices=("saved_model", "onnx", "litert"),
+        help="saved_model (strings in), onnx or litert (token ids in, with run.py) "
+        "(default %(default)s)",
+    )
+    e.add_argument(
+        "--int8",
+        action="store_true",
+        help="int8 weights, activations quantized per call (onnx and litert)",
     )
     e.add_argument(
         "--overwrite",
@@ -302,25 +323,38 @@ def add_export(sub):
         e.add_argument(f"--{name}", type=json.loads, default=None)
 
 
+EXPORT_SETTINGS = (
+    "sequence_length",
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "null_score_diff_threshold",
+)
+
+
 def export(args):
     """`export`: returns the exit status."""
     from bertzoo.errors import BertzooError
-    from bertzoo.serving import export_serving
+    from bertzoo.export import check_request, export_model
 
-    settings = {
-        k: getattr(args, k)
-        for k in (
-            "sequence_length",
-            "doc_stride",
-            "max_query_length",
-            "max_answer_length",
-            "null_score_diff_threshold",
-        )
-    }
+    settings = {k: getattr(args, k) for k in EXPORT_SETTINGS}
     try:
-        out = export_serving(args.preset, args.output, overwrite=args.overwrite, **settings)
+        # Refused at once, before TensorFlow loads: bad combinations, missing packages.
+        check_request(args.preset, args.format, args.int8, **settings)
+        out = export_model(
+            args.preset,
+            args.output,
+            format=args.format,
+            int8=args.int8,
+            overwrite=args.overwrite,
+            **settings,
+        )
     except (BertzooError, ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"Wrote the serving model {out}")
+    if args.format == "saved_model":
+        print(f"Wrote the serving model {out}")
+    else:
+        int8 = " int8" if args.int8 else ""
+        print(f"Wrote the{int8} {args.format} export {out} (run it: python {out}/run.py TEXT)")
     return 0
