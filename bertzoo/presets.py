@@ -80,7 +80,11 @@ _TOKENIZER = {
     "added_tokens": list,
     # Byte-level BPE (RoBERTa): a space put before each text.
     "add_prefix_space": bool,
+    # Byte-level BPE read from a tokenizer.json (ModernBERT) instead of
+    # vocab.json + merges.txt.
+    "vocabulary_file": str,
 }
+_TOKENIZER_FILES = ("tokenizer.json",)
 _TOKENIZER_KINDS = ("wordpiece", "sentencepiece", "byte_level_bpe", "fairseq_sentencepiece")
 _TOKENIZER_REFERENCES = ("google", "hf-python", "hf-fast")
 _METADATA = {
@@ -252,6 +256,11 @@ def validate_preset(data, source, backbone_keys=None):
         raise PresetError(
             f"{source}: tokenizer.kind must be one of {', '.join(_TOKENIZER_KINDS)}, "
             f"got {tokenizer['kind']!r}."
+        )
+    if "vocabulary_file" in tokenizer and tokenizer["vocabulary_file"] not in _TOKENIZER_FILES:
+        raise PresetError(
+            f"{source}: tokenizer.vocabulary_file must be one of {', '.join(_TOKENIZER_FILES)}, "
+            f"got {tokenizer['vocabulary_file']!r}."
         )
     if "reference" in tokenizer and tokenizer["reference"] not in _TOKENIZER_REFERENCES:
         raise PresetError(

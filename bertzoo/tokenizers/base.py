@@ -27,13 +27,15 @@ from bertzoo.tokenizers.kinds import (
 )
 
 # The vocabulary files of the tokenizer kinds inside a preset directory
-# (a byte-level BPE's merges.txt goes with its vocab.json).
+# (a byte-level BPE's merges.txt goes with its vocab.json; ModernBERT's
+# byte-level BPE is a tokenizer.json).
 VOCABULARY_FILES = (
     "vocab.txt",
     "spiece.model",
     "vocab.json",
     "merges.txt",
     "sentencepiece.bpe.model",
+    "tokenizer.json",
 )
 
 
@@ -526,6 +528,8 @@ def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, *
     settings = dict(section)
     kind = settings.pop("kind", "wordpiece")
     cls = tokenizer_class(kind)
+    # The file the preset names (a byte-level BPE's tokenizer.json), else the kind's.
+    vocabulary_file = settings.pop("vocabulary_file", cls.vocabulary_file)
     if not issubclass(cls, expected):
         raise TokenizerError(
             f"Preset {preset!r} uses a {kind} tokenizer, not a {expected.__name__}."
@@ -534,12 +538,12 @@ def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, *
         if directory is None:
             raise TokenizerError(
                 f"Built-in preset {preset!r} is an architecture and ships no "
-                f"vocabulary: pass vocabulary= (a {cls.vocabulary_file} file) or use "
+                f"vocabulary: pass vocabulary= (a {vocabulary_file} file) or use "
                 "a preset directory that holds one."
             )
-        vocabulary = Path(directory) / cls.vocabulary_file
+        vocabulary = Path(directory) / vocabulary_file
         if not vocabulary.is_file():
-            raise TokenizerError(f"{directory} has no {cls.vocabulary_file} ({kind} tokenizer).")
+            raise TokenizerError(f"{directory} has no {vocabulary_file} ({kind} tokenizer).")
     tokenizer = cls(vocabulary, **{**settings, **kwargs})
     if check_model:
         tokenizer.check_vocabulary_size(vocabulary_size, vocabulary)

@@ -1,14 +1,27 @@
-"""RoBERTa's byte-level BPE tokenizer (GPT-2's) in TensorFlow ops, id for id
-identical to Hugging Face's `RobertaTokenizerFast` (the Rust `tokenizers`
-library) over the same `vocab.json` and `merges.txt`.
+"""Byte-level BPE tokenizers (GPT-2's, as RoBERTa and ModernBERT use them) in
+TensorFlow ops, id for id identical to Hugging Face's tokenizers (the Rust
+`tokenizers` library) over the same files: RoBERTa's `vocab.json` and
+`merges.txt` (`RobertaTokenizerFast`), or a `tokenizer.json` such as
+ModernBERT's (transformers 5 loads it as it is).
 
 What the reference does to one text, and how it is done here, batched:
 
-1. Special tokens typed in the text ("<s>", "</s>", "<pad>", "<unk>",
-   "<mask>") are matched first and become their ids; "<mask>" also absorbs
-   the whitespace before it (its `lstrip`). The text between them is
-   tokenized piece by piece (one RE2 split).
-2. Pre-tokenization splits each stretch with GPT-2's pattern
+1. Added tokens typed in the text are matched first and become their ids,
+   leftmost and longest first (an RE2 alternation, longest token first),
+   in two passes: the tokens marked `normalized: false` (the special ones:
+   RoBERTa's "<s>", "</s>", "<pad>", "<unk>", "<mask>", ModernBERT's
+   "[CLS]", "[MASK]", ...) in the raw text, then, in the text between
+   them after the normaliser, the others (ModernBERT's runs of 2 to 24
+   spaces, "[unused0]", "|||IP_ADDRESS|||", ...). A token with `lstrip`
+   ("<mask>", "[MASK]") also absorbs the whitespace before it. The text
+   between the added tokens is tokenized stretch by stretch.
+2. The normaliser, if any, is Unicode NFC (ModernBERT's), applied to each
+   stretch the first pass leaves: tensorflow-text's ICU NFC, except that
+   the library's Unicode tables are older and leave newer combining marks
+   alone, so a stretch ICU changes is normalised run by run of the
+   characters the library's NFC acts on (hf_nfc_tables.json, measured
+   from the library), the others kept as they are.
+3. Pre-tokenization splits each stretch with GPT-2's pattern
    `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`.
    RE2 has no lookahead, so `\\s+(?!\\S)` is emulated: a whitespace run
    followed by a non-space character leaves its last character to the next
@@ -17,8 +30,8 @@ What the reference does to one text, and how it is done here, batched:
    trailing run), which no piece crosses; within a segment the pattern
    without the lookahead gives the same pieces. `\\s` is Unicode White_Space
    (Oniguruma's `\\s`), not RE2's ASCII `\\s`.
-3. Every piece's UTF-8 bytes become GPT-2's byte-to-unicode characters.
-4. BPE on the batch's distinct pieces, vectorised in a `tf.while_loop`:
+4. Every piece's UTF-8 bytes become GPT-2's byte-to-unicode characters.
+5. BPE on the batch's distinct pieces, vectorised in a `tf.while_loop`:
    each round finds every word's lowest-ranked adjacent pair (a hash table
    of "left right" -> rank), merges its leftmost non-overlapping
    occurrences, and sets aside the words that have no ranked pair left;
@@ -26,13 +39,25 @@ What the reference does to one text, and how it is done here, batched:
 
 With `add_prefix_space=True` a space is put before every stretch that does
 not start with one (the reference's ByteLevel option).
+
+A `tokenizer.json` is read only if its pipeline is one of these (anything
+else is a one-line `TokenizerError` naming the option): a BPE model without
+dropout, subword prefix or suffix, byte fallback or ignore_merges; no
+normaliser or NFC; a ByteLevel pre-tokenizer with GPT-2's split
+(`use_regex`); added tokens without `single_word` or `rstrip`; and a
+RobertaProcessing, BertProcessing or TemplateProcessing post-processor
+that packs `CLS A SEP` and `CLS A SEP B SEP` (or `CLS A SEP SEP B SEP`).
 """
 
+import functools
 import json
+import unicodedata
 from pathlib import Path
 
 import tensorflow as tf
+import tensorflow_text as tf_text
 
+from bertzoo.io.jsonfile import parse_json
 from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers.base import (
     UNICODE_WHITESPACE,
@@ -42,8 +67,13 @@ from bertzoo.tokenizers.base import (
     register_tokenizer,
     to_string_tensor,
 )
+from bertzoo.tokenizers.hf_config import TOKENIZER_JSON_FILE, json_text
 
 MERGES_FILE = "merges.txt"
+# The code points the Rust library's NFC acts on (tests/fixtures/make_hf_nfc_tables.py).
+NFC_TABLES_FILE = Path(__file__).with_name("hf_nfc_tables.json")
+# RoBERTa's special tokens: the defaults, and the added tokens of a vocab.json.
+ROBERTA_SPECIALS = {"cls": "<s>", "sep": "</s>", "pad": "<pad>", "unk": "<unk>", "mask": "<mask>"}
 
 # Unicode White_Space: Oniguruma's (and Rust's char::is_whitespace) `\s`.
 WHITESPACE = (
@@ -52,8 +82,15 @@ WHITESPACE = (
 )
 _WS = f"[{WHITESPACE}]"
 _NOT_WS = f"[^{WHITESPACE}]"
-# GPT-2's pattern within a segment (step 2): its `\s+(?!\S)|\s+` is `\s+` there.
+# GPT-2's pattern within a segment (step 3): its `\s+(?!\S)|\s+` is `\s+` there.
 PIECE_PATTERN = f"'s|'t|'re|'ve|'m|'ll|'d| ?\\pL+| ?\\pN+| ?[^{WHITESPACE}\\pL\\pN]+|{_WS}+"
+SUPPORTED = (
+    "bertzoo's byte-level BPE reproduces a BPE model (no dropout, subword prefix or suffix, "
+    "byte fallback or ignore_merges) over a ByteLevel pre-tokenizer with GPT-2's split, no "
+    "normalizer or NFC, added tokens (lstrip allowed), and a RobertaProcessing, BertProcessing "
+    "or TemplateProcessing post-processor packing CLS A SEP and CLS A SEP (SEP) B SEP, as "
+    "RoBERTa's and ModernBERT's tokenizer.json"
+)
 
 
 def bytes_to_unicode():
@@ -71,18 +108,32 @@ def bytes_to_unicode():
     return table
 
 
+def _json_file(path, what):
+    """(the JSON value in `path`, path); a directory means its `vocab.json`,
+    or its `tokenizer.json` when it has no vocab.json."""
+    path = Path(path)
+    if path.is_dir():
+        vocab = path / ByteLevelBPETokenizer.vocabulary_file
+        fast = path / TOKENIZER_JSON_FILE
+        path = fast if fast.is_file() and not vocab.is_file() else vocab
+    try:
+        return parse_json(path.read_text(encoding="utf-8")), path
+    except FileNotFoundError:
+        raise TokenizerError(f"{what} file {path} does not exist.") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise TokenizerError(f"{path} is not a JSON vocabulary (token -> id): {e}.") from None
+
+
 def read_vocabulary(path):
     """vocab.json -> list of tokens (index = id); a TokenizerError names
     what is wrong with the file."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / ByteLevelBPETokenizer.vocabulary_file
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TokenizerError(f"Vocabulary file {path} does not exist.") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TokenizerError(f"{path} is not a JSON vocabulary (token -> id): {e}.") from None
+    data, path = _json_file(path, "Vocabulary")
+    return _vocabulary_list(data, path), path
+
+
+def _vocabulary_list(data, path):
+    """{token: id} -> list of tokens (index = id), after checking that the
+    ids are 0..n-1, each once."""
     if not isinstance(data, dict) or not data:
         raise TokenizerError(f"{path} must hold a non-empty JSON object of token -> id.")
     bad = [(k, v) for k, v in data.items() if not isinstance(v, int) or isinstance(v, bool)]
@@ -107,7 +158,21 @@ def read_vocabulary(path):
     vocabulary = [""] * len(ids)
     for token, i in data.items():
         vocabulary[i] = token
-    return vocabulary, path
+    return vocabulary
+
+
+def _check_merge(parts, index, where, text, mismatch):
+    if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+        raise TokenizerError(
+            f"{where}: {text!r} is not a merge (two tokens separated by one space)."
+        )
+    for token in (*parts, parts[0] + parts[1]):
+        if token not in index:
+            raise TokenizerError(
+                f"{where}: the merge {text!r} needs {token!r}, which is not in the vocabulary "
+                f"({mismatch})."
+            )
+    return (parts[0], parts[1])
 
 
 def read_merges(path, index):
@@ -126,38 +191,217 @@ def read_merges(path, index):
     for number, line in enumerate(lines, 1):
         if (number == 1 and line.startswith("#version")) or not line.strip():
             continue
-        parts = line.split(" ")
-        if len(parts) != 2 or not all(parts):
-            raise TokenizerError(
-                f"{path} line {number}: {line!r} is not a merge (two tokens separated by "
-                "one space)."
-            )
-        for token in (*parts, parts[0] + parts[1]):
-            if token not in index:
-                raise TokenizerError(
-                    f"{path} line {number}: the merge {line!r} needs {token!r}, which is "
-                    "not in the vocabulary (merges.txt does not match vocab.json)."
-                )
-        merges.append((parts[0], parts[1]))
+        where, mismatch = f"{path} line {number}", "merges.txt does not match vocab.json"
+        merges.append(_check_merge(line.split(" "), index, where, line, mismatch))
     return merges
+
+
+def _template(post, path, index):
+    """A post-processor -> (cls, sep, separators between a pair's texts,
+    trim_offsets), or a TokenizerError naming what is not supported."""
+    kind = post.get("type") if isinstance(post, dict) else None
+
+    def refuse(what):
+        raise TokenizerError(f"{path}: post_processor {what} is not supported; {SUPPORTED}.")
+
+    def token(entry, name):
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+            refuse(f"{kind} {name}={json_text(entry)}")
+        if index.get(entry[0]) != entry[1]:
+            refuse(
+                f"{kind} {name}={json_text(entry)} (the vocabulary gives it {index.get(entry[0])})"
+            )
+        return entry[0]
+
+    if kind == "RobertaProcessing":
+        cls, sep = token(post.get("cls"), "cls"), token(post.get("sep"), "sep")
+        return cls, sep, 2, bool(post.get("trim_offsets", True))
+    if kind == "BertProcessing":
+        return token(post.get("cls"), "cls"), token(post.get("sep"), "sep"), 1, False
+    if kind != "TemplateProcessing":
+        refuse("null (nothing to pack with)" if post is None else json_text(kind))
+
+    def items(name):
+        out = []
+        for item in post.get(name) or []:
+            if isinstance(item, dict) and isinstance(item.get("SpecialToken"), dict):
+                out.append(("special", item["SpecialToken"].get("id")))
+            elif isinstance(item, dict) and isinstance(item.get("Sequence"), dict):
+                out.append(("sequence", item["Sequence"].get("id")))
+            else:
+                refuse(f"TemplateProcessing {name} item {json_text(item)}")
+        return out
+
+    single, pair = items("single"), items("pair")
+    shown = " ".join("$" + x if k == "sequence" else str(x) for k, x in single)
+    if [k for k, _ in single] != ["special", "sequence", "special"] or single[1][1] != "A":
+        refuse(f"TemplateProcessing single {json_text(shown)}")
+    cls, sep = single[0][1], single[2][1]
+    shown = " ".join("$" + x if k == "sequence" else str(x) for k, x in pair)
+    one = [("special", cls), ("sequence", "A"), ("special", sep), ("sequence", "B")]
+    if pair == [*one, ("special", sep)]:
+        separators = 1
+    elif pair == [*one[:3], ("special", sep), one[3], ("special", sep)]:
+        separators = 2
+    else:
+        refuse(f"TemplateProcessing pair {json_text(shown)} with single {cls} $A {sep}")
+    specials = post.get("special_tokens") or {}
+    for name in (cls, sep):
+        ids = (specials.get(name) or {}).get("ids")
+        if ids != [index.get(name)]:
+            refuse(f"TemplateProcessing special token {name} ids={json_text(ids)}")
+    return cls, sep, separators, False
+
+
+def read_tokenizer_json(data, path):
+    """A `tokenizer.json` (parsed) -> the settings of a byte-level BPE: a
+    dict of vocabulary, merges, added tokens, normalizer, add_prefix_space,
+    trim_offsets, the template's cls, sep and separators, and the model's
+    unk token; anything bertzoo does not reproduce is a one-line
+    TokenizerError naming it."""
+
+    def refuse(what):
+        raise TokenizerError(f"{path}: {what} is not supported; {SUPPORTED}.")
+
+    model = data["model"]
+    if model.get("type") != "BPE":
+        refuse(f"model {json_text(model.get('type'))}")
+    for key, plain in (
+        ("dropout", (None, 0, 0.0)),
+        ("continuing_subword_prefix", (None, "")),
+        ("end_of_word_suffix", (None, "")),
+        ("byte_fallback", (None, False)),
+        ("ignore_merges", (None, False)),
+    ):
+        if model.get(key) not in plain:
+            refuse(f"model {key}={json_text(model.get(key))}")
+    normalizer = data.get("normalizer")
+    steps = [normalizer] if normalizer is not None else []
+    if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence":
+        steps = normalizer.get("normalizers")
+    if not isinstance(steps, list) or len(steps) > 1:
+        refuse(f"normalizer {json_text(normalizer)}")
+    if steps and not (isinstance(steps[0], dict) and steps[0].get("type") == "NFC"):
+        refuse(f"normalizer {json_text(steps[0])}")
+    pre = data.get("pre_tokenizer")
+    if not isinstance(pre, dict) or pre.get("type") != "ByteLevel":
+        kind = pre.get("type") if isinstance(pre, dict) else pre
+        refuse(f"pre_tokenizer {json_text(kind)}")
+    if pre.get("use_regex", True) is not True:
+        refuse("pre_tokenizer ByteLevel use_regex=false (no GPT-2 split)")
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not vocab:
+        raise TokenizerError(f"{path}: model.vocab must be a non-empty object of token -> id.")
+    merged, added = dict(vocab), []
+    for i, token in enumerate(data.get("added_tokens") or []):
+        content, at = token.get("content"), token.get("id")
+        if not isinstance(content, str) or not content or not isinstance(at, int):
+            raise TokenizerError(
+                f"{path}: added_tokens[{i}] {json_text(token)} has no content or id."
+            )
+        for option in ("single_word", "rstrip"):
+            if token.get(option):
+                refuse(f"added token {json_text(content)} {option}=true")
+        if vocab.get(content, at) != at:
+            raise TokenizerError(
+                f"{path}: added token {json_text(content)} has id {at}, the model's vocab "
+                f"{vocab[content]}."
+            )
+        normalized = bool(token.get("normalized", True))
+        if steps and normalized and unicodedata.normalize("NFC", content) != content:
+            refuse(f"added token {json_text(content)} (normalized, but not in NFC)")
+        merged[content] = at
+        added.append(
+            {"content": content, "lstrip": bool(token.get("lstrip")), "normalized": normalized}
+        )
+    for normalized in (False, True):
+        group = [t for t in added if t["normalized"] == normalized]
+        spaced = [t["content"] for t in group if t["content"][0].isspace()]
+        stripped = [t["content"] for t in group if t["lstrip"]]
+        if spaced and stripped:
+            refuse(
+                f"added token {json_text(stripped[0])} lstrip=true beside added tokens that "
+                f"start with whitespace ({json_text(spaced[0])})"
+            )
+    vocabulary = _vocabulary_list(merged, path)
+    index = {t: i for i, t in enumerate(vocabulary)}
+    merges = []
+    for i, merge in enumerate(model.get("merges") or []):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        parts = parts if isinstance(parts, list) else [merge]
+        where, text = (
+            f"{path}: model.merges[{i}]",
+            merge if isinstance(merge, str) else " ".join(map(str, parts)),
+        )
+        merges.append(_check_merge(parts, index, where, text, "the merges do not match the vocab"))
+    cls, sep, separators, trim = _template(data.get("post_processor"), path, index)
+    unk = model.get("unk_token")
+    return {
+        "vocabulary": vocabulary,
+        "merges": merges,
+        "added_tokens": added,
+        "normalizer": "NFC" if steps else None,
+        "add_prefix_space": bool(pre.get("add_prefix_space", True)),
+        "trim_offsets": trim,
+        "cls": cls,
+        "sep": sep,
+        "separators": separators,
+        "unk": unk if isinstance(unk, str) else None,
+    }
+
+
+def _role_token(role, given, settings, index, path):
+    """The special token of `role` for a tokenizer.json: cls and sep are the
+    template's; pad, unk and mask as given when the vocabulary has them,
+    else (given RoBERTa's default) the added token named like the role
+    ("[PAD]", "<pad>", ...; unk: the model's unk_token first)."""
+    if role in ("cls", "sep"):
+        token = settings[role]
+        if given not in (token, ROBERTA_SPECIALS[role]):
+            raise TokenizerError(
+                f"{path}: {role}_token={given!r}, but the post-processor packs with {token!r}."
+            )
+        return token
+    if given in index or given != ROBERTA_SPECIALS[role]:
+        return given
+    names = {f"[{role}]", f"<{role}>"}
+    found = [t["content"] for t in settings["added_tokens"] if t["content"].lower() in names]
+    if role == "unk" and settings["unk"] in index:
+        found.insert(0, settings["unk"])
+    if not found:
+        raise TokenizerError(
+            f"{path} has no {role} token named like [{role.upper()}] or <{role}>: pass "
+            f"{role}_token= (one of its added tokens: "
+            f"{', '.join(t['content'] for t in settings['added_tokens'][:8]) or 'none'})."
+        )
+    return found[0]
 
 
 @register_tokenizer
 class ByteLevelBPETokenizer(Tokenizer):
-    """Text -> RoBERTa (GPT-2 byte-level BPE) ids, exactly as Hugging Face's
-    `RobertaTokenizerFast` over the same files.
+    """Text -> byte-level BPE ids, exactly as Hugging Face's tokenizers over
+    the same files: RoBERTa's (`RobertaTokenizerFast` over `vocab.json` and
+    `merges.txt`) or a `tokenizer.json` such as ModernBERT's.
 
     Args:
-        vocabulary: path to `vocab.json` (or the directory holding it);
+        vocabulary: path to `vocab.json` or `tokenizer.json` (or the
+            directory holding one; vocab.json first). With a vocab.json,
             `merges.txt` is read from the same directory unless `merges`
-            names it.
-        merges: path to `merges.txt`.
+            names it; a tokenizer.json holds its merges, normaliser,
+            pre-tokenizer options, added tokens and template.
+        merges: path to `merges.txt` (vocab.json only).
         add_prefix_space: put a space before the text, as if it followed a
-            word (RoBERTa's default: False).
+            word (RoBERTa's default: False; a tokenizer.json says it, and a
+            different value is an error).
         *_token: the special tokens (RoBERTa's: <s>, </s>, <pad>, <unk>,
-            <mask>); all must be in the vocabulary.
+            <mask>); all must be in the vocabulary. With a tokenizer.json,
+            cls and sep are its template's, and pad, unk and mask left at
+            RoBERTa's defaults are its added tokens named like them
+            ([PAD], <pad>, ...).
 
-    Sequences are packed as `<s> A </s>` and `<s> A </s></s> B </s>`.
+    Sequences are packed as the template says: RoBERTa's `<s> A </s>` and
+    `<s> A </s></s> B </s>`, ModernBERT's `[CLS] A [SEP]` and
+    `[CLS] A [SEP] B [SEP]`.
     """
 
     vocabulary_file = "vocab.json"
@@ -170,7 +414,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self,
         vocabulary,
         merges=None,
-        add_prefix_space=False,
+        add_prefix_space=None,
         cls_token="<s>",
         sep_token="</s>",
         pad_token="<pad>",
@@ -179,26 +423,79 @@ class ByteLevelBPETokenizer(Tokenizer):
         lowercase=False,
         strip_accents=False,
     ):
-        super().__init__(cls_token, sep_token, pad_token, unk_token, mask_token)
         if lowercase or strip_accents:
             raise TokenizerError(
                 "The byte-level BPE tokenizer does not lowercase or strip accents "
-                "(RoBERTa's is cased): pass lowercase=False, strip_accents=False."
+                "(RoBERTa's and ModernBERT's are cased): pass lowercase=False, "
+                "strip_accents=False."
             )
+        data, path = _json_file(vocabulary, "Vocabulary")
+        roles = dict(cls=cls_token, sep=sep_token, pad=pad_token, unk=unk_token, mask=mask_token)
+        if isinstance(data, dict) and isinstance(data.get("model"), dict):  # a tokenizer.json
+            if merges is not None:
+                raise TokenizerError(
+                    f"{path} is a tokenizer.json, which holds its merges: pass no merges=."
+                )
+            settings = read_tokenizer_json(data, path)
+            if add_prefix_space not in (None, settings["add_prefix_space"]):
+                raise TokenizerError(
+                    f"{path}: add_prefix_space={add_prefix_space}, but its ByteLevel "
+                    f"pre-tokenizer has add_prefix_space={settings['add_prefix_space']}."
+                )
+            self.vocabulary = settings["vocabulary"]
+            index = {t: i for i, t in enumerate(self.vocabulary)}
+            roles = {r: _role_token(r, t, settings, index, path) for r, t in roles.items()}
+            self.vocabulary_file = TOKENIZER_JSON_FILE
+            self._tokenizer_json = Path(path).read_bytes()
+        else:
+            vocabulary_list = _vocabulary_list(data, path)
+            settings = {
+                "vocabulary": vocabulary_list,
+                "merges": None,
+                # RoBERTa's special tokens, "<mask>" absorbing the whitespace
+                # before it (its lstrip).
+                "added_tokens": [
+                    {"content": t, "lstrip": r == "mask", "normalized": False}
+                    for r, t in roles.items()
+                ],
+                "normalizer": None,
+                "add_prefix_space": bool(add_prefix_space),
+                "trim_offsets": True,
+                "separators": 2,
+            }
+            self.vocabulary = vocabulary_list
+        super().__init__(*(roles[r] for r in ("cls", "sep", "pad", "unk", "mask")))
         self.lowercase = False
         self.strip_accents = False
-        self.add_prefix_space = bool(add_prefix_space)
-        self.vocabulary, vocab_path = read_vocabulary(vocabulary)
-        self._check_special_tokens(vocab_path)
-        merges_path = Path(merges) if merges is not None else vocab_path.parent / MERGES_FILE
-        self.merges = read_merges(merges_path, self._index)
+        self.add_prefix_space = settings["add_prefix_space"]
+        self.normalizer = settings["normalizer"]
+        self.trim_offsets = settings["trim_offsets"]
+        self.pair_separators = settings["separators"]
+        self._check_special_tokens(path)
+        if settings["merges"] is None:
+            merges_path = Path(merges) if merges is not None else Path(path).parent / MERGES_FILE
+            settings["merges"] = read_merges(merges_path, self._index)
+        self.merges = settings["merges"]
         byte_chars = bytes_to_unicode()
         missing = [c for c in byte_chars.values() if c not in self._index]
         if missing:
             raise TokenizerError(
-                f"{vocab_path} lacks {len(missing)} of the 256 byte characters of a byte-level "
-                f"BPE (e.g. {missing[0]!r}); is it a GPT-2/RoBERTa vocab.json?"
+                f"{path} lacks {len(missing)} of the 256 byte characters of a byte-level "
+                f"BPE (e.g. {missing[0]!r}); is it a GPT-2/RoBERTa vocabulary?"
             )
+        # Added tokens, each pass's longest first (leftmost-longest matches).
+        tokens = {}
+        for token in settings["added_tokens"]:
+            tokens[token["content"]] = token  # the last entry of a repeated one
+        self.added_tokens = sorted(
+            tokens.values(), key=lambda t: (-len(t["content"]), t["content"])
+        )
+        self._patterns = tuple(
+            _alternation([t for t in self.added_tokens if t["normalized"] == n]) for n in (0, 1)
+        )
+        self._lstrip = tuple(
+            any(t["lstrip"] for t in self.added_tokens if t["normalized"] == n) for n in (0, 1)
+        )
         self._byte_chars = tf.constant([byte_chars[b] for b in range(256)])
         self._byte_of = {c: b for b, c in byte_chars.items()}
         self._ranks = tf.lookup.StaticHashTable(
@@ -215,11 +512,8 @@ class ByteLevelBPETokenizer(Tokenizer):
             ),
             default_value=self._index[self.unk_token],
         )
-        specials = sorted({getattr(self, f"{r}_token") for r in ("cls", "sep", "pad", "unk")})
-        self._special_set = {*specials, self.mask_token}
-        alternatives = [f"{_WS}*{_quote(self.mask_token)}"]
-        alternatives += [_quote(t) for t in specials if t != self.mask_token]
-        self._special_pattern = "|".join(alternatives)
+        # Added tokens read as themselves (token_text).
+        self._special_set = {t["content"] for t in self.added_tokens}
         self._graphs = _Graphs()
 
     @property
@@ -247,51 +541,78 @@ class ByteLevelBPETokenizer(Tokenizer):
     def preset_section(self):
         section = super().preset_section()
         section["add_prefix_space"] = self.add_prefix_space
+        if self.vocabulary_file == TOKENIZER_JSON_FILE:
+            section["vocabulary_file"] = TOKENIZER_JSON_FILE
         return section
 
-    # --- steps 1-2: special tokens and pieces ---
+    # --- steps 1-3: added tokens, normaliser, pieces ---
 
     def _pieces(self, strings, prefix_space):
-        """A 1-D string batch -> the units that get ids: (text, flat; is it
-        a special token, flat; the text each comes from, flat int64; byte
-        start and end in that text, flat int64), in text order.
+        """A 1-D string batch -> its units in text order, each a
+        pre-tokenized piece or an added token: a dict of flat tensors
+        `text`, `added` (bool), `row` (the text it comes from), `start` and
+        `end` (byte offsets: in the text for the added tokens of the first
+        pass, in the normalised text of its stretch for the others),
+        `stretch` (that stretch's index, -1 for the first pass's tokens);
+        and of the stretches the first pass leaves: `stretch_text`
+        (normalised), `stretch_start` (byte offset in its text) and `nfc`
+        (what `_source_offsets` needs; None without a normaliser).
         `prefix_space`: put a space before every stretch that does not
         start with one (`add_prefix_space`)."""
-        pat = self._special_pattern
-        stretches, s_row, s_start, s_end = _split(strings, pat, pat)
-        special = tf.strings.regex_full_match(stretches, pat)
-        plain = tf.where(~special)[:, 0]
-        text = tf.gather(stretches, plain)
-        shift = tf.zeros_like(plain)
+        raw_pattern, normalized_pattern = self._patterns
+        stretches, s_row, s_start, s_end = _split_or_whole(strings, raw_pattern)
+        added = _matches(stretches, raw_pattern)
+        plain = tf.where(~added)[:, 0]
+        raw = tf.gather(stretches, plain)
+        text, nfc = _library_nfc(raw) if self.normalizer == "NFC" else (raw, None)
+        # The second pass, on each stretch's normalised text.
+        subs, g_row, g_start, g_end = _split_or_whole(text, normalized_pattern)
+        sub_added = _matches(subs, normalized_pattern)
+        added_at = tf.where(added)[:, 0]
+        item_stretch, order = _in_order(tf.gather(plain, g_row), added_at)
+        item_text = tf.gather(tf.concat([subs, tf.gather(stretches, added_at)], 0), order)
+        item_added = tf.gather(tf.concat([sub_added, tf.ones_like(added_at, tf.bool)], 0), order)
+        item_plain = tf.gather(tf.concat([g_row, -tf.ones_like(added_at)], 0), order)
+        item_start = tf.gather(tf.concat([g_start, tf.gather(s_start, added_at)], 0), order)
+        item_end = tf.gather(tf.concat([g_end, tf.gather(s_end, added_at)], 0), order)
+        # Pieces of the text between added tokens.
+        p_items = tf.where(~item_added)[:, 0]
+        p_text = tf.gather(item_text, p_items)
+        shift = tf.zeros_like(p_items)
         if prefix_space:
-            add = ~tf.strings.regex_full_match(text, "(?s) .*")
-            text = tf.where(add, tf.strings.join([" ", text]), text)
+            add = ~tf.strings.regex_full_match(p_text, "(?s) .*")
+            p_text = tf.where(add, tf.strings.join([" ", p_text]), p_text)
             shift = tf.cast(add, tf.int64)
-        # Segments, which no piece crosses (module docstring, step 2).
+        # Segments, which no piece crosses (module docstring, step 3).
         segment = f"{_WS}{_NOT_WS}+"
-        segments, g_row, g_start, g_end = _split(text, segment, segment)
+        segments, g2_row, g2_start, _ = _split(p_text, segment, segment)
         pieces, p_row, p_start, p_end = _split(segments, PIECE_PATTERN, PIECE_PATTERN)
-        # Offsets in the stretch (a prefix space has none), then in the text.
-        base = tf.gather(g_start, p_row) - tf.gather(shift, tf.gather(g_row, p_row))
+        # Offsets in the item (a prefix space has none).
+        base = tf.gather(g2_start, p_row) - tf.gather(shift, tf.gather(g2_row, p_row))
         p_start, p_end = tf.maximum(base + p_start, 0), tf.maximum(base + p_end, 0)
-        p_stretch = tf.gather(plain, tf.gather(g_row, p_row))
-        special_at = tf.where(special)[:, 0]
-        # Units: the pieces and the special tokens, ordered by stretch.
-        unit_stretch = tf.concat([p_stretch, special_at], 0)
-        order = tf.argsort(unit_stretch, stable=True)
-        unit_text = tf.gather(tf.concat([pieces, tf.gather(stretches, special_at)], 0), order)
-        is_special = tf.gather(
-            tf.concat([tf.zeros_like(p_stretch, tf.bool), tf.ones_like(special_at, tf.bool)], 0),
-            order,
+        # Units: the pieces and the added tokens, ordered by item.
+        a_items = tf.where(item_added)[:, 0]
+        unit_item, order = _in_order(tf.gather(p_items, tf.gather(g2_row, p_row)), a_items)
+        unit_text = tf.gather(tf.concat([pieces, tf.gather(item_text, a_items)], 0), order)
+        is_added = tf.gather(
+            tf.concat([tf.zeros_like(p_row, tf.bool), tf.ones_like(a_items, tf.bool)], 0), order
         )
-        unit_stretch = tf.gather(unit_stretch, order)
-        zeros = tf.zeros_like(special_at)
-        starts = tf.gather(tf.concat([p_start, zeros], 0), order)
-        ends = tf.gather(tf.concat([p_end, tf.gather(s_end - s_start, special_at)], 0), order)
-        offset = tf.gather(s_start, unit_stretch)
-        return unit_text, is_special, tf.gather(s_row, unit_stretch), offset + starts, offset + ends
+        zeros = tf.zeros_like(a_items)
+        a_size = tf.gather(item_end - item_start, a_items)
+        offset = tf.gather(item_start, unit_item)
+        return {
+            "text": unit_text,
+            "added": is_added,
+            "row": tf.gather(s_row, tf.gather(item_stretch, unit_item)),
+            "start": offset + tf.gather(tf.concat([p_start, zeros], 0), order),
+            "end": offset + tf.gather(tf.concat([p_end, a_size], 0), order),
+            "stretch": tf.gather(item_plain, unit_item),
+            "stretch_text": text,
+            "nfc": nfc,
+            "stretch_start": tf.gather(s_start, plain),
+        }
 
-    # --- steps 3-4: bytes and merges ---
+    # --- steps 4-5: bytes and merges ---
 
     def _bpe(self, words):
         """Distinct words (flat tf.string) -> ragged [words, (tokens)] of
@@ -375,34 +696,38 @@ class ByteLevelBPETokenizer(Tokenizer):
         """A 1-D string batch -> ragged [batch, (tokens)] of token strings
         (byte-level characters: "Ġhello")."""
         strings = tf.convert_to_tensor(strings, tf.string)
-        tokens, rows, _, _ = self._tokens(strings)
+        tokens, rows = self._tokens(strings)[:2]
         return tf.RaggedTensor.from_value_rowids(tokens, rows, tf.size(strings, tf.int64))
 
     def _tokens(self, strings, details=False, prefix_space=None):
         """Every token of a 1-D string batch, flat in text order: (token
-        strings, their text's row, their unit's byte start and end); with
-        `details` also (is it a special token, the flat index of its unit's
-        first token). A unit is a pre-tokenized piece or a special token.
+        strings, their text's row); with `details` also the units of
+        `_pieces` and, per token, its unit and whether it is an added
+        token. A unit is a pre-tokenized piece or an added token.
         `prefix_space`: None for the tokenizer's `add_prefix_space`."""
         if prefix_space is None:
             prefix_space = self.add_prefix_space
-        text, special, row, starts, ends = self._pieces(strings, prefix_space)
-        words, which = tf.unique(tf.boolean_mask(text, ~special), out_idx=tf.int64)
+        units = self._pieces(strings, prefix_space)
+        text, added = units["text"], units["added"]
+        words, which = tf.unique(tf.boolean_mask(text, ~added), out_idx=tf.int64)
         bpe = tf.gather(self._run(self._bpe, words), which)  # [plain units, (tokens)]
-        special_text = tf.strings.regex_replace(tf.boolean_mask(text, special), f"^{_WS}+", "")
-        units = tf.concat([bpe, tf.RaggedTensor.from_tensor(special_text[:, None])], 0)
-        plain_at, special_at = tf.where(~special)[:, 0], tf.where(special)[:, 0]
-        order = tf.math.invert_permutation(tf.concat([plain_at, special_at], 0))
-        units = tf.gather(units, order)  # [units, (tokens)], in text order
-        unit_of = units.value_rowids()
-        out = (
-            units.flat_values,
-            tf.gather(row, unit_of),
-            tf.gather(starts, unit_of),
-            tf.gather(ends, unit_of),
-        )
+        # An added token's text, less the whitespace its lstrip absorbed (in
+        # a pass with lstrip tokens, no token starts with whitespace).
+        stripped = tf.zeros_like(added)
+        if self._lstrip[0]:
+            stripped |= units["stretch"] < 0
+        if self._lstrip[1]:
+            stripped |= units["stretch"] >= 0
+        own = tf.where(stripped, tf.strings.regex_replace(text, f"^{_WS}+", ""), text)
+        own = tf.boolean_mask(own, added)
+        merged = tf.concat([bpe, tf.RaggedTensor.from_tensor(own[:, None])], 0)
+        plain_at, added_at = tf.where(~added)[:, 0], tf.where(added)[:, 0]
+        order = tf.math.invert_permutation(tf.concat([plain_at, added_at], 0))
+        merged = tf.gather(merged, order)  # [units, (tokens)], in text order
+        unit_of = merged.value_rowids()
+        out = (merged.flat_values, tf.gather(units["row"], unit_of))
         if details:
-            out += (tf.gather(special, unit_of), tf.gather(units.row_splits, unit_of))
+            out += (units, unit_of, tf.gather(merged.row_splits, unit_of))
         return out
 
     @tf.autograph.experimental.do_not_convert
@@ -411,7 +736,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         return self._tokenize_ids(strings)
 
     def _tokenize_ids(self, strings, prefix_space=None):
-        tokens, rows, _, _ = self._tokens(strings, prefix_space=prefix_space)
+        tokens, rows = self._tokens(strings, prefix_space=prefix_space)[:2]
         ids = self._ids.lookup(tokens)
         return tf.RaggedTensor.from_value_rowids(ids, rows, tf.size(strings, tf.int64))
 
@@ -448,13 +773,17 @@ class ByteLevelBPETokenizer(Tokenizer):
         int32 ids and each token's own [start, end) byte span in the text
         (not its word's), as the reference reports them (in characters):
         a token covering part of a character's bytes spans the whole
-        character, and the post-processor's `trim_offsets` moves a token's
-        span past its leading spaces ("Ġ") and before its trailing ones (a
-        token of spaces only gets an empty span at its end). A special token
-        spans its own text ("<mask>" without the whitespace it absorbed).
+        character. With `trim_offsets` (RoBERTa's post-processor) a token's
+        span moves past its leading spaces ("Ġ") and before its trailing
+        ones (a token of spaces only gets an empty span at its end), and an
+        added token spans its own text ("<mask>" without the whitespace it
+        absorbed); without (ModernBERT's template) spans are not trimmed.
         The spans follow the reference for `add_prefix_space=False`; with
         True, a word's added space has no bytes and the span starts at the
-        word."""
+        word. Where NFC changes a text (composes or reorders characters), a
+        token's span covers the whole of each changed sequence it touches
+        ("e" + U+0301 -> "é": both characters), where the reference's
+        covers the first character only: the spans hold the reference's."""
         strings = to_string_tensor(strings)
         rank = strings.shape.rank
         if rank is not None and rank > 1:
@@ -471,50 +800,72 @@ class ByteLevelBPETokenizer(Tokenizer):
         return ids, starts, ends
 
     def _with_offsets(self, strings):
-        tokens, rows, unit_starts, unit_ends, special, first = self._tokens(strings, True)
+        tokens, rows, units, unit_of, first = self._tokens(strings, True)
         ids = self._ids.lookup(tokens)
+        added = tf.gather(units["added"], unit_of)
+        unit_start = tf.gather(units["start"], unit_of)
+        unit_end = tf.gather(units["end"], unit_of)
+        stretch = tf.gather(units["stretch"], unit_of)
         # Each token's bytes within its unit: a byte-level token has one
         # character per byte.
         size = tf.cast(tf.strings.length(tokens, unit="UTF8_CHAR"), tf.int64)
         within = tf.cumsum(size, exclusive=True)
         within -= tf.gather(within, first)  # from the unit's first token
-        start = unit_starts + within
+        start = unit_start + within
         end = start + size
-        # Special tokens span their own text, at the end of their unit.
+        # Added tokens span their unit, or (trimmed) their own text at its end.
         own = tf.cast(tf.strings.length(tokens), tf.int64)
-        start = tf.where(special, unit_ends - own, start)
-        end = tf.where(special, unit_ends, end)
-        # Whole characters: the start of the character holding the first
-        # byte, the end of the one holding the last (over the batch's bytes
-        # laid end to end).
-        lengths = tf.cast(tf.strings.length(strings), tf.int64)
+        start = tf.where(added, unit_end - own if self.trim_offsets else unit_start, start)
+        end = tf.where(added, unit_end, end)
+        # Whole characters of the stretch's (normalised) text: the start of
+        # the character holding the first byte, the end of the one holding
+        # the last (over the stretches' bytes laid end to end).
+        text = units["stretch_text"]
+        lengths = tf.cast(tf.strings.length(text), tf.int64)
         base = tf.cumsum(lengths, exclusive=True)
         _, char_starts = tf.strings.unicode_decode_with_offsets(
-            strings, "UTF-8", errors="replace", replacement_char=0xFFFD
+            text, "UTF-8", errors="replace", replacement_char=0xFFFD
         )
         char_starts = char_starts.with_flat_values(tf.cast(char_starts.flat_values, tf.int64))
         bounds = tf.sort(tf.concat([(char_starts + base[:, None]).flat_values, base + lengths], 0))
-        text_base = tf.gather(base, rows)
-        at_start = tf.searchsorted(bounds, text_base + start, side="right") - 1
-        at_end = tf.searchsorted(bounds, text_base + end - 1, side="right")
-        plain = ~special
-        start = tf.where(plain, tf.gather(bounds, tf.maximum(at_start, 0)) - text_base, start)
-        end = tf.where(plain, tf.gather(bounds, at_end) - text_base, end)
-        # trim_offsets.
-        space = bytes_to_unicode()[ord(" ")]
-        lead = tf.strings.length(
-            tf.strings.regex_replace(tokens, f"(?s)^({space}*).*$", "\\1"), unit="UTF8_CHAR"
-        )
-        trail = tf.strings.length(
-            tf.strings.regex_replace(tokens, f"(?s)^.*?({space}*)$", "\\1"), unit="UTF8_CHAR"
-        )
-        lead, trail = tf.cast(lead, tf.int64), tf.cast(trail, tf.int64)
-        start = tf.where(lead > 0, tf.minimum(start + lead, end), start)
-        end = tf.where((trail > 0) & (end >= trail), tf.maximum(end - trail, start), end)
+        bounds = tf.concat([bounds, [tf.int64.max]], 0)  # (never empty)
+        in_stretch = stretch >= 0
+        text_base = _at(base, stretch)
+        last = tf.size(bounds, tf.int64) - 1
+        at_start = tf.searchsorted(bounds, text_base + start, side="right", out_type=tf.int64)
+        at_start = tf.clip_by_value(at_start - 1, 0, last)
+        at_end = tf.searchsorted(bounds, text_base + end - 1, side="right", out_type=tf.int64)
+        at_end = tf.clip_by_value(at_end, 0, last)
+        widen = in_stretch & ~added
+        start = tf.where(widen, tf.gather(bounds, at_start) - text_base, start)
+        end = tf.where(widen, tf.gather(bounds, at_end) - text_base, end)
+        # From the stretch's normalised text to the text.
+        if self.normalizer == "NFC":
+            start, end = _source_offsets(units["nfc"], stretch, start, end)
+        shift = _at(units["stretch_start"], stretch)
+        start = tf.where(in_stretch, start + shift, start)
+        end = tf.where(in_stretch, end + shift, end)
+        if self.trim_offsets:
+            space = bytes_to_unicode()[ord(" ")]
+            lead = tf.strings.length(
+                tf.strings.regex_replace(tokens, f"(?s)^({space}*).*$", "\\1"), unit="UTF8_CHAR"
+            )
+            trail = tf.strings.length(
+                tf.strings.regex_replace(tokens, f"(?s)^.*?({space}*)$", "\\1"), unit="UTF8_CHAR"
+            )
+            lead, trail = tf.cast(lead, tf.int64), tf.cast(trail, tf.int64)
+            start = tf.where(lead > 0, tf.minimum(start + lead, end), start)
+            end = tf.where((trail > 0) & (end >= trail), tf.maximum(end - trail, start), end)
         n = tf.size(strings, tf.int64)
         return tuple(tf.RaggedTensor.from_value_rowids(v, rows, n) for v in (ids, start, end))
 
     def _write_vocabulary(self, path):
+        if self.vocabulary_file == TOKENIZER_JSON_FILE:
+            # The file it was read from, byte for byte: transformers reads
+            # it back as it did the original.
+            with atomic_path(path) as tmp:
+                Path(tmp).write_bytes(self._tokenizer_json)
+            return
         index = {token: i for i, token in enumerate(self.vocabulary)}
         with atomic_path(path) as tmp:
             Path(tmp).write_text(json.dumps(index, ensure_ascii=False), encoding="utf-8")
@@ -549,3 +900,132 @@ def _split(strings, delimiters, kept):
 
 def _quote(token):
     return "".join(c if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in token)
+
+
+def _split_or_whole(strings, pattern):
+    """`_split(strings, pattern, pattern)`; without a pattern, the non-empty
+    strings whole."""
+    if pattern is not None:
+        return _split(strings, pattern, pattern)
+    lengths = tf.cast(tf.strings.length(strings), tf.int64)
+    keep = tf.where(lengths > 0)[:, 0]
+    return tf.gather(strings, keep), keep, tf.zeros_like(keep), tf.gather(lengths, keep)
+
+
+def _matches(strings, pattern):
+    """Which of `strings` are a match of `pattern` (an added token)."""
+    if pattern is None:
+        return tf.zeros_like(strings, tf.bool)
+    return tf.strings.regex_full_match(strings, pattern)
+
+
+def _at(values, index):
+    """`values[index]`, 0 where the index is -1 (`values` may be empty)."""
+    padded = tf.concat([values, tf.zeros([1], values.dtype)], 0)
+    return tf.gather(padded, tf.where(index >= 0, index, tf.size(values, index.dtype)))
+
+
+def _in_order(first, second):
+    """(the keys `first` and `second` concatenated, sorted; the order that
+    sorts them), `first`'s before `second`'s among equal keys."""
+    keys = tf.concat([first, second], 0)
+    order = tf.argsort(keys, stable=True)
+    return tf.gather(keys, order), order
+
+
+def _alternation(tokens):
+    """An RE2 pattern matching any of the added `tokens` (already longest
+    first, so that RE2's leftmost-first choice is the reference's
+    leftmost-longest); an lstrip token with the whitespace before it.
+    None without tokens."""
+    if not tokens:
+        return None
+    return "|".join(f"{_WS}*" * t["lstrip"] + _quote(t["content"]) for t in tokens)
+
+
+@functools.cache
+def _inert_runs():
+    """An RE2 pattern of a run of the code points the library's NFC leaves
+    alone and never reorders or composes across (hf_nfc_tables.json)."""
+    try:
+        data = json.loads(NFC_TABLES_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise RuntimeError(
+            f"bertzoo's tokenizer tables {NFC_TABLES_FILE} cannot be read: {e}"
+        ) from e
+    return "[^" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in data["active"]) + "]+"
+
+
+def _library_nfc(raw):
+    """The Rust library's NFC of each stretch of `raw` (module docstring,
+    step 2): ICU's, except where that changes a stretch, which is then
+    normalised run by run of the code points the library knows (its older
+    Unicode version leaves newer marks alone). Returns (the normalised
+    stretches, what `_source_offsets` needs to map offsets back)."""
+    icu = tf_text.normalize_utf8(raw, "NFC")
+    changed = tf.where(tf.not_equal(icu, raw))[:, 0]
+    inert = _inert_runs()
+    pieces, starts, ends = regex_pieces(tf.gather(raw, changed), inert, inert)
+    is_inert = tf.strings.regex_full_match(pieces, inert)
+    normalized = tf.where(is_inert, pieces, tf_text.normalize_utf8(pieces, "NFC"))
+    joined = tf.strings.reduce_join(starts.with_flat_values(normalized), axis=1)
+    text = tf.tensor_scatter_nd_update(raw, changed[:, None], joined)
+    lengths = tf.cast(tf.strings.length(normalized), tf.int64)
+    normalized_starts = starts.with_flat_values(lengths)
+    normalized_starts = tf.cumsum(normalized_starts, axis=1, exclusive=True)
+    info = {
+        "changed": changed,
+        "size": tf.size(raw, tf.int64),
+        "pieces": pieces,
+        "inert": is_inert,
+        "piece_stretch": tf.gather(changed, starts.value_rowids()),
+        "raw_start": tf.cast(starts.flat_values, tf.int64),
+        "start": normalized_starts.flat_values,
+    }
+    return text, info
+
+
+def _source_offsets(nfc, stretch, start, end):
+    """Byte offsets in the NFC-normalised stretches -> in the stretches as
+    they were: unchanged where NFC changed nothing; else through the run
+    they fall in, by ICU's alignment, which maps each normalised chunk (a
+    composed or reordered sequence) to the characters it came from: a start
+    goes to its chunk's first character, an end past its chunk's last.
+    Offsets outside a stretch (-1) pass as they are."""
+    changed = tf.zeros([nfc["size"] + 1], tf.bool)
+    changed = tf.tensor_scatter_nd_update(
+        changed, nfc["changed"][:, None], tf.ones_like(nfc["changed"], tf.bool)
+    )
+    inside = tf.where(tf.gather(changed, tf.where(stretch >= 0, stretch, nfc["size"])))[:, 0]
+    # Every run's character boundaries (and end) in its normalised text,
+    # with their source offsets in the run.
+    normalized, offsets_map = tf_text.normalize_utf8_with_offsets_map(nfc["pieces"], "NFC")
+    normalized = tf.where(nfc["inert"], nfc["pieces"], normalized)
+    _, char_starts = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8", errors="replace")
+    lengths = tf.cast(tf.strings.length(normalized), tf.int64)[:, None]
+    bounds = tf.concat(
+        [char_starts.with_flat_values(tf.cast(char_starts.flat_values, tf.int64)), lengths], axis=1
+    )
+    row = bounds.value_rowids()
+    at = bounds.flat_values
+    source = tf_text.find_source_offsets(offsets_map, bounds).flat_values
+    source = tf.where(tf.gather(nfc["inert"], row), at, source)
+    # A boundary inside a chunk has the source offset of the chunk's end.
+    same_row = tf.equal(row[1:], row[:-1])
+    inner = tf.concat([same_row & tf.equal(source[1:], source[:-1]), [False]], 0)
+    first = tf.concat([[True], ~same_row], 0)
+    chunk = first | ~inner
+    chunk_start = tf.gather(tf.boolean_mask(source, chunk), tf.cumsum(tf.cast(chunk, tf.int64)) - 1)
+    keys = row * 2**32 + at
+    run_keys = nfc["piece_stretch"] * 2**32 + nfc["start"]
+
+    def mapped(values, table):
+        x = tf.gather(values, inside)
+        query = tf.gather(stretch, inside) * 2**32 + x
+        run = tf.searchsorted(run_keys, query, side="right", out_type=tf.int64) - 1
+        local = x - tf.gather(nfc["start"], run)
+        k = tf.searchsorted(keys, run * 2**32 + local, out_type=tf.int64)
+        result = tf.gather(table, k) + tf.gather(nfc["raw_start"], run)
+        return tf.tensor_scatter_nd_update(values, inside[:, None], result)
+
+    return mapped(start, chunk_start), mapped(end, source)

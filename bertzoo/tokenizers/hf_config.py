@@ -303,9 +303,13 @@ def hf_tokenizer_section(directory, default_kind, reference=None, check=True):
     extra = {}
     if kind == "byte_level_bpe":
         # RoBERTa: cased, no accent stripping; add_prefix_space (default
-        # false) is its one setting.
+        # false) is its one setting. ModernBERT ships only a tokenizer.json,
+        # which says everything (its tokenizer_config.json names the roles).
         section = {"kind": kind}
-        if tok.get("add_prefix_space"):
+        directory = Path(directory)
+        if not (directory / "vocab.json").is_file() and (directory / TOKENIZER_JSON_FILE).is_file():
+            section["vocabulary_file"] = TOKENIZER_JSON_FILE
+        elif tok.get("add_prefix_space"):
             section["add_prefix_space"] = True
         return _with_special_tokens(section, tok, kind)
     if kind == "sentencepiece":
@@ -352,8 +356,11 @@ def _with_special_tokens(section, tok, kind):
 
 
 def tokenizer_kind_of(tokenizer):
-    """The kind of `tokenizer`, from its `vocabulary_file` (any object with the
-    settings attributes of a bertzoo tokenizer)."""
+    """The kind of `tokenizer`: its registered `kind`, else the one of its
+    `vocabulary_file` (any object with the settings attributes of a bertzoo
+    tokenizer)."""
+    if getattr(tokenizer, "kind", None) in tokenizer_kinds():
+        return tokenizer.kind
     for kind in tokenizer_kinds():
         if tokenizer_class(kind).vocabulary_file == tokenizer.vocabulary_file:
             return kind
@@ -374,7 +381,11 @@ def hf_tokenizer_config(tokenizer, model_kind, model_class):
         config["tokenizer_class"] = _HF_CLASS_OF_KIND[kind]
         return config
     config = {"do_lower_case": bool(tokenizer.lowercase)}
-    if kind == "byte_level_bpe":
+    if kind == "byte_level_bpe" and tokenizer.vocabulary_file == TOKENIZER_JSON_FILE:
+        # As ModernBERT's: the tokenizer.json says the rest (transformers 5
+        # loads it as it is).
+        config = {"clean_up_tokenization_spaces": True}
+    elif kind == "byte_level_bpe":
         config = {"add_prefix_space": bool(tokenizer.add_prefix_space)}
     elif kind == "sentencepiece":
         config["keep_accents"] = not tokenizer.strip_accents
@@ -397,6 +408,7 @@ MODEL_TYPE_KINDS = {
     "electra": "wordpiece",
     "roberta": "byte_level_bpe",
     "xlm-roberta": "fairseq_sentencepiece",
+    "modernbert": "byte_level_bpe",
 }
 
 

@@ -95,13 +95,11 @@ def vocabulary_plan(config):
     document, directory, _ = preset_document(config.preset)
     kind, settings = _tokenizer_settings(config, document)
     cls = tokenizer_class(kind)
+    # The file the preset names (a byte-level BPE's tokenizer.json), else the kind's.
+    file_name = settings.pop("vocabulary_file", cls.vocabulary_file)
     vocabulary = config.vocab
-    if (
-        vocabulary is None
-        and directory is not None
-        and (Path(directory) / cls.vocabulary_file).is_file()
-    ):
-        vocabulary = Path(directory) / cls.vocabulary_file
+    if vocabulary is None and directory is not None and (Path(directory) / file_name).is_file():
+        vocabulary = Path(directory) / file_name
     return cls, kind, settings, vocabulary
 
 

@@ -184,7 +184,8 @@ def _check_heads(heads, spec):
 
 def _check_tokenizer(tokenizer, backbone):
     kinds = {tokenizer_class(kind).vocabulary_file: kind for kind in tokenizer_kinds()}
-    if getattr(tokenizer, "vocabulary_file", None) not in kinds:
+    known = getattr(tokenizer, "kind", None) in tokenizer_kinds()
+    if not known and getattr(tokenizer, "vocabulary_file", None) not in kinds:
         raise CheckpointError(
             "tokenizer must be a bertzoo tokenizer (BertTokenizer, SentencePieceTokenizer or "
             f"ByteLevelBPETokenizer), got {type(tokenizer).__name__}."
@@ -238,7 +239,10 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
         tokenizer: optional bertzoo tokenizer (usually WordPiece for
             BERT/DistilBERT/ELECTRA, SentencePiece for ALBERT; either works)
             with `lowercase` and `strip_accents` attributes and
-            `save_to_preset(directory)`.
+            `save_to_preset(directory)`. A byte-level BPE read from a
+            `tokenizer.json` (ModernBERT's) writes that file back as it
+            was, which transformers 5 loads as it is; ModernBERT's config
+            then gets the tokenizer's special token ids.
         model_type: one of `SUPPORTED_MODEL_TYPES` ("bert", "albert",
             "distilbert", "electra", "roberta", "xlm-roberta",
             "modernbert"); default as described above.
@@ -254,6 +258,12 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
     architecture = _architecture(spec, heads, backbone.use_pooler, recorded)
     config = _hf_config(backbone, spec, architecture)
     config.update(_label_config(config["architectures"][0], heads))
+    if tokenizer is not None and spec.modern:
+        # ModernBERT's config names its special tokens' ids (transformers
+        # pads the embedding at pad_token_id): the tokenizer's.
+        ids = {"cls": tokenizer.cls_token_id, "sep": tokenizer.sep_token_id}
+        config.update(pad_token_id=tokenizer.pad_token_id, bos_token_id=ids["cls"])
+        config.update(cls_token_id=ids["cls"], eos_token_id=ids["sep"], sep_token_id=ids["sep"])
     with publish_directory(directory, "hf") as staging:
         write_safetensors(staging / SAFETENSORS_FILE, tensors, metadata={"format": "pt"})
         if tokenizer is not None:
