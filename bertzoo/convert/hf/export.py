@@ -12,6 +12,7 @@ from bertzoo.convert.hf.spec import ACTIVATIONS_TO_HF, SAFETENSORS_FILE, hf_grou
 from bertzoo.convert.hf.weights import variable_map
 from bertzoo.io.publish import atomic_write_text, publish_directory
 from bertzoo.io.safetensors import write_safetensors
+from bertzoo.models.quantize import check_float
 from bertzoo.tokenizers.hf_config import hf_tokenizer_config
 from bertzoo.tokenizers.kinds import tokenizer_class, tokenizer_kinds
 
@@ -192,6 +193,7 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
             "distilbert", "electra", "roberta", "xlm-roberta"); default
             as described above.
     """
+    check_float(backbone, "a Hugging Face checkpoint")
     directory = Path(directory)
     spec = _spec_for_backbone(backbone, model_type)
     heads = dict(getattr(backbone, "head_tensors", None) or {})
