@@ -45,8 +45,8 @@ from bertzoo.presets import QUANTIZATION_MODES as SUPPORTED_MODES
 _UNSUPPORTED = {
     "int4": "per-channel int4 loses too much: cosine to float32 0.95 mean, 0.89 min on MiniLM",
     "float8": "Keras keeps float8 models' kernels in float32: nothing smaller or faster",
-    "gptq": "GPTQ needs a calibration dataset and a decoder-style block structure",
-    "awq": "AWQ needs a calibration dataset and a decoder-style block structure",
+    "gptq": "GPTQ calibrates on a dataset, which this quantize does not take",
+    "awq": "AWQ calibrates on a dataset, which this quantize does not take",
 }
 # The layer types whose weights are quantized.
 QUANTIZED_LAYER_TYPES = (keras.layers.Dense, keras.layers.Embedding)
