@@ -193,13 +193,13 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
             "distilbert", "electra", "roberta", "xlm-roberta"); default
             as described above.
     """
-    check_float(backbone, "a Hugging Face checkpoint")
     directory = Path(directory)
     spec = _spec_for_backbone(backbone, model_type)
     heads = dict(getattr(backbone, "head_tensors", None) or {})
     _check_heads(heads, spec)
     if tokenizer is not None:
         _check_tokenizer(tokenizer, backbone)
+    check_float(backbone, "a Hugging Face checkpoint")
     tensors = _tensors(backbone, spec, heads)
     config = _hf_config(backbone, spec, _architecture(spec, heads, backbone.use_pooler))
     config.update(_label_config(config["architectures"][0], heads))
