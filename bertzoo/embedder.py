@@ -12,10 +12,18 @@ from bertzoo import batching
 from bertzoo import presets as preset_lib
 from bertzoo.errors import InputTypeError
 from bertzoo.input_checks import check_model_inputs
+from bertzoo.io.publish import publish_directory
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
 from bertzoo.models.backbone import BertBackbone, check_predict_inputs
+from bertzoo.models.quantize import QuantizeMethods
 from bertzoo.preprocessing import BertPreprocessor
-from bertzoo.tokenizers.base import check_utf8, count_long_texts, cut_message, to_string_tensor
+from bertzoo.tokenizers.base import (
+    VOCABULARY_FILES,
+    check_utf8,
+    count_long_texts,
+    cut_message,
+    to_string_tensor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +101,19 @@ def sentence_transformers_settings(directory):
             f"{directory}: unreadable sentence-transformers files: {e}"
         ) from e
     return settings
+
+
+def _embedder_section(directory):
+    """The `embedder` section of a bertzoo preset directory (see
+    `TextEmbedder.save_to_preset`), checked; {} when it has none."""
+    section = preset_lib.read_section(directory, "embedder")
+    pooling = section.get("pooling")
+    if pooling is not None and pooling not in POOLING_MODES:
+        raise preset_lib.PresetError(
+            f"{Path(directory) / preset_lib.CONFIG_FILE}: embedder.pooling must be one of "
+            f"{', '.join(POOLING_MODES)}, got {pooling!r}."
+        )
+    return section
 
 
 def _is_text(x):
@@ -173,7 +194,7 @@ def _check_batch(x, which):
 # === End of input checks ===
 
 
-class TextEmbedder(keras.Model):
+class TextEmbedder(QuantizeMethods, keras.Model):
     """A backbone plus pooling: token ids -> one vector per text, and with a
     preprocessor attached, strings -> vectors via `predict` / `embed`.
 
@@ -183,6 +204,10 @@ class TextEmbedder(keras.Model):
             takes the preprocessed dict, as the backbone does).
         pooling: "cls", "mean" or "max" over the real tokens.
         normalize: L2-normalise the embeddings.
+
+    `quantize("int8")` quantizes the backbone (`bertzoo.models.quantize`);
+    pooling and normalisation stay float32. `save_to_preset` writes the
+    backbone, the vocabulary and the pooling settings, int8 or not.
 
     Example:
     >>> embedder = TextEmbedder.from_preset(path_to_all_minilm_l6_v2)
@@ -215,8 +240,10 @@ class TextEmbedder(keras.Model):
     ):
         """Backbone and preprocessor from a preset directory (bertzoo or
         Hugging Face format). Pooling, normalisation and sequence length
-        default to what a sentence-transformers directory records, else mean
-        pooling, normalised, and the backbone's maximum length. `dtype`
+        default to what the directory records (the `embedder` section
+        `save_to_preset` writes, or a sentence-transformers directory's
+        files), else mean pooling, normalised, and the backbone's maximum
+        length. An int8 preset loads int8. `dtype`
         (e.g. "mixed_bfloat16") is the backbone's dtype policy; the pooled
         embeddings stay float32."""
         # Model, tokenizer and settings from one published version of the
@@ -241,7 +268,10 @@ class TextEmbedder(keras.Model):
         backbone = BertBackbone.from_preset(source, load_weights=load_weights, **overrides)
         settings = {}
         if preset_lib.builtin_name(preset) is None:
-            settings = sentence_transformers_settings(source)
+            settings = {
+                **sentence_transformers_settings(source),
+                **_embedder_section(source),
+            }
         length = settings.get("sequence_length") if sequence_length is None else sequence_length
         if length is None and "tokenizer_length" in settings:
             # A tokenizer's limit may exceed the positions (RoBERTa's 514).
@@ -260,6 +290,27 @@ class TextEmbedder(keras.Model):
                 strip_accents=tokenizer.strip_accents,
             )
         return backbone, preprocessor, settings
+
+    def save_to_preset(self, preset_dir):
+        """Writes the backbone (see `BertBackbone.save_to_preset`; int8 after
+        `quantize("int8")`), the preprocessor's vocabulary and tokenizer
+        settings, and an `embedder` section (pooling, normalize,
+        sequence_length) to `preset_dir`, published as one unit with a
+        checksum manifest. `TextEmbedder.from_preset(preset_dir)` rebuilds
+        the same embedder."""
+        section = {"pooling": self.pooling, "normalize": self.normalize}
+        info = dict(self.backbone.preset_info)
+        replaces = preset_lib.MODEL_FILES
+        if self.preprocessor is not None:
+            section["sequence_length"] = int(self.preprocessor.sequence_length)
+            replaces += VOCABULARY_FILES
+        with publish_directory(preset_dir, "preset", replaces=replaces) as staging:
+            if self.preprocessor is not None:
+                tokenizer = self.preprocessor.tokenizer
+                tokenizer.save_to_preset(staging)
+                info["tokenizer"] = tokenizer.preset_section()
+            self.backbone.save_to_preset(staging, extra={"embedder": section}, preset_info=info)
+        return Path(preset_dir)
 
     def _string_segments(self, x):
         """Texts (a batch, or a tuple of two for pairs) -> 1-D string

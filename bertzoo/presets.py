@@ -61,7 +61,15 @@ _TOP_LEVEL = {
     "metadata": dict,
     # A fine-tuned task model's head settings (bertzoo.models.tasks).
     "task": dict,
+    # A quantized model's mode: {"mode": "int8"} (bertzoo.models.quantize).
+    "quantization": dict,
+    # A TextEmbedder's pooling, normalisation and sequence length.
+    "embedder": dict,
 }
+# The quantization modes a preset may record (bertzoo.models.quantize).
+QUANTIZATION_MODES = ("int8",)
+_QUANTIZATION = {"mode": str}
+_EMBEDDER = {"pooling": str, "normalize": bool, "sequence_length": int}
 _TOKENIZER = {
     "kind": str,
     "lowercase": bool,
@@ -268,6 +276,15 @@ def validate_preset(data, source, backbone_keys=None):
             f"got {tokenizer['reference']!r}."
         )
     _check_types(data.get("metadata", {}), _METADATA, source, "metadata.")
+    _check_types(data.get("embedder", {}), _EMBEDDER, source, "embedder.")
+    quantization = data.get("quantization")
+    if quantization is not None:
+        _check_types(quantization, _QUANTIZATION, source, "quantization.")
+        if quantization.get("mode") not in QUANTIZATION_MODES:
+            raise PresetError(
+                f"{source}: quantization.mode must be one of {', '.join(QUANTIZATION_MODES)}, "
+                f"got {quantization.get('mode')!r}."
+            )
     check_sizes(data["backbone"], source)
     return data
 
@@ -433,6 +450,13 @@ def read_document(kind, location, backbone_keys=None):
 def read_task_section(preset):
     """The `task` section of a bertzoo preset directory ({} for built-in
     presets, Hugging Face directories and backbone-only presets)."""
+    return read_section(preset, "task")
+
+
+def read_section(preset, name):
+    """The top-level section `name` of a bertzoo preset directory's
+    `config.json` ({} for built-in presets, Hugging Face directories and
+    presets without one)."""
     if isinstance(preset, str) and preset in builtin_presets():
         return {}
     config = Path(preset) / CONFIG_FILE
@@ -445,10 +469,10 @@ def read_task_section(preset):
         data = parse_json(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}  # reading the preset document reports unreadable files
-    task = data.get("task", {}) if isinstance(data, dict) else {}
-    if not isinstance(task, dict):
-        raise PresetError(f"{config}: 'task' must be a JSON object, got {task!r}.")
-    return task
+    section = data.get(name, {}) if isinstance(data, dict) else {}
+    if not isinstance(section, dict):
+        raise PresetError(f"{config}: {name!r} must be a JSON object, got {section!r}.")
+    return section
 
 
 def list_presets():

@@ -21,6 +21,7 @@ from bertzoo.io.publish import publish_directory, published_name
 from bertzoo.io.safetensors import read_safetensors, write_safetensors
 from bertzoo.io.snapshot import shown_path
 from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.quantize import quantization_mode
 from bertzoo.tokenizers.base import VOCABULARY_FILES
 
 logger = logging.getLogger(__name__)
@@ -192,6 +193,9 @@ def _preset_document(backbone, name, preset_info, extra):
     if "tokenizer" in preset_info:
         document["tokenizer"] = preset_info["tokenizer"]
     document["metadata"] = metadata
+    mode = quantization_mode(backbone)
+    if mode is not None:
+        document["quantization"] = {"mode": mode}
     document.update(extra or {})
     return document
 

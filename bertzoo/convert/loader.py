@@ -45,6 +45,7 @@ from bertzoo.convert.hf.spec import SAFETENSORS_FILE
 from bertzoo.errors import PresetError
 from bertzoo.io.snapshot import shown_path
 from bertzoo.models.backbone import BertBackbone
+from bertzoo.models.quantize import quantize
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,9 @@ def load_backbone(
             f"{first_line}); its sizes are too large for this machine."
         ) from e
     backbone.preset_info = {k: data[k] for k in PRESET_INFO_KEYS if k in data}
+    if "quantization" in data:
+        # int8 variables first, so the int8 weights load into them.
+        quantize(backbone, data["quantization"]["mode"])
     if not load_weights:
         return backbone
     if kind == "builtin":

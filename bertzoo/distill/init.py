@@ -8,6 +8,7 @@ import numpy as np
 
 from bertzoo.distill.layer_map import DistillationError, check_layer_map, init_layer_map
 from bertzoo.layers.common import group_of_layer
+from bertzoo.models.quantize import check_float
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ def backbone_of(model, role):
             f"The {role} is a {type(model).__name__}; expected a bertzoo BertBackbone or a "
             "model with a .backbone (BertPretrainer, BertClassifier, ...)."
         )
+    check_float(backbone, f"distillation (as the {role})")
     return backbone
 
 

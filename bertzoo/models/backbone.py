@@ -17,6 +17,7 @@ from bertzoo.layers import (
 from bertzoo.layers.common import constructor_args, constructor_config, group_of_layer
 from bertzoo.loader_registry import preset_loader
 from bertzoo.models.lora import LoraMethods
+from bertzoo.models.quantize import QuantizeMethods, quantization_mode, quantize
 
 # from_preset(..., **overrides) may change only these: they do not change the
 # architecture or the meaning of loaded weights.
@@ -242,7 +243,7 @@ class _BertFeatureModel(InputChecks, keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
-class BertBackbone(InputChecks, LoraMethods, keras.Model):
+class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
     """The BERT-family encoder: embeddings, `num_layers` post-LN transformer
     blocks and an optional pooler, as a functional `keras.Model`.
 
@@ -586,16 +587,25 @@ class BertBackbone(InputChecks, LoraMethods, keras.Model):
         return _BertFeatureModel(inputs, outputs, name=name or f"{self.name}_features")
 
     def get_config(self):
-        return {
+        config = {
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             **constructor_config(self),
         }
+        mode = quantization_mode(self)
+        if mode is not None:
+            # Not a constructor argument: from_config quantizes the built
+            # layers, so a `.keras` file's int8 weights load into int8 variables.
+            config["quantization"] = mode
+        return config
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        config = dict(config)
+        mode = config.pop("quantization", None)
+        backbone = cls(**config)
+        return backbone if mode is None else quantize(backbone, mode)
 
     # === Presets ===
 

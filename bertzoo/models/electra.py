@@ -30,6 +30,7 @@ from bertzoo.models.pretrainer import (
     masked_lm_loss,
     tied_mlm_head,
 )
+from bertzoo.models.quantize import check_float
 
 
 def electra_batch(x, y=None, sample_weight=None):
@@ -168,6 +169,7 @@ class ElectraPretrainer(DatasetFit, keras.Model):
         generator is 1.0 (`electra_small_generator`)."""
         if not 0 < size <= 1:
             raise ValueError(f"size must be in (0, 1], got {size!r}.")
+        check_float(discriminator, "ELECTRA pre-training")
         heads = max(1, round(discriminator.num_heads * size))
         hidden = max(heads, round(discriminator.hidden_dim * size))
         hidden -= hidden % heads

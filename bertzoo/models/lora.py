@@ -109,6 +109,16 @@ def enable_lora(model, rank, alpha=None, targets=DEFAULT_TARGETS):
         raise LoraError(f"LoRA alpha must be a number or None, got {alpha!r}.")
     targets = resolve_targets(targets)
     backbone = _backbone(model)
+    quantized = [
+        layer.name
+        for layer in backbone._flatten_layers(include_self=False)
+        if layer.quantization_mode is not None
+    ]
+    if quantized:
+        raise LoraError(
+            f"{backbone.name} is quantized ({len(quantized)} layers, e.g. {quantized[0]}): "
+            "enable LoRA on the float model, and quantize after merging."
+        )
     if lora_layers(model):
         raise LoraError(
             f"LoRA is already enabled on this model ({lora_settings(model)}); enable it once."

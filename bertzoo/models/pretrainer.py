@@ -11,6 +11,7 @@ from bertzoo import presets as preset_lib
 from bertzoo.layers.common import kernel_initializer
 from bertzoo.layers.heads import MaskedLMHead
 from bertzoo.loader_registry import preset_loader
+from bertzoo.models.quantize import check_float
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ def tied_mlm_head(encoder, tables, name, activation=None):
     `activation` is given, epsilon, initialiser, biases, dtype policy) tied to
     `tables`' token embedding table: the backbone's own, or for ELECTRA's
     generator the discriminator's."""
+    for model in {id(m): m for m in (encoder, tables)}.values():
+        check_float(model, "pre-training (or filling masks with a masked-LM head)")
     return MaskedLMHead(
         vocabulary_size=tables.vocabulary_size,
         embedding_dim=tables.embedding_dim,

@@ -44,6 +44,7 @@ from bertzoo.models.pretrainer import (
     masked_lm_loss,
     shuffle_default,
 )
+from bertzoo.models.quantize import QuantizeMethods, check_float
 from bertzoo.presets import read_task_section
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def _label_names(label_names, count, what):
 TASK_MODELS = {}
 
 
-class TaskModel(InputChecks, LoraMethods, keras.Model):
+class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
     """The base of the task models: inputs (checked as the backbone checks
     them), loss scaling, presets. Subclasses set `kinds` (the task kinds they
     serve, by which `task_model_from_preset` finds them), `kind`,
@@ -208,7 +209,9 @@ class TaskModel(InputChecks, LoraMethods, keras.Model):
         `(texts_a, texts_b)` for pairs, or a `tf.data.Dataset` of batches of
         them (with labels). Compiles with the defaults first if you have not
         called `compile`. `shuffle` defaults to True for in-memory data; a
-        dataset is yours to shuffle (`dataset.shuffle(...)`)."""
+        dataset is yours to shuffle (`dataset.shuffle(...)`). An int8 model
+        (`quantize("int8")`) is for inference: fine-tune the float model."""
+        check_float(self, "fit")
         if not self.compiled:
             self.compile()
         if validation_split and text_inputs.is_texts(x):

@@ -12,6 +12,7 @@ from bertzoo.convert.hf.spec import ACTIVATIONS_TO_HF, SAFETENSORS_FILE, hf_grou
 from bertzoo.convert.hf.weights import join_fused, variable_map
 from bertzoo.io.publish import atomic_write_text, publish_directory
 from bertzoo.io.safetensors import write_safetensors
+from bertzoo.models.quantize import check_float
 from bertzoo.tokenizers.hf_config import hf_tokenizer_config
 from bertzoo.tokenizers.kinds import tokenizer_class, tokenizer_kinds
 
@@ -253,6 +254,7 @@ def save_hf(backbone, directory, tokenizer=None, model_type=None):
     _check_heads(heads, spec)
     if tokenizer is not None:
         _check_tokenizer(tokenizer, backbone)
+    check_float(backbone, "a Hugging Face checkpoint")
     tensors = _tensors(backbone, spec, heads)
     recorded = _carried_config(backbone, spec).get("architectures") or ()
     architecture = _architecture(spec, heads, backbone.use_pooler, recorded)
