@@ -71,17 +71,32 @@ def bytes_to_unicode():
 
 
 def read_vocabulary(path):
-    """vocab.json -> list of tokens (index = id); a TokenizerError names
-    what is wrong with the file."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / ByteLevelBPETokenizer.vocabulary_file
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TokenizerError(f"Vocabulary file {path} does not exist.") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TokenizerError(f"{path} is not a JSON vocabulary (token -> id): {e}.") from None
+    """vocab.json (or the directory holding it), a dict of token -> id or
+    the tokens in id order -> (list of tokens, index = id; the file's path,
+    None in memory); a TokenizerError names what is wrong."""
+    if isinstance(path, list | tuple):
+        data = {str(t): i for i, t in enumerate(path)}
+        if len(data) != len(path):
+            raise TokenizerError("The vocabulary lists a token twice.")
+        path = None
+    elif isinstance(path, dict):
+        data, path = dict(path), None
+    else:
+        path = Path(path)
+        if path.is_dir():
+            path = path / ByteLevelBPETokenizer.vocabulary_file
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise TokenizerError(f"Vocabulary file {path} does not exist.") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise TokenizerError(f"{path} is not a JSON vocabulary (token -> id): {e}.") from None
+    return _checked_vocabulary(data, path), path
+
+
+def _checked_vocabulary(data, path):
+    """vocab.json's object -> list of tokens (index = id)."""
+    path = "The vocabulary" if path is None else path
     if not isinstance(data, dict) or not data:
         raise TokenizerError(f"{path} must hold a non-empty JSON object of token -> id.")
     bad = [(k, v) for k, v in data.items() if not isinstance(v, int) or isinstance(v, bool)]
@@ -106,21 +121,26 @@ def read_vocabulary(path):
     vocabulary = [""] * len(ids)
     for token, i in data.items():
         vocabulary[i] = token
-    return vocabulary, path
+    return vocabulary
 
 
 def read_merges(path, index):
-    """merges.txt -> list of (left, right) pairs in rank order, each checked
-    against the vocabulary `index` (token -> id)."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
-    except FileNotFoundError:
-        raise TokenizerError(
-            f"Merges file {path} does not exist (a byte-level BPE needs vocab.json and "
-            "merges.txt side by side)."
-        ) from None
-    except UnicodeDecodeError as e:
-        raise TokenizerError(f"{path} is not UTF-8 text: {e}.") from None
+    """merges.txt, or the merges in memory ("left right" strings or (left,
+    right) pairs, in rank order) -> list of (left, right) pairs in rank
+    order, each checked against the vocabulary `index` (token -> id)."""
+    if isinstance(path, str | Path):
+        try:
+            lines = Path(path).read_text(encoding="utf-8").split("\n")
+        except FileNotFoundError:
+            raise TokenizerError(
+                f"Merges file {path} does not exist (a byte-level BPE needs vocab.json and "
+                "merges.txt side by side)."
+            ) from None
+        except UnicodeDecodeError as e:
+            raise TokenizerError(f"{path} is not UTF-8 text: {e}.") from None
+    else:
+        lines = [m if isinstance(m, str) else " ".join(m) for m in path]
+        path = "The merges"
     merges = []
     for number, line in enumerate(lines, 1):
         if (number == 1 and line.startswith("#version")) or not line.strip():
@@ -149,8 +169,10 @@ class ByteLevelBPETokenizer(Tokenizer):
     Args:
         vocabulary: path to `vocab.json` (or the directory holding it);
             `merges.txt` is read from the same directory unless `merges`
-            names it.
-        merges: path to `merges.txt`.
+            names it. Or in memory: the tokens in id order (or a dict of
+            token -> id), with `merges` given.
+        merges: path to `merges.txt`, or the merges in rank order ("left
+            right" strings, as `get_config` gives them, or pairs).
         add_prefix_space: put a space before the text, as if it followed a
             word (RoBERTa's default: False).
         *_token: the special tokens (RoBERTa's: <s>, </s>, <pad>, <unk>,
@@ -160,6 +182,7 @@ class ByteLevelBPETokenizer(Tokenizer):
     """
 
     vocabulary_file = "vocab.json"
+    companion_files = (MERGES_FILE,)
     kind = "byte_level_bpe"
     pair_truncation = "hf-fast"
     pair_separators = 2
@@ -187,14 +210,19 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.strip_accents = False
         self.add_prefix_space = bool(add_prefix_space)
         self.vocabulary, vocab_path = read_vocabulary(vocabulary)
-        self._check_special_tokens(vocab_path)
-        merges_path = Path(merges) if merges is not None else vocab_path.parent / MERGES_FILE
-        self.merges = read_merges(merges_path, self._index)
+        self._check_special_tokens(vocab_path or "The vocabulary")
+        if merges is None and vocab_path is None:
+            raise TokenizerError(
+                "A byte-level BPE vocabulary given in memory needs its merges (merges=)."
+            )
+        self.merges = read_merges(
+            vocab_path.parent / MERGES_FILE if merges is None else merges, self._index
+        )
         byte_chars = bytes_to_unicode()
         missing = [c for c in byte_chars.values() if c not in self._index]
         if missing:
             raise TokenizerError(
-                f"{vocab_path} lacks {len(missing)} of the 256 byte characters of a byte-level "
+                f"{vocab_path or 'The vocabulary'} lacks {len(missing)} of the 256 byte characters of a byte-level "
                 f"BPE (e.g. {missing[0]!r}); is it a GPT-2/RoBERTa vocab.json?"
             )
         self._byte_chars = tf.constant([byte_chars[b] for b in range(256)])
@@ -212,14 +240,16 @@ class ByteLevelBPETokenizer(Tokenizer):
             ),
             default_value=self._index[self.unk_token],
         )
-        specials = sorted({getattr(self, f"{r}_token") for r in ("cls", "sep", "pad", "unk")})
-        alternatives = [f"{_WS}*{_quote(self.mask_token)}"]
-        alternatives += [_quote(t) for t in specials if t != self.mask_token]
-        self._special_pattern = "|".join(alternatives)
+        self._special_pattern = special_pattern(
+            [getattr(self, f"{r}_token") for r in ("cls", "sep", "pad", "unk")], self.mask_token
+        )
         self._graphs = _Graphs()
 
     def get_config(self):
+        # The merges ride along, so that the vocabulary and this config
+        # rebuild the tokenizer (corpus preparation's workers, serving).
         return {
+            "merges": [f"{a} {b}" for a, b in self.merges],
             "add_prefix_space": self.add_prefix_space,
             **{
                 f"{r}_token": getattr(self, f"{r}_token")
@@ -235,42 +265,8 @@ class ByteLevelBPETokenizer(Tokenizer):
     # --- steps 1-2: special tokens and pieces ---
 
     def _pieces(self, strings):
-        """A 1-D string batch -> the units that get ids: (text, flat; is it
-        a special token, flat; the text each comes from, flat int64; byte
-        start and end in that text, flat int64), in text order."""
-        pat = self._special_pattern
-        stretches, s_row, s_start, s_end = _split(strings, pat, pat)
-        special = tf.strings.regex_full_match(stretches, pat)
-        plain = tf.where(~special)[:, 0]
-        text = tf.gather(stretches, plain)
-        shift = tf.zeros_like(plain)
-        if self.add_prefix_space:
-            add = ~tf.strings.regex_full_match(text, "(?s) .*")
-            text = tf.where(add, tf.strings.join([" ", text]), text)
-            shift = tf.cast(add, tf.int64)
-        # Segments, which no piece crosses (module docstring, step 2).
-        segment = f"{_WS}{_NOT_WS}+"
-        segments, g_row, g_start, g_end = _split(text, segment, segment)
-        pieces, p_row, p_start, p_end = _split(segments, PIECE_PATTERN, PIECE_PATTERN)
-        # Offsets in the stretch (a prefix space has none), then in the text.
-        base = tf.gather(g_start, p_row) - tf.gather(shift, tf.gather(g_row, p_row))
-        p_start, p_end = tf.maximum(base + p_start, 0), tf.maximum(base + p_end, 0)
-        p_stretch = tf.gather(plain, tf.gather(g_row, p_row))
-        special_at = tf.where(special)[:, 0]
-        # Units: the pieces and the special tokens, ordered by stretch.
-        unit_stretch = tf.concat([p_stretch, special_at], 0)
-        order = tf.argsort(unit_stretch, stable=True)
-        unit_text = tf.gather(tf.concat([pieces, tf.gather(stretches, special_at)], 0), order)
-        is_special = tf.gather(
-            tf.concat([tf.zeros_like(p_stretch, tf.bool), tf.ones_like(special_at, tf.bool)], 0),
-            order,
-        )
-        unit_stretch = tf.gather(unit_stretch, order)
-        zeros = tf.zeros_like(special_at)
-        starts = tf.gather(tf.concat([p_start, zeros], 0), order)
-        ends = tf.gather(tf.concat([p_end, tf.gather(s_end - s_start, special_at)], 0), order)
-        offset = tf.gather(s_start, unit_stretch)
-        return unit_text, is_special, tf.gather(s_row, unit_stretch), offset + starts, offset + ends
+        """A 1-D string batch -> the units that get ids (`split_pieces`)."""
+        return split_pieces(strings, self._special_pattern, self.add_prefix_space)
 
     # --- steps 3-4: bytes and merges ---
 
@@ -499,6 +495,66 @@ class _Graphs:
         self.functions = {}
 
 
+def _quote(token):
+    return "".join(c if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in token)
+
+
+def special_pattern(tokens, mask_token="<mask>"):
+    """The RE2 pattern of the special-token strings a text may hold (step
+    1): `mask_token` with the whitespace before it (its `lstrip`), and the
+    other `tokens`."""
+    alternatives = [f"{_WS}*{_quote(mask_token)}"]
+    alternatives += [_quote(t) for t in sorted(set(tokens)) if t != mask_token]
+    return "|".join(alternatives)
+
+
+# RoBERTa's special tokens and their pattern.
+ROBERTA_SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>")
+ROBERTA_SPECIAL_PATTERN = special_pattern(ROBERTA_SPECIAL_TOKENS, "<mask>")
+
+
+def split_pieces(strings, pattern, add_prefix_space=False):
+    """Steps 1-2 of the module docstring on a 1-D string batch: the units
+    that get ids, flat and in text order, as (text; is it a special token
+    (a match of `pattern`, `special_pattern`'s); the index of the string it comes
+    from, int64; its byte start and end in that string, int64). The
+    vocabulary trainer (`bertzoo.tokenizers.train_bpe`) counts the plain
+    pieces this gives, so it learns on exactly what the tokenizer merges."""
+    pat = pattern
+    stretches, s_row, s_start, s_end = _split(strings, pat, pat)
+    special = tf.strings.regex_full_match(stretches, pat)
+    plain = tf.where(~special)[:, 0]
+    text = tf.gather(stretches, plain)
+    shift = tf.zeros_like(plain)
+    if add_prefix_space:
+        add = ~tf.strings.regex_full_match(text, "(?s) .*")
+        text = tf.where(add, tf.strings.join([" ", text]), text)
+        shift = tf.cast(add, tf.int64)
+    # Segments, which no piece crosses (module docstring, step 2).
+    segment = f"{_WS}{_NOT_WS}+"
+    segments, g_row, g_start, g_end = _split(text, segment, segment)
+    pieces, p_row, p_start, p_end = _split(segments, PIECE_PATTERN, PIECE_PATTERN)
+    # Offsets in the stretch (a prefix space has none), then in the text.
+    base = tf.gather(g_start, p_row) - tf.gather(shift, tf.gather(g_row, p_row))
+    p_start, p_end = tf.maximum(base + p_start, 0), tf.maximum(base + p_end, 0)
+    p_stretch = tf.gather(plain, tf.gather(g_row, p_row))
+    special_at = tf.where(special)[:, 0]
+    # Units: the pieces and the special tokens, ordered by stretch.
+    unit_stretch = tf.concat([p_stretch, special_at], 0)
+    order = tf.argsort(unit_stretch, stable=True)
+    unit_text = tf.gather(tf.concat([pieces, tf.gather(stretches, special_at)], 0), order)
+    is_special = tf.gather(
+        tf.concat([tf.zeros_like(p_stretch, tf.bool), tf.ones_like(special_at, tf.bool)], 0),
+        order,
+    )
+    unit_stretch = tf.gather(unit_stretch, order)
+    zeros = tf.zeros_like(special_at)
+    starts = tf.gather(tf.concat([p_start, zeros], 0), order)
+    ends = tf.gather(tf.concat([p_end, tf.gather(s_end - s_start, special_at)], 0), order)
+    offset = tf.gather(s_start, unit_stretch)
+    return unit_text, is_special, tf.gather(s_row, unit_stretch), offset + starts, offset + ends
+
+
 def _split(strings, delimiters, kept):
     """`regex_pieces` flattened: (pieces, their string's index, byte start,
     byte end), all flat, int64."""
@@ -509,7 +565,3 @@ def _split(strings, delimiters, kept):
         tf.cast(starts.flat_values, tf.int64),
         tf.cast(ends.flat_values, tf.int64),
     )
-
-
-def _quote(token):
-    return "".join(c if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in token)
