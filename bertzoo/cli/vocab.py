@@ -55,7 +55,7 @@ def add_train_vocab(sub):
         choices=("words", "morphemes"),
         default="words",
         help="morphemes (wordpiece, byte_level_bpe): cut every word at its Korean morpheme "
-        'boundaries (kiwipiepy: pip install "bertzoo[korean]") and learn the pieces within '
+        'boundaries (kiwipiepy: pip install "kiwipiepy>=0.20") and learn the pieces within '
         "morphemes, KLUE's recipe; the tokenizer stays plain WordPiece / BPE. Default: words",
     )
     t.add_argument(

@@ -19,7 +19,7 @@ BPE). For WordPiece, a word that continues a segment of the same word is
 counted as a continuation unit (its pieces get "##"), so the vocabulary's
 pieces are exactly those a plain WordPiece tokenizer looks up inside words.
 
-kiwipiepy is an optional dependency (`pip install "bertzoo[korean]"`, or
+kiwipiepy is an optional dependency (the checkout's `pip install ".[korean]"`, or
 `pip install "kiwipiepy>=0.20"`); without it, asking for morphemes is a
 one-line error naming the pip command. The analyser takes about 0.3-0.5 GB
 of memory and a few seconds to load and warm up (once per process), and
@@ -65,7 +65,8 @@ def check_pre_tokenize(pre_tokenize):
 def _missing():
     return MorphemeAnalyzerMissingError(
         "Morpheme pre-tokenization needs the Korean morphological analyser kiwipiepy, "
-        f'which is not installed: {KIWI_INSTALL} (or pip install "bertzoo[korean]").'
+        f"which is not installed: {KIWI_INSTALL} (or, in bertzoo's checkout, "
+        'pip install ".[korean]").'
     )
 
 

@@ -95,7 +95,7 @@ class PretrainConfig(RunConfig):
         "words",
         "what a trained vocabulary learns its pieces on: words, or morphemes (WordPiece and "
         "byte-level BPE: Korean words cut at their morpheme boundaries with kiwipiepy, KLUE's "
-        'recipe; pip install "bertzoo[korean]"); the tokenizer stays plain; default %(default)s',
+        'recipe; pip install "kiwipiepy>=0.20"); the tokenizer stays plain; default %(default)s',
         choices=("words", "morphemes"),
         group="data",
     )
