@@ -90,14 +90,14 @@ class ByteLevelWords:
         return self.tokenize_lines([line])
 
 
-def learn_bpe(word_counts, max_merges, min_frequency=2, taken=()):
+def learn_bpe(word_counts, max_merges, min_frequency=2, taken=(), keep_splits=True):
     """BPE merges learnt over `word_counts` ({word: count}, words as
     strings of GPT-2 byte characters), as the module docstring says.
 
     Returns (merges, splits): the merges as (left, right) in rank order (at
-    most `max_merges`), and each word's tokens after them ({word: list}).
-    `taken`: token strings that are not to be made by a merge (the special
-    tokens)."""
+    most `max_merges`), and each word's tokens after them ({word: list};
+    None without `keep_splits`). `taken`: token strings that are not to be
+    made by a merge (the special tokens)."""
     symbols = []  # symbol id -> string
     index = {}
 
@@ -184,6 +184,8 @@ def learn_bpe(word_counts, max_merges, min_frequency=2, taken=()):
                 heapq.heappush(heap, (-n, symbols[pair[0]], symbols[pair[1]], *pair))
         if len(heap) > 2 * len(pair_counts) + 1024:
             heap = fresh_heap()  # bounds the heap by the pairs there are
+    if not keep_splits:
+        return merges, None
     splits = {word: [symbols[s] for s in words[i]] for i, (word, _) in enumerate(items)}
     return merges, splits
 
@@ -263,8 +265,9 @@ def train_byte_level_bpe(
             pieces cut at Korean morpheme boundaries; needs kiwipiepy).
         max_words: distinct pieces counted exactly (at least 2); beyond,
             the Misra-Gries summary (`corpus_stream`). The counts take
-            about 120 bytes a piece and the learner about 1 KB more per
-            distinct piece while it runs, so memory is bounded by
+            about 120 bytes a piece and the learner under 2 KB more per
+            distinct piece while it runs (measured: 51 MB for 29,627
+            pieces and 16,000 merges), so memory is bounded by
             `max_words`, not by the corpus.
         max_line_bytes: longer lines are cut there (and counted).
         stats: a `CorpusStats` to fill in, or None.
@@ -292,8 +295,13 @@ def train_byte_level_bpe(
     for piece, n in counter.counts.items():
         counts[to_byte_characters(piece)] += n
     fixed = len(FIRST_TOKENS) + 256 + 1
+    del counter  # the learner's copy of the counts is all it needs
     merges, _ = learn_bpe(
-        counts, vocab_size - fixed, min_frequency, taken=(*FIRST_TOKENS, MASK_TOKEN)
+        counts,
+        vocab_size - fixed,
+        min_frequency,
+        taken=(*FIRST_TOKENS, MASK_TOKEN),
+        keep_splits=False,
     )
     vocabulary = byte_level_vocabulary(merges)
     if len(vocabulary) < vocab_size:
