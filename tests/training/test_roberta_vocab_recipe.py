@@ -35,7 +35,11 @@ def roberta_tiny(directory):
     return directory
 
 
+# What this checks, the vocabulary the run trains, the corpus prepared with
+# it and the preset it publishes, is TensorFlow ops and files under either
+# backend (a RoBERTa-shaped backbone trains under JAX in the model tests).
 @pytest.mark.slow
+@pytest.mark.backend_independent
 def test_roberta_run_trains_its_byte_level_bpe(tmp_path):
     out = tmp_path / "run"
     config = PretrainConfig(
