@@ -224,8 +224,8 @@ def test_test_command_is_cis():
     addopts = re.search(r'PYTEST_ADDOPTS="([^"]*)"', ci).group(1).split()
     (command,) = [c for c in COMMANDS if c[:3] == ["python", "-m", "pytest"]]
     assert command[3:] == [a for a in addopts if not a.startswith("--durations")]
-    assert 'pip install -q ".[test,jax,export]"' in ci
-    assert [c for c in COMMANDS if c[:2] == ["pip", "install"] and ".[test,jax,export]" in c]
+    assert 'pip install -q ".[test,jax,export,korean]"' in ci
+    assert [c for c in COMMANDS if c[:2] == ["pip", "install"] and ".[test,jax,export,korean]" in c]
 
 
 @pytest.mark.parametrize(

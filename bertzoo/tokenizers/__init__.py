@@ -1,6 +1,7 @@
 """Tokenizers: reference-exact WordPiece (BERT), SentencePiece (ALBERT) and
 byte-level BPE (RoBERTa) and XLM-R's SentencePiece with fairseq ids, in
-TensorFlow ops, and vocabulary training.
+TensorFlow ops, and vocabulary training for each of them (WordPiece and
+byte-level BPE optionally on Korean morphemes).
 
 The names below are imported on first use (PEP 562, `bertzoo.lazy`), so the
 pure-Python parts (`basic`, the specification tokenizer; `corpus_stream`,
@@ -22,6 +23,8 @@ _EXPORTS = {
     "register_tokenizer": "bertzoo.tokenizers.base",
     "tokenizer_class": "bertzoo.tokenizers.kinds",
     "tokenizer_kinds": "bertzoo.tokenizers.kinds",
+    "train_byte_level_bpe": "bertzoo.tokenizers.train_bpe",
+    "train_fairseq_sentencepiece": "bertzoo.tokenizers.train",
     "train_sentencepiece": "bertzoo.tokenizers.train",
     "train_wordpiece": "bertzoo.tokenizers.train",
 }
@@ -35,10 +38,13 @@ _SUBMODULES = (
     "hf_config",
     "hf_fast",
     "kinds",
+    "morphemes",
     "sentencepiece",
     "train",
+    "train_bpe",
     "unicode",
     "wordpiece",
+    "wordpiece_learner",
 )
 
 __all__ = sorted(_EXPORTS)

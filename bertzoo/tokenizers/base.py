@@ -289,6 +289,7 @@ class Tokenizer(tf.Module):
     """
 
     vocabulary_file = None  # file name inside a preset directory (one of VOCABULARY_FILES)
+    companion_files = ()  # files read beside it (a byte-level BPE's merges.txt)
     kind = None  # the preset's tokenizer "kind"
     # The reference's rule for cutting a sentence pair to fit
     # (`bertzoo.preprocessing.truncate_longest_first`).

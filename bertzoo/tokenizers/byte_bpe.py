@@ -131,9 +131,21 @@ def read_vocabulary(path):
     return _vocabulary_list(data, path), path
 
 
+def _in_memory_vocabulary(tokens):
+    """The tokens in id order, or a dict of token -> id, as vocab.json's
+    object."""
+    if isinstance(tokens, dict):
+        return dict(tokens)
+    data = {str(t): i for i, t in enumerate(tokens)}
+    if len(data) != len(tokens):
+        raise TokenizerError("The vocabulary lists a token twice.")
+    return data
+
+
 def _vocabulary_list(data, path):
     """{token: id} -> list of tokens (index = id), after checking that the
     ids are 0..n-1, each once."""
+    path = "The vocabulary" if path is None else path
     if not isinstance(data, dict) or not data:
         raise TokenizerError(f"{path} must hold a non-empty JSON object of token -> id.")
     bad = [(k, v) for k, v in data.items() if not isinstance(v, int) or isinstance(v, bool)]
@@ -176,17 +188,22 @@ def _check_merge(parts, index, where, text, mismatch):
 
 
 def read_merges(path, index):
-    """merges.txt -> list of (left, right) pairs in rank order, each checked
-    against the vocabulary `index` (token -> id)."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
-    except FileNotFoundError:
-        raise TokenizerError(
-            f"Merges file {path} does not exist (a byte-level BPE needs vocab.json and "
-            "merges.txt side by side)."
-        ) from None
-    except UnicodeDecodeError as e:
-        raise TokenizerError(f"{path} is not UTF-8 text: {e}.") from None
+    """merges.txt, or the merges in memory ("left right" strings or (left,
+    right) pairs, in rank order) -> list of (left, right) pairs in rank
+    order, each checked against the vocabulary `index` (token -> id)."""
+    if isinstance(path, str | Path):
+        try:
+            lines = Path(path).read_text(encoding="utf-8").split("\n")
+        except FileNotFoundError:
+            raise TokenizerError(
+                f"Merges file {path} does not exist (a byte-level BPE needs vocab.json and "
+                "merges.txt side by side)."
+            ) from None
+        except UnicodeDecodeError as e:
+            raise TokenizerError(f"{path} is not UTF-8 text: {e}.") from None
+    else:
+        lines = [m if isinstance(m, str) else " ".join(m) for m in path]
+        path = "The merges"
     merges = []
     for number, line in enumerate(lines, 1):
         if (number == 1 and line.startswith("#version")) or not line.strip():
@@ -388,8 +405,12 @@ class ByteLevelBPETokenizer(Tokenizer):
             directory holding one; vocab.json first). With a vocab.json,
             `merges.txt` is read from the same directory unless `merges`
             names it; a tokenizer.json holds its merges, normaliser,
-            pre-tokenizer options, added tokens and template.
-        merges: path to `merges.txt` (vocab.json only).
+            pre-tokenizer options, added tokens and template. Or in memory:
+            the tokens in id order (or a dict of token -> id), with
+            `merges` given.
+        merges: path to `merges.txt` (vocab.json only), or the merges in
+            rank order ("left right" strings, as `get_config` gives them,
+            or pairs).
         add_prefix_space: put a space before the text, as if it followed a
             word (RoBERTa's default: False; a tokenizer.json says it, and a
             different value is an error).
@@ -405,6 +426,7 @@ class ByteLevelBPETokenizer(Tokenizer):
     """
 
     vocabulary_file = "vocab.json"
+    companion_files = (MERGES_FILE,)
     kind = "byte_level_bpe"
     pair_truncation = "hf-fast"
     pair_separators = 2
@@ -429,7 +451,10 @@ class ByteLevelBPETokenizer(Tokenizer):
                 "(RoBERTa's and ModernBERT's are cased): pass lowercase=False, "
                 "strip_accents=False."
             )
-        data, path = _json_file(vocabulary, "Vocabulary")
+        if isinstance(vocabulary, list | tuple | dict):
+            data, path = _in_memory_vocabulary(vocabulary), None
+        else:
+            data, path = _json_file(vocabulary, "Vocabulary")
         roles = dict(cls=cls_token, sep=sep_token, pad=pad_token, unk=unk_token, mask=mask_token)
         if isinstance(data, dict) and isinstance(data.get("model"), dict):  # a tokenizer.json
             if merges is not None:
@@ -471,16 +496,21 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.normalizer = settings["normalizer"]
         self.trim_offsets = settings["trim_offsets"]
         self.pair_separators = settings["separators"]
-        self._check_special_tokens(path)
+        self._check_special_tokens(path or "The vocabulary")
         if settings["merges"] is None:
-            merges_path = Path(merges) if merges is not None else Path(path).parent / MERGES_FILE
-            settings["merges"] = read_merges(merges_path, self._index)
+            if merges is None and path is None:
+                raise TokenizerError(
+                    "A byte-level BPE vocabulary given in memory needs its merges (merges=)."
+                )
+            # merges.txt beside vocab.json, a path, or the merges themselves.
+            source = Path(path).parent / MERGES_FILE if merges is None else merges
+            settings["merges"] = read_merges(source, self._index)
         self.merges = settings["merges"]
         byte_chars = bytes_to_unicode()
         missing = [c for c in byte_chars.values() if c not in self._index]
         if missing:
             raise TokenizerError(
-                f"{path} lacks {len(missing)} of the 256 byte characters of a byte-level "
+                f"{path or 'The vocabulary'} lacks {len(missing)} of the 256 byte characters of a byte-level "
                 f"BPE (e.g. {missing[0]!r}); is it a GPT-2/RoBERTa vocabulary?"
             )
         # Added tokens, each pass's longest first (leftmost-longest matches).
@@ -530,7 +560,10 @@ class ByteLevelBPETokenizer(Tokenizer):
         return bytes(self._byte_of[c] for c in token).decode("utf-8", errors="replace")
 
     def get_config(self):
+        # The merges ride along, so that the vocabulary and this config
+        # rebuild the tokenizer (corpus preparation's workers, serving).
         return {
+            "merges": [f"{a} {b}" for a, b in self.merges],
             "add_prefix_space": self.add_prefix_space,
             **{
                 f"{r}_token": getattr(self, f"{r}_token")
@@ -884,6 +917,66 @@ class _Graphs:
 
     def __init__(self):
         self.functions = {}
+
+
+def _quote(token):
+    return "".join(c if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in token)
+
+
+def special_pattern(tokens, mask_token="<mask>"):
+    """The RE2 pattern of the special-token strings a text may hold (step
+    1): `mask_token` with the whitespace before it (its `lstrip`), and the
+    other `tokens`."""
+    alternatives = [f"{_WS}*{_quote(mask_token)}"]
+    alternatives += [_quote(t) for t in sorted(set(tokens)) if t != mask_token]
+    return "|".join(alternatives)
+
+
+# RoBERTa's special tokens and their pattern.
+ROBERTA_SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>")
+ROBERTA_SPECIAL_PATTERN = special_pattern(ROBERTA_SPECIAL_TOKENS, "<mask>")
+
+
+def split_pieces(strings, pattern, add_prefix_space=False):
+    """Steps 1-2 of the module docstring on a 1-D string batch: the units
+    that get ids, flat and in text order, as (text; is it a special token
+    (a match of `pattern`, `special_pattern`'s); the index of the string it comes
+    from, int64; its byte start and end in that string, int64). The
+    vocabulary trainer (`bertzoo.tokenizers.train_bpe`) counts the plain
+    pieces this gives, so it learns on exactly what the tokenizer merges."""
+    pat = pattern
+    stretches, s_row, s_start, s_end = _split(strings, pat, pat)
+    special = tf.strings.regex_full_match(stretches, pat)
+    plain = tf.where(~special)[:, 0]
+    text = tf.gather(stretches, plain)
+    shift = tf.zeros_like(plain)
+    if add_prefix_space:
+        add = ~tf.strings.regex_full_match(text, "(?s) .*")
+        text = tf.where(add, tf.strings.join([" ", text]), text)
+        shift = tf.cast(add, tf.int64)
+    # Segments, which no piece crosses (module docstring, step 2).
+    segment = f"{_WS}{_NOT_WS}+"
+    segments, g_row, g_start, g_end = _split(text, segment, segment)
+    pieces, p_row, p_start, p_end = _split(segments, PIECE_PATTERN, PIECE_PATTERN)
+    # Offsets in the stretch (a prefix space has none), then in the text.
+    base = tf.gather(g_start, p_row) - tf.gather(shift, tf.gather(g_row, p_row))
+    p_start, p_end = tf.maximum(base + p_start, 0), tf.maximum(base + p_end, 0)
+    p_stretch = tf.gather(plain, tf.gather(g_row, p_row))
+    special_at = tf.where(special)[:, 0]
+    # Units: the pieces and the special tokens, ordered by stretch.
+    unit_stretch = tf.concat([p_stretch, special_at], 0)
+    order = tf.argsort(unit_stretch, stable=True)
+    unit_text = tf.gather(tf.concat([pieces, tf.gather(stretches, special_at)], 0), order)
+    is_special = tf.gather(
+        tf.concat([tf.zeros_like(p_stretch, tf.bool), tf.ones_like(special_at, tf.bool)], 0),
+        order,
+    )
+    unit_stretch = tf.gather(unit_stretch, order)
+    zeros = tf.zeros_like(special_at)
+    starts = tf.gather(tf.concat([p_start, zeros], 0), order)
+    ends = tf.gather(tf.concat([p_end, tf.gather(s_end - s_start, special_at)], 0), order)
+    offset = tf.gather(s_start, unit_stretch)
+    return unit_text, is_special, tf.gather(s_row, unit_stretch), offset + starts, offset + ends
 
 
 def _split(strings, delimiters, kept):

@@ -17,7 +17,8 @@ removes at least `(keep + 1) * t` occurrences, so the sum of the `t`s
 1.1 N / max_words, for a corpus of `N` words: every kept count is at most
 that much below the true count (never above it), and every word seen more
 often than that is kept. The table never holds more than `max_words`
-words plus the words of one line (it is reduced in place, not copied);
+words plus the words of one line (one batch of lines, for a word splitter
+that works on batches) (it is reduced in place, not copied);
 beside it, the set of the corpus's characters (at most Unicode's size, and
 a few thousand in practice) is kept whole, so no character is lost. Measured against the alternatives on a
 small corpus (benchmarks/vocab_sampling.py): at the same table size, a
@@ -335,11 +336,37 @@ def count_range(part, tokenizer, max_words, max_line_bytes):
     -> (counter, `textfiles.LineCounts`, whether the range has text)."""
     counter = BoundedWordCounter(max_words)
     counts = textfiles.LineCounts()
-    has_text = False
-    for line in _range_lines(part.path, max_line_bytes, counts, part.start, part.end):
-        has_text = has_text or bool(line.strip())
-        counter.update(tokenizer.tokenize(line))
-    return counter, counts, has_text
+    seen = []  # whether the range has text
+
+    def lines():
+        for line in _range_lines(part.path, max_line_bytes, counts, part.start, part.end):
+            if not seen and line.strip():
+                seen.append(True)
+            yield line
+
+    count_lines(counter, tokenizer, lines())
+    return counter, counts, bool(seen)
+
+
+def count_lines(counter, tokenizer, lines):
+    """Adds the words of `lines` to `counter`: `tokenizer.tokenize(line)`
+    line by line, or, for a tokenizer with `tokenize_lines` (one that works
+    on batches: the morpheme analyser, TensorFlow ops), the words of
+    `tokenizer.batch_lines` lines at a time (the table then holds at most
+    `max_words` words plus one batch's)."""
+    batch = getattr(tokenizer, "batch_lines", None)
+    if not batch:
+        for line in lines:
+            counter.update(tokenizer.tokenize(line))
+        return
+    pending = []
+    for line in lines:
+        pending.append(line)
+        if len(pending) >= batch:
+            counter.update(tokenizer.tokenize_lines(pending))
+            pending = []
+    if pending:
+        counter.update(tokenizer.tokenize_lines(pending))
 
 
 def _count_range_process(connection, task):
@@ -437,7 +464,8 @@ def count_words(
     workers=1,
 ):
     """Word counts of the files, words as `tokenizer` (an object whose
-    `tokenize(line)` gives a line's words, e.g. a `BasicTokenizer`) makes
+    `tokenize(line)` gives a line's words, e.g. a `BasicTokenizer`, or
+    whose `tokenize_lines(lines)` gives a batch's: `count_lines`) makes
     them: a `BoundedWordCounter` (exact up to `max_words` distinct words,
     the Misra-Gries summary beyond).
 
@@ -478,8 +506,7 @@ def count_words(
     if stats.workers < 2:
         stats.workers = 1
         counter = BoundedWordCounter(max_words)
-        for line in read_lines(paths, max_line_bytes, stats):
-            counter.update(tokenizer.tokenize(line))
+        count_lines(counter, tokenizer, read_lines(paths, max_line_bytes, stats))
         return counter
     counter = _count_in_processes(
         ranges, tokenizer, max_words, max_line_bytes, stats, stats.workers

@@ -29,7 +29,7 @@ import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
 from bertzoo.io.publish import atomic_path
-from bertzoo.tokenizers import basic, corpus_stream
+from bertzoo.tokenizers import basic, corpus_stream, morphemes, wordpiece_learner
 from bertzoo.tokenizers.base import TokenizerError
 from bertzoo.tokenizers.corpus_stream import (
     DEFAULT_MAX_LINE_BYTES,
@@ -61,6 +61,7 @@ HANGUL_SYLLABLE_RANGE = (0xAC00, 0xD7A3)
 # share Hangul (in its first HANGUL_SCAN_LINES non-empty lines) keeps it off.
 HANGUL_SHARE = 0.01
 HANGUL_SCAN_LINES = 10_000
+FAIRSEQ_MODEL_FILE = "sentencepiece.bpe.model"
 
 
 def is_conjoining_jamo(char):
@@ -225,6 +226,7 @@ def train_wordpiece(
     workers=1,
     keep_hangul_syllables=False,
     max_characters=None,
+    pre_tokenize="words",
 ):
     """Learns a WordPiece vocabulary (BERT's `vocab.txt`) from text files.
 
@@ -323,6 +325,14 @@ def train_wordpiece(
             default: a corpus whose words are at least 1% Hangul is then
             trained with strip_accents=False, with a warning
             (`keep_syllables`); `stats.strip_accents` says which was used.
+        pre_tokenize: "words" (the default: words as `BertTokenizer` makes
+            them) or "morphemes": each word cut at its Korean morpheme
+            boundaries first (kiwipiepy; `bertzoo.tokenizers.morphemes`),
+            the units after the first counted as continuations, so no
+            piece spans two morphemes (KLUE's recipe); the pieces are then
+            learnt by `wordpiece_learner`, tensorflow-text's algorithm over
+            units. The vocabulary is for a plain `BertTokenizer` all the
+            same.
             Without it, a vocabulary trained with accent stripping that
             holds jamo is trained as asked, with a warning giving their
             share.
@@ -337,12 +347,17 @@ def train_wordpiece(
             f"reserved_tokens must be distinct non-empty tokens, padding first; got {reserved}."
         )
     include_hangul = _hangul_set(include_hangul)
+    by_morphemes = morphemes.check_pre_tokenize(pre_tokenize) == "morphemes"
+    if by_morphemes:
+        morphemes.analyzer()  # a missing analyser fails before any reading
     if keep_hangul_syllables:
         strip_accents = keep_syllables(files, lowercase, strip_accents, max_line_bytes)
     basic_tokenizer = basic.BasicTokenizer(lowercase, strip_accents, reference, control_chars)
     stats = CorpusStats() if stats is None else stats
     stats.strip_accents = basic_tokenizer.strip_accents
-    counter = count_words(files, basic_tokenizer, max_words, max_line_bytes, stats, workers)
+    words = morphemes.MorphemeWords(basic_tokenizer) if by_morphemes else basic_tokenizer
+    counter = count_words(files, words, max_words, max_line_bytes, stats, workers)
+    counter.characters.discard(morphemes.CONTINUATION)
     counts = counter.counts
     if not counts:
         raise TokenizerError("The training files hold no words.")
@@ -354,7 +369,9 @@ def train_wordpiece(
     )
     if len(alphabet) < len(counter.characters):
         allowed = set(alphabet)
-        counts = {w: n for w, n in counts.items() if allowed.issuperset(w)}
+        counts = {
+            w: n for w, n in counts.items() if allowed.issuperset(w.lstrip(morphemes.CONTINUATION))
+        }
     required = reserved + [c for c in alphabet if c not in reserved]
     required += [JOINER + c for c in alphabet if JOINER + c not in reserved]
     if vocab_size < len(required):
@@ -376,7 +393,8 @@ def train_wordpiece(
             f"and the set's {len(hangul):,} {what} (each as a word start and as a "
             f"'{JOINER}' continuation) need at least {len(required) + len(added)}."
         )
-    learnt = learner.learn(
+    learn = wordpiece_learner.learn if by_morphemes else learner.learn
+    learnt = learn(
         list(counts.items()),
         vocab_size - len(added),  # the learnt pieces make room for the Hangul ones
         reserved,
@@ -447,7 +465,8 @@ def _alphabet(counter, limit):
     frequency = dict.fromkeys(characters, 0)
     for word, n in counter.counts.items():
         for c in word:
-            frequency[c] += n
+            if c in frequency:  # (not a morpheme unit's continuation mark)
+                frequency[c] += n
     ranked = sorted(characters, key=lambda c: (-frequency[c], c))
     kept, left = ranked[:limit], ranked[limit:]
     total = sum(frequency.values())
@@ -465,12 +484,12 @@ def _alphabet(counter, limit):
     return sorted(kept)
 
 
-def _model_path(output):
-    """A directory (existing, or a path not ending in .model) gets
-    spiece.model inside it; anything else is the model file's path."""
+def _model_path(output, name="spiece.model"):
+    """A directory (existing, or a path not ending in .model) gets the model
+    file `name` inside it; anything else is the model file's path."""
     path = Path(output)
     if path.is_dir() or path.suffix != ".model":
-        return path / "spiece.model"
+        return path / name
     return path
 
 
@@ -506,6 +525,8 @@ def _sentencepiece_sample(files, preprocessor, sampling, stats):
             f"(reservoir sampling, seed {seed})"
         )
         logger.info("SentencePiece trains on %s.", stats.sampled)
+    if preprocessor is None:
+        return [s for s in sample if s.strip()]
     return [s for s in _preprocessed_lines(sample, preprocessor) if s]
 
 
@@ -595,23 +616,8 @@ def train_sentencepiece(
         The path of the written model.
     """
     _check_vocab_size(vocab_size)
-    include_hangul = _hangul_set(include_hangul)
-    path = _model_path(output)
-    preprocessor = AlbertPreprocessor(lowercase, strip_accents)
-    sampling = (max_sentences, seed, max_line_bytes)
-    sentences = _sentencepiece_sample(files, preprocessor, sampling, stats)
-    if not sentences:
-        raise TokenizerError("The training files hold no text.")
-    too_long = sum(len(s.encode("utf-8")) > max_sentence_length for s in sentences)
-    if too_long:
-        logger.warning(
-            "%d line(s) are longer than max_sentence_length=%d bytes; sentencepiece skips them.",
-            too_long,
-            max_sentence_length,
-        )
     options = dict(
         model_type=model_type,
-        vocab_size=vocab_size,
         pad_id=0,
         unk_id=1,
         bos_id=-1,
@@ -622,12 +628,138 @@ def train_sentencepiece(
         user_defined_symbols=list(user_defined_symbols),
         character_coverage=character_coverage,
         num_threads=num_threads,
-        input_sentence_size=0,
-        shuffle_input_sentence=False,
         max_sentence_length=max_sentence_length,
-        minloglevel=2,
     )
     options.update(trainer_options)
+    return _train_sentencepiece_model(
+        files,
+        vocab_size,
+        _model_path(output),
+        AlbertPreprocessor(lowercase, strip_accents),
+        options,
+        expected=[pad_piece, unk_piece, *control_symbols],
+        include_hangul=include_hangul,
+        sampling=(max_sentences, seed, max_line_bytes),
+        stats=stats,
+        strip_accents=strip_accents,
+    )
+
+
+# XLM-R's sentencepiece.bpe.model: <unk> 0, <s> 1, </s> 2, no <pad> (fairseq
+# adds <pad> and <mask> around the pieces: `fairseq.XLMRobertaTokenizer`).
+XLMR_FIRST_PIECES = ("<unk>", "<s>", "</s>")
+FAIRSEQ_EXTRA_IDS = 2  # fairseq's <pad> and <mask>, beside the model's pieces
+
+
+def train_fairseq_sentencepiece(
+    files,
+    vocab_size,
+    output,
+    character_coverage=1.0,
+    seed=0,
+    num_threads=1,
+    max_sentence_length=4192,
+    include_hangul=None,
+    max_sentences=DEFAULT_MAX_SENTENCES,
+    max_line_bytes=DEFAULT_MAX_LINE_BYTES,
+    stats=None,
+    **trainer_options,
+):
+    """Trains an XLM-R-style SentencePiece unigram model
+    (`sentencepiece.bpe.model`, for `XLMRobertaTokenizer`, kind
+    fairseq_sentencepiece).
+
+    The model has XLM-R's layout: <unk> 0, <s> 1, </s> 2 (no <pad>, no
+    control or user-defined symbols), the learnt pieces after them, and
+    the trainer's default nmt_nfkc normaliser, which the tokenizer applies
+    as Hugging Face's does. `vocab_size` counts the ids the tokenizer
+    gives, fairseq's <pad> and <mask> included: the model has
+    `vocab_size` - 2 pieces (XLM-R's 250,002 ids are 250,000 pieces).
+
+    The lines reach sentencepiece as they are in the files (the tokenizer
+    has no preprocessing of its own beyond the model's normaliser, which
+    the trainer applies too). Sampling, determinism, memory and the other
+    arguments are `train_sentencepiece`'s.
+
+    Returns:
+        The path of the written model (`output`, or
+        `output`/sentencepiece.bpe.model for a directory).
+    """
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 8:
+        raise TokenizerError(
+            f"vocab_size must be an integer >= 8 for an XLM-R vocabulary (<s>, <pad>, </s>, "
+            f"<unk>, <mask> and pieces), got {vocab_size!r}."
+        )
+    options = dict(
+        model_type="unigram",
+        pad_id=-1,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_piece="<unk>",
+        bos_piece="<s>",
+        eos_piece="</s>",
+        character_coverage=character_coverage,
+        num_threads=num_threads,
+        max_sentence_length=max_sentence_length,
+    )
+    options.update(trainer_options)
+    return _train_sentencepiece_model(
+        files,
+        vocab_size - FAIRSEQ_EXTRA_IDS,
+        _model_path(output, FAIRSEQ_MODEL_FILE),
+        None,
+        options,
+        expected=list(XLMR_FIRST_PIECES),
+        include_hangul=include_hangul,
+        sampling=(max_sentences, seed, max_line_bytes),
+        stats=stats,
+        extra_ids=FAIRSEQ_EXTRA_IDS,
+    )
+
+
+def _train_sentencepiece_model(
+    files,
+    vocab_size,
+    path,
+    preprocessor,
+    options,
+    expected,
+    include_hangul,
+    sampling,
+    stats,
+    strip_accents=False,
+    extra_ids=0,
+):
+    """The SentencePiece training both layouts share: the sample (through
+    `preprocessor`, None: as read), sentencepiece with `options` for
+    `vocab_size` pieces, the checks of the result (its first pieces must be
+    `expected`), the model written to `path`. `extra_ids`: the ids the
+    tokenizer adds to the pieces, which the messages' sizes include."""
+    include_hangul = _hangul_set(include_hangul)
+    sentences = _sentencepiece_sample(files, preprocessor, sampling, stats)
+    if not sentences:
+        raise TokenizerError("The training files hold no text.")
+    max_sentence_length = options["max_sentence_length"]
+    too_long = sum(len(s.encode("utf-8")) > max_sentence_length for s in sentences)
+    if too_long:
+        logger.warning(
+            "%d line(s) are longer than max_sentence_length=%d bytes; sentencepiece skips them.",
+            too_long,
+            max_sentence_length,
+        )
+    character_coverage = options["character_coverage"]
+    # The sample is the input: sentencepiece's own sampling stays off
+    # (unless a trainer option says otherwise).
+    options = {
+        "vocab_size": vocab_size,
+        "input_sentence_size": 0,
+        "shuffle_input_sentence": False,
+        "minloglevel": 2,
+        **options,
+    }
+    seed = sampling[1]
+    asked = vocab_size + extra_ids
     hangul = hangul_syllables(include_hangul)
     if hangul:
         given = str(options.get("required_chars", ""))
@@ -638,15 +770,15 @@ def train_sentencepiece(
         needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(e))
         if hangul and needed:
             raise TokenizerError(
-                f"vocab_size={vocab_size} is too small for include_hangul={include_hangul!r}: "
+                f"vocab_size={asked} is too small for include_hangul={include_hangul!r}: "
                 f"the special pieces, the set's {len(hangul):,} syllables and the corpus's other "
-                f"characters need at least {needed.group(1)}."
+                f"characters need at least {int(needed.group(1)) + extra_ids}."
             ) from None
         if needed:  # as WordPiece says when its characters do not fit
             raise TokenizerError(
-                f"vocab_size={vocab_size} is too small: the special pieces and the corpus's "
+                f"vocab_size={asked} is too small: the special pieces and the corpus's "
                 f"characters (character_coverage={character_coverage}) need at least "
-                f"{needed.group(1)}."
+                f"{int(needed.group(1)) + extra_ids}."
             ) from None
         most = re.search(
             r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", str(e)
@@ -657,17 +789,17 @@ def train_sentencepiece(
         # vocabulary it can (sentencepiece names the most), with a notice.
         options["vocab_size"] = int(most.group(1))
         logger.info(
-            "SentencePiece vocabulary has %d pieces (asked for %d): the corpus has no more.",
-            options["vocab_size"],
-            vocab_size,
+            "SentencePiece vocabulary has %d %s (asked for %d): the corpus has no more.",
+            options["vocab_size"] + extra_ids,
+            "ids, fairseq's included," if extra_ids else "pieces",
+            asked,
         )
         try:
             proto = _train_model(sentences, options, seed)
         except RuntimeError as again:
             raise TokenizerError(f"SentencePiece training failed: {again}") from None
     pieces = model_pieces(proto)
-    expected = [pad_piece, unk_piece, *control_symbols]
-    if pieces[: len(expected)] != expected:  # would break ALBERT's ids
+    if pieces[: len(expected)] != expected:  # would break the kind's ids
         raise TokenizerError(
             f"The trained model starts with {pieces[: len(expected)]}, not {expected}."
         )

@@ -48,6 +48,8 @@ import numpy as np
 import tensorflow as tf
 
 from bertzoo.data.corpus import expand_files
+from bertzoo.tokenizers.base import VOCABULARY_FILES
+from bertzoo.tokenizers.byte_bpe import MERGES_FILE
 from bertzoo.training import pretrain_memory
 from bertzoo.training.callbacks import Throughput
 from bertzoo.training.checkpoint import CheckpointManager, PeriodicCheckpoint
@@ -76,6 +78,7 @@ from bertzoo.training.pretrain_data import (
     PREPARED_DIR,
     PreparedData,
     check_prepared_settings,
+    check_vocabulary_training,
     checkpoint_input_version,
     example_objective,
     model_batches,
@@ -146,7 +149,7 @@ def _written(config):
             names.append(CORPUS_FILE)
         cls, _, _, vocabulary = vocabulary_plan(config)
         if vocabulary is None:
-            names.append(cls.vocabulary_file)
+            names += [cls.vocabulary_file, *cls.companion_files]
     if config.data_mode == "static" and not config.data:
         names += sorted({f"{DATA_DIR}/seq{s}" for s in config.seq_len})
     if config.data_mode != "static" and not config.data:
@@ -161,10 +164,12 @@ def _discard_derived(config, run):
     run. The built-in corpus and the last preset/ stay until rewritten; the
     prepared corpus stays and is reused where its inputs, settings and
     tokenizer match."""
-    derived = [CHECKPOINTS_DIR, POSITIONS_DIR, LOGS, "vocab.txt", "spiece.model"]
+    derived = [CHECKPOINTS_DIR, POSITIONS_DIR, LOGS, *VOCABULARY_FILES]
     derived += [INITIAL_EVAL_FILE, METRICS_FILE]
     derived += [name for name in run.recorded if name.startswith(f"{DATA_DIR}/")]
     inputs = [Path(p).resolve() for p in (config.vocab, config.prepared, *config.data) if p]
+    if config.vocab:  # a given vocab.json's merges.txt is an input too
+        inputs.append((Path(config.vocab).parent / MERGES_FILE).resolve())
     if config.corpus:
         inputs += [p.resolve() for p in expand_files(list(config.corpus))]
     for name in derived:
@@ -207,6 +212,7 @@ def run_pretraining(config):
     written to `metrics.json`."""
     validate_config(config)
     check_prepared_settings(config)
+    check_vocabulary_training(config)
     check_positions(config)  # before any data work
     check_inputs(config)
     distribution = make_distribution(config.strategy, tpu=config.tpu)

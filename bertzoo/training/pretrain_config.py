@@ -76,7 +76,9 @@ class PretrainConfig(RunConfig):
     )
     vocab: str = setting(
         None,
-        "vocab.txt or spiece.model; default: the preset directory's, else trained on the corpus",
+        "vocab.txt, spiece.model, vocab.json (merges.txt beside it) or sentencepiece.bpe.model, "
+        "as the preset's tokenizer kind takes; default: the preset directory's, else trained on "
+        "the corpus",
         group="data",
     )
     vocab_size: int = setting(8000, "size of a trained vocabulary", group="data")
@@ -87,6 +89,14 @@ class PretrainConfig(RunConfig):
         "tokens), all = all 11,172 (22,344); they count against --vocab-size; default "
         "%(default)s",
         choices=("none", "common", "all"),
+        group="data",
+    )
+    pre_tokenize: str = setting(
+        "words",
+        "what a trained vocabulary learns its pieces on: words, or morphemes (WordPiece and "
+        "byte-level BPE: Korean words cut at their morpheme boundaries with kiwipiepy, KLUE's "
+        'recipe; pip install "kiwipiepy>=0.20"); the tokenizer stays plain; default %(default)s',
+        choices=("words", "morphemes"),
         group="data",
     )
     lowercase: bool = setting(None, "default: the preset's setting", group="data")
@@ -259,6 +269,7 @@ def validate_config(config):
     _choice("corpus_layout", config.corpus_layout, CORPUS_LAYOUTS)
     _choice("packing", config.packing, PACKINGS)
     _choice("include_hangul", config.include_hangul, ("none", "common", "all"))
+    _choice("pre_tokenize", config.pre_tokenize, ("words", "morphemes"))
     if not config.seq_len or len(config.seq_len) != len(config.steps):
         raise PretrainError(
             f"seq_len {list(config.seq_len)} and steps {list(config.steps)} need one entry per "

@@ -103,47 +103,122 @@ def vocabulary_plan(config):
     return cls, kind, settings, vocabulary
 
 
+# The tokenizer kinds a run's vocabulary can be trained for on morphemes
+# (their tokenizers look pieces up inside words).
+MORPHEME_KINDS = ("wordpiece", "byte_level_bpe")
+
+
+def check_vocabulary_training(config):
+    """The vocabulary settings that need the preset's tokenizer kind, checked
+    before anything is written: --pre-tokenize morphemes needs a kind that
+    takes it and the analyser installed; --include-hangul a kind that can
+    have unknown characters. Only when the run trains its vocabulary."""
+    from bertzoo.tokenizers import morphemes
+
+    if config.prepared:
+        return
+    _, kind, _, vocabulary = vocabulary_plan(config)
+    if vocabulary is not None:
+        return
+    if config.pre_tokenize == "morphemes":
+        if kind not in MORPHEME_KINDS:
+            raise PretrainError(
+                f"--pre-tokenize morphemes trains a {' or '.join(MORPHEME_KINDS)} vocabulary; "
+                f"preset {config.preset!r} uses a {kind} tokenizer."
+            )
+        try:
+            morphemes.check_available()
+        except morphemes.MorphemeAnalyzerMissingError as e:
+            raise PretrainError(str(e)) from None
+    if kind == "byte_level_bpe" and config.include_hangul != "none":
+        raise PretrainError(
+            f"--include-hangul does not apply to preset {config.preset!r}'s byte-level BPE: "
+            "every byte has a token, so no Hangul is ever unknown."
+        )
+
+
+def _train_vocabulary(config, kind, settings, vocabulary, files):
+    """Trains the run's vocabulary file `vocabulary` (of `kind`) on `files`."""
+    from bertzoo.tokenizers.train import (
+        train_fairseq_sentencepiece,
+        train_sentencepiece,
+        train_wordpiece,
+    )
+    from bertzoo.tokenizers.train_bpe import train_byte_level_bpe
+
+    lowercase = settings.get("lowercase", True)
+    strip = settings.get("strip_accents")
+    logger.info(
+        "Training a %s vocabulary of up to %d tokens on %s%s.",
+        kind,
+        config.vocab_size,
+        files,
+        " (pieces learnt within morphemes)" if config.pre_tokenize == "morphemes" else "",
+    )
+    if kind == "sentencepiece":
+        train_sentencepiece(
+            files,
+            config.vocab_size,
+            vocabulary,
+            lowercase=lowercase,
+            strip_accents=True if strip is None else strip,
+            hard_vocab_limit=False,
+            include_hangul=config.include_hangul,
+        )
+    elif kind == "fairseq_sentencepiece":
+        train_fairseq_sentencepiece(
+            files,
+            config.vocab_size,
+            vocabulary,
+            hard_vocab_limit=False,
+            include_hangul=config.include_hangul,
+        )
+    elif kind == "byte_level_bpe":
+        train_byte_level_bpe(
+            files,
+            config.vocab_size,
+            vocabulary,
+            add_prefix_space=settings.get("add_prefix_space", False),
+            pre_tokenize=config.pre_tokenize,
+            workers=config.prepare_workers,
+        )
+    else:
+        train_wordpiece(
+            files,
+            config.vocab_size,
+            lowercase=lowercase,
+            strip_accents=strip,
+            output=vocabulary,
+            include_hangul=config.include_hangul,
+            workers=config.prepare_workers,
+            keep_hangul_syllables=config.strip_accents is None,
+            pre_tokenize=config.pre_tokenize,
+        )
+
+
 def prepare_tokenizer(config, output, files, chief=True):
     """The given vocabulary, the preset directory's, or one trained on the
     corpus (written to `output` once and reused on resume)."""
-    from bertzoo.tokenizers.train import train_sentencepiece, train_wordpiece
-
     cls, kind, settings, vocabulary = vocabulary_plan(config)
-    if vocabulary is not None and config.include_hangul != "none":
+    given = [
+        flag
+        for flag, value, default in (
+            ("include_hangul", config.include_hangul, "none"),
+            ("pre_tokenize", config.pre_tokenize, "words"),
+        )
+        if value != default
+    ]
+    if vocabulary is not None and given:
         logger.warning(
-            "include_hangul=%r is ignored: the vocabulary %s is given, not trained.",
-            config.include_hangul,
+            "%s ignored: the vocabulary %s is given, not trained.",
+            " and ".join(f"{flag}={getattr(config, flag)!r}" for flag in given)
+            + (" is" if len(given) == 1 else " are"),
             vocabulary,
         )
     if vocabulary is None:
         vocabulary = output / cls.vocabulary_file
         if chief and not vocabulary.is_file():
-            lowercase = settings.get("lowercase", True)
-            strip = settings.get("strip_accents")
-            logger.info(
-                "Training a %s vocabulary of up to %d tokens on %s.", kind, config.vocab_size, files
-            )
-            if kind == "sentencepiece":
-                train_sentencepiece(
-                    files,
-                    config.vocab_size,
-                    vocabulary,
-                    lowercase=lowercase,
-                    strip_accents=True if strip is None else strip,
-                    hard_vocab_limit=False,
-                    include_hangul=config.include_hangul,
-                )
-            else:
-                train_wordpiece(
-                    files,
-                    config.vocab_size,
-                    lowercase=lowercase,
-                    strip_accents=strip,
-                    output=vocabulary,
-                    include_hangul=config.include_hangul,
-                    workers=config.prepare_workers,
-                    keep_hangul_syllables=config.strip_accents is None,
-                )
+            _train_vocabulary(config, kind, settings, vocabulary, files)
         wait_for(vocabulary)
         if kind == "wordpiece" and config.strip_accents is None and has_syllables(vocabulary):
             # Trained without accent stripping because the corpus is Korean
