@@ -44,7 +44,7 @@ SIGNATURE_FILE = "serving.json"
 
 def _tokenizer_config(tokenizer):
     config = {"kind": tokenizer.kind, "settings": tokenizer.get_config()}
-    if tokenizer.kind == "sentencepiece":
+    if getattr(tokenizer, "proto", None) is not None:  # ALBERT's and XLM-R's SentencePiece
         config["proto_base64"] = base64.b64encode(tokenizer.proto).decode("ascii")
     else:
         config["vocabulary"] = list(tokenizer.vocabulary)

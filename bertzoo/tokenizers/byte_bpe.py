@@ -444,6 +444,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         mask_token="<mask>",
         lowercase=False,
         strip_accents=False,
+        tokenizer_json=None,
     ):
         if lowercase or strip_accents:
             raise TokenizerError(
@@ -451,7 +452,15 @@ class ByteLevelBPETokenizer(Tokenizer):
                 "(RoBERTa's and ModernBERT's are cased): pass lowercase=False, "
                 "strip_accents=False."
             )
-        if isinstance(vocabulary, list | tuple | dict):
+        if tokenizer_json is not None:
+            # A tokenizer.json's text, as `get_config` gives it: it holds
+            # the vocabulary (which must be the one given) and the rest.
+            try:
+                data = parse_json(tokenizer_json)
+            except ValueError as e:
+                raise TokenizerError(f"tokenizer_json is not a tokenizer.json: {e}.") from None
+            path = None
+        elif isinstance(vocabulary, list | tuple | dict):
             data, path = _in_memory_vocabulary(vocabulary), None
         else:
             data, path = _json_file(vocabulary, "Vocabulary")
@@ -461,7 +470,12 @@ class ByteLevelBPETokenizer(Tokenizer):
                 raise TokenizerError(
                     f"{path} is a tokenizer.json, which holds its merges: pass no merges=."
                 )
-            settings = read_tokenizer_json(data, path)
+            settings = read_tokenizer_json(data, path or "The tokenizer.json")
+            if tokenizer_json is not None and list(vocabulary) != settings["vocabulary"]:
+                raise TokenizerError(
+                    "The vocabulary given is not the one of tokenizer_json: pass the "
+                    "tokenizer's own vocabulary with its config."
+                )
             if add_prefix_space not in (None, settings["add_prefix_space"]):
                 raise TokenizerError(
                     f"{path}: add_prefix_space={add_prefix_space}, but its ByteLevel "
@@ -471,7 +485,9 @@ class ByteLevelBPETokenizer(Tokenizer):
             index = {t: i for i, t in enumerate(self.vocabulary)}
             roles = {r: _role_token(r, t, settings, index, path) for r, t in roles.items()}
             self.vocabulary_file = TOKENIZER_JSON_FILE
-            self._tokenizer_json = Path(path).read_bytes()
+            self._tokenizer_json = (
+                Path(path).read_bytes() if path is not None else tokenizer_json.encode("utf-8")
+            )
         else:
             vocabulary_list = _vocabulary_list(data, path)
             settings = {
@@ -561,7 +577,11 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     def get_config(self):
         # The merges ride along, so that the vocabulary and this config
-        # rebuild the tokenizer (corpus preparation's workers, serving).
+        # rebuild the tokenizer (corpus preparation's workers, serving); a
+        # tokenizer.json's pipeline (added tokens, normaliser, template)
+        # rides along whole.
+        if self.vocabulary_file == TOKENIZER_JSON_FILE:
+            return {"tokenizer_json": self._tokenizer_json.decode("utf-8")}
         return {
             "merges": [f"{a} {b}" for a, b in self.merges],
             "add_prefix_space": self.add_prefix_space,

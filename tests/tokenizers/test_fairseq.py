@@ -331,3 +331,15 @@ def test_save_hf_writes_a_directory_that_loads_it_back(tokenizer, tmp_path):
     assert isinstance(loaded, XLMRobertaTokenizer)
     texts = [text for text, _ in CASES["cases"]]
     assert loaded(texts).to_list() == [ids for _, ids in CASES["cases"]]
+
+
+def test_serving_rebuilds_it_from_its_model(tokenizer):
+    """A serving model's config carries XLM-R's SentencePiece model (not
+    its token list, which cannot rebuild it), and gives the same ids."""
+    from bertzoo.serving import _tokenizer_config, _tokenizer_from_config
+
+    config = _tokenizer_config(tokenizer)
+    assert "proto_base64" in config and "vocabulary" not in config
+    rebuilt = _tokenizer_from_config(config)
+    texts = ["Hello world", "이 원피스 예뻐요 <mask>", "  spaces\tand ＦＵＬＬ width"]
+    assert rebuilt.tokenize_ids(texts).to_list() == tokenizer.tokenize_ids(texts).to_list()

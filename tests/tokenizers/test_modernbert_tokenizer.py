@@ -195,6 +195,18 @@ def test_mask_token_in_a_packed_text(tokenizer):
     assert [r for batch in dataset for r in batch.to_list()] == expected
 
 
+def test_rebuilt_from_its_vocabulary_and_config(tokenizer):
+    """What serving and corpus preparation's workers do: the vocabulary
+    and `get_config` rebuild the same tokenizer (NFC, added tokens and the
+    template included)."""
+    rebuilt = tokenizer_class(tokenizer.kind)(list(tokenizer.vocabulary), **tokenizer.get_config())
+    texts = [c["text"] for c in CASES["cases"]]
+    assert rebuilt.tokenize_ids(texts).to_list() == tokenizer.tokenize_ids(texts).to_list()
+    assert rebuilt.pair_separators == tokenizer.pair_separators
+    with pytest.raises(TokenizerError, match="not the one of tokenizer_json"):
+        tokenizer_class(tokenizer.kind)(["a", "b"], **tokenizer.get_config())
+
+
 @pytest.mark.backend_independent
 @pytest.mark.slow
 def test_exported_saved_model(tokenizer, tmp_path):
