@@ -686,6 +686,18 @@ def test_roberta_with_byte_level_bpe_fine_tunes(tmp_path, roberta_bpe_preset, ta
     best = tmp_path / "run" / "best"
     assert type(tokenizer_from_preset(best)).__name__ == "ByteLevelBPETokenizer"
     assert bertzoo.models.task_model_from_preset(best).backbone.num_segments == 1
+    if case == "classification" and keras.backend.backend() == "tensorflow":
+        # The serving model's .keras file rebuilds the tokenizer from its
+        # config (vocabulary and merges) and answers as the in-memory one.
+        from bertzoo.serving import serving_model_from_preset
+
+        bertzoo.export_serving(best, tmp_path / "export")
+        texts = ["the film was good", "a bad day", "très bien, 좋아요 🙂", "  <mask> x"]
+        expected = serving_model_from_preset(best).answer(text=texts)["probabilities"]
+        restored = keras.saving.load_model(tmp_path / "export" / "model.keras")
+        np.testing.assert_allclose(
+            restored.answer(text=texts)["probabilities"], expected, atol=1e-6
+        )
 
 
 @pytest.mark.backend_independent
