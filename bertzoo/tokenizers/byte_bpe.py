@@ -601,69 +601,8 @@ class ByteLevelBPETokenizer(Tokenizer):
     # --- steps 1-3: added tokens, normaliser, pieces ---
 
     def _pieces(self, strings, prefix_space):
-        """A 1-D string batch -> its units in text order, each a
-        pre-tokenized piece or an added token: a dict of flat tensors
-        `text`, `added` (bool), `row` (the text it comes from), `start` and
-        `end` (byte offsets: in the text for the added tokens of the first
-        pass, in the normalised text of its stretch for the others),
-        `stretch` (that stretch's index, -1 for the first pass's tokens);
-        and of the stretches the first pass leaves: `stretch_text`
-        (normalised), `stretch_start` (byte offset in its text) and `nfc`
-        (what `_source_offsets` needs; None without a normaliser).
-        `prefix_space`: put a space before every stretch that does not
-        start with one (`add_prefix_space`)."""
-        raw_pattern, normalized_pattern = self._patterns
-        stretches, s_row, s_start, s_end = _split_or_whole(strings, raw_pattern)
-        added = _matches(stretches, raw_pattern)
-        plain = tf.where(~added)[:, 0]
-        raw = tf.gather(stretches, plain)
-        text, nfc = _library_nfc(raw) if self.normalizer == "NFC" else (raw, None)
-        # The second pass, on each stretch's normalised text.
-        subs, g_row, g_start, g_end = _split_or_whole(text, normalized_pattern)
-        sub_added = _matches(subs, normalized_pattern)
-        added_at = tf.where(added)[:, 0]
-        item_stretch, order = _in_order(tf.gather(plain, g_row), added_at)
-        item_text = tf.gather(tf.concat([subs, tf.gather(stretches, added_at)], 0), order)
-        item_added = tf.gather(tf.concat([sub_added, tf.ones_like(added_at, tf.bool)], 0), order)
-        item_plain = tf.gather(tf.concat([g_row, -tf.ones_like(added_at)], 0), order)
-        item_start = tf.gather(tf.concat([g_start, tf.gather(s_start, added_at)], 0), order)
-        item_end = tf.gather(tf.concat([g_end, tf.gather(s_end, added_at)], 0), order)
-        # Pieces of the text between added tokens.
-        p_items = tf.where(~item_added)[:, 0]
-        p_text = tf.gather(item_text, p_items)
-        shift = tf.zeros_like(p_items)
-        if prefix_space:
-            add = ~tf.strings.regex_full_match(p_text, "(?s) .*")
-            p_text = tf.where(add, tf.strings.join([" ", p_text]), p_text)
-            shift = tf.cast(add, tf.int64)
-        # Segments, which no piece crosses (module docstring, step 3).
-        segment = f"{_WS}{_NOT_WS}+"
-        segments, g2_row, g2_start, _ = _split(p_text, segment, segment)
-        pieces, p_row, p_start, p_end = _split(segments, PIECE_PATTERN, PIECE_PATTERN)
-        # Offsets in the item (a prefix space has none).
-        base = tf.gather(g2_start, p_row) - tf.gather(shift, tf.gather(g2_row, p_row))
-        p_start, p_end = tf.maximum(base + p_start, 0), tf.maximum(base + p_end, 0)
-        # Units: the pieces and the added tokens, ordered by item.
-        a_items = tf.where(item_added)[:, 0]
-        unit_item, order = _in_order(tf.gather(p_items, tf.gather(g2_row, p_row)), a_items)
-        unit_text = tf.gather(tf.concat([pieces, tf.gather(item_text, a_items)], 0), order)
-        is_added = tf.gather(
-            tf.concat([tf.zeros_like(p_row, tf.bool), tf.ones_like(a_items, tf.bool)], 0), order
-        )
-        zeros = tf.zeros_like(a_items)
-        a_size = tf.gather(item_end - item_start, a_items)
-        offset = tf.gather(item_start, unit_item)
-        return {
-            "text": unit_text,
-            "added": is_added,
-            "row": tf.gather(s_row, tf.gather(item_stretch, unit_item)),
-            "start": offset + tf.gather(tf.concat([p_start, zeros], 0), order),
-            "end": offset + tf.gather(tf.concat([p_end, a_size], 0), order),
-            "stretch": tf.gather(item_plain, unit_item),
-            "stretch_text": text,
-            "nfc": nfc,
-            "stretch_start": tf.gather(s_start, plain),
-        }
+        """`split_pieces` with this tokenizer's added tokens and normaliser."""
+        return split_pieces(strings, self._patterns, prefix_space, self.normalizer)
 
     # --- steps 4-5: bytes and merges ---
 
@@ -939,64 +878,72 @@ class _Graphs:
         self.functions = {}
 
 
-def _quote(token):
-    return "".join(c if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in token)
-
-
-def special_pattern(tokens, mask_token="<mask>"):
-    """The RE2 pattern of the special-token strings a text may hold (step
-    1): `mask_token` with the whitespace before it (its `lstrip`), and the
-    other `tokens`."""
-    alternatives = [f"{_WS}*{_quote(mask_token)}"]
-    alternatives += [_quote(t) for t in sorted(set(tokens)) if t != mask_token]
-    return "|".join(alternatives)
-
-
-# RoBERTa's special tokens and their pattern.
-ROBERTA_SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>")
-ROBERTA_SPECIAL_PATTERN = special_pattern(ROBERTA_SPECIAL_TOKENS, "<mask>")
-
-
-def split_pieces(strings, pattern, add_prefix_space=False):
-    """Steps 1-2 of the module docstring on a 1-D string batch: the units
-    that get ids, flat and in text order, as (text; is it a special token
-    (a match of `pattern`, `special_pattern`'s); the index of the string it comes
-    from, int64; its byte start and end in that string, int64). The
-    vocabulary trainer (`bertzoo.tokenizers.train_bpe`) counts the plain
-    pieces this gives, so it learns on exactly what the tokenizer merges."""
-    pat = pattern
-    stretches, s_row, s_start, s_end = _split(strings, pat, pat)
-    special = tf.strings.regex_full_match(stretches, pat)
-    plain = tf.where(~special)[:, 0]
-    text = tf.gather(stretches, plain)
-    shift = tf.zeros_like(plain)
-    if add_prefix_space:
-        add = ~tf.strings.regex_full_match(text, "(?s) .*")
-        text = tf.where(add, tf.strings.join([" ", text]), text)
+def split_pieces(strings, patterns, prefix_space=False, normalizer=None):
+    """A 1-D string batch -> its units in text order, each a
+    pre-tokenized piece or an added token: a dict of flat tensors
+    `text`, `added` (bool), `row` (the text it comes from), `start` and
+    `end` (byte offsets: in the text for the added tokens of the first
+    pass, in the normalised text of its stretch for the others),
+    `stretch` (that stretch's index, -1 for the first pass's tokens);
+    and of the stretches the first pass leaves: `stretch_text`
+    (normalised), `stretch_start` (byte offset in its text) and `nfc`
+    (what `_source_offsets` needs; None without a normaliser).
+    `patterns`: the RE2 patterns of the added tokens matched in the raw
+    text and in the normalised text (None: none); `normalizer`: None or
+    "NFC". `prefix_space`: put a space before every stretch that does not
+    start with one (`add_prefix_space`)."""
+    raw_pattern, normalized_pattern = patterns
+    stretches, s_row, s_start, s_end = _split_or_whole(strings, raw_pattern)
+    added = _matches(stretches, raw_pattern)
+    plain = tf.where(~added)[:, 0]
+    raw = tf.gather(stretches, plain)
+    text, nfc = _library_nfc(raw) if normalizer == "NFC" else (raw, None)
+    # The second pass, on each stretch's normalised text.
+    subs, g_row, g_start, g_end = _split_or_whole(text, normalized_pattern)
+    sub_added = _matches(subs, normalized_pattern)
+    added_at = tf.where(added)[:, 0]
+    item_stretch, order = _in_order(tf.gather(plain, g_row), added_at)
+    item_text = tf.gather(tf.concat([subs, tf.gather(stretches, added_at)], 0), order)
+    item_added = tf.gather(tf.concat([sub_added, tf.ones_like(added_at, tf.bool)], 0), order)
+    item_plain = tf.gather(tf.concat([g_row, -tf.ones_like(added_at)], 0), order)
+    item_start = tf.gather(tf.concat([g_start, tf.gather(s_start, added_at)], 0), order)
+    item_end = tf.gather(tf.concat([g_end, tf.gather(s_end, added_at)], 0), order)
+    # Pieces of the text between added tokens.
+    p_items = tf.where(~item_added)[:, 0]
+    p_text = tf.gather(item_text, p_items)
+    shift = tf.zeros_like(p_items)
+    if prefix_space:
+        add = ~tf.strings.regex_full_match(p_text, "(?s) .*")
+        p_text = tf.where(add, tf.strings.join([" ", p_text]), p_text)
         shift = tf.cast(add, tf.int64)
-    # Segments, which no piece crosses (module docstring, step 2).
+    # Segments, which no piece crosses (module docstring, step 3).
     segment = f"{_WS}{_NOT_WS}+"
-    segments, g_row, g_start, g_end = _split(text, segment, segment)
+    segments, g2_row, g2_start, _ = _split(p_text, segment, segment)
     pieces, p_row, p_start, p_end = _split(segments, PIECE_PATTERN, PIECE_PATTERN)
-    # Offsets in the stretch (a prefix space has none), then in the text.
-    base = tf.gather(g_start, p_row) - tf.gather(shift, tf.gather(g_row, p_row))
+    # Offsets in the item (a prefix space has none).
+    base = tf.gather(g2_start, p_row) - tf.gather(shift, tf.gather(g2_row, p_row))
     p_start, p_end = tf.maximum(base + p_start, 0), tf.maximum(base + p_end, 0)
-    p_stretch = tf.gather(plain, tf.gather(g_row, p_row))
-    special_at = tf.where(special)[:, 0]
-    # Units: the pieces and the special tokens, ordered by stretch.
-    unit_stretch = tf.concat([p_stretch, special_at], 0)
-    order = tf.argsort(unit_stretch, stable=True)
-    unit_text = tf.gather(tf.concat([pieces, tf.gather(stretches, special_at)], 0), order)
-    is_special = tf.gather(
-        tf.concat([tf.zeros_like(p_stretch, tf.bool), tf.ones_like(special_at, tf.bool)], 0),
-        order,
+    # Units: the pieces and the added tokens, ordered by item.
+    a_items = tf.where(item_added)[:, 0]
+    unit_item, order = _in_order(tf.gather(p_items, tf.gather(g2_row, p_row)), a_items)
+    unit_text = tf.gather(tf.concat([pieces, tf.gather(item_text, a_items)], 0), order)
+    is_added = tf.gather(
+        tf.concat([tf.zeros_like(p_row, tf.bool), tf.ones_like(a_items, tf.bool)], 0), order
     )
-    unit_stretch = tf.gather(unit_stretch, order)
-    zeros = tf.zeros_like(special_at)
-    starts = tf.gather(tf.concat([p_start, zeros], 0), order)
-    ends = tf.gather(tf.concat([p_end, tf.gather(s_end - s_start, special_at)], 0), order)
-    offset = tf.gather(s_start, unit_stretch)
-    return unit_text, is_special, tf.gather(s_row, unit_stretch), offset + starts, offset + ends
+    zeros = tf.zeros_like(a_items)
+    a_size = tf.gather(item_end - item_start, a_items)
+    offset = tf.gather(item_start, unit_item)
+    return {
+        "text": unit_text,
+        "added": is_added,
+        "row": tf.gather(s_row, tf.gather(item_stretch, unit_item)),
+        "start": offset + tf.gather(tf.concat([p_start, zeros], 0), order),
+        "end": offset + tf.gather(tf.concat([p_end, a_size], 0), order),
+        "stretch": tf.gather(item_plain, unit_item),
+        "stretch_text": text,
+        "nfc": nfc,
+        "stretch_start": tf.gather(s_start, plain),
+    }
 
 
 def _split(strings, delimiters, kept):
@@ -1142,3 +1089,16 @@ def _source_offsets(nfc, stretch, start, end):
         return tf.tensor_scatter_nd_update(values, inside[:, None], result)
 
     return mapped(start, chunk_start), mapped(end, source)
+
+
+# RoBERTa's special tokens as added tokens ("<mask>" absorbs the whitespace
+# before it, its lstrip), and `split_pieces`' patterns for them: what the
+# vocabulary trainer (`bertzoo.tokenizers.train_bpe`) pre-tokenizes with.
+ROBERTA_ADDED_TOKENS = sorted(
+    (
+        {"content": t, "lstrip": t == "<mask>", "normalized": False}
+        for t in ("<s>", "</s>", "<pad>", "<unk>", "<mask>")
+    ),
+    key=lambda t: (-len(t["content"]), t["content"]),
+)
+ROBERTA_SPECIAL_PATTERNS = (_alternation(ROBERTA_ADDED_TOKENS), None)

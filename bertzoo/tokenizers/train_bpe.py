@@ -41,7 +41,7 @@ from bertzoo.tokenizers import morphemes as morphemes_lib
 from bertzoo.tokenizers.base import TokenizerError
 from bertzoo.tokenizers.byte_bpe import (
     MERGES_FILE,
-    ROBERTA_SPECIAL_PATTERN,
+    ROBERTA_SPECIAL_PATTERNS,
     ByteLevelBPETokenizer,
     bytes_to_unicode,
     split_pieces,
@@ -80,10 +80,10 @@ class ByteLevelWords:
             lines = [s for segments in morphemes_lib.segment_lines(lines) for s in segments]
         if not lines:
             return []
-        text, special, _, _, _ = split_pieces(
-            tf.constant(lines, tf.string), ROBERTA_SPECIAL_PATTERN, self.add_prefix_space
+        units = split_pieces(
+            tf.constant(lines, tf.string), ROBERTA_SPECIAL_PATTERNS, self.add_prefix_space
         )
-        pieces = tf.boolean_mask(text, ~special).numpy()
+        pieces = tf.boolean_mask(units["text"], ~units["added"]).numpy()
         return [p.decode("utf-8") for p in pieces]
 
     def tokenize(self, line):
