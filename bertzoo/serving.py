@@ -269,6 +269,20 @@ def serving_model_from_preset(preset_dir, sequence_length=None, **settings):
     return ServingModel(model, tokenizer, sequence_length=sequence_length, **settings)
 
 
+def export_in_tensorflow(arguments, settings, error=RuntimeError):
+    """Runs `python -m bertzoo export ARGUMENTS --setting VALUE ...` with
+    the TensorFlow backend (the export graphs run TensorFlow ops), for a
+    process on another backend; a failure raises `error` with its log."""
+    command = [sys.executable, "-m", "bertzoo", "export", *arguments]
+    for key, value in settings.items():
+        if value is not None:
+            command += [f"--{key.replace('_', '-')}", json.dumps(value)]
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise error(f"Export (TensorFlow subprocess) failed:\n{done.stderr.strip()[-3000:]}")
+
+
 def export_serving(preset_dir, out_dir, overwrite=False, **settings):
     """Writes the SavedModel, the `.keras` file and `serving.json` for a
     fine-tuned task preset directory (see the module docstring), published
@@ -281,16 +295,8 @@ def export_serving(preset_dir, out_dir, overwrite=False, **settings):
     out_dir = Path(out_dir)
     check_target(out_dir, "export", overwrite)  # before any work
     if keras.backend.backend() != "tensorflow":
-        command = [sys.executable, "-m", "bertzoo", "export", str(preset_dir), str(out_dir)]
-        if overwrite:
-            command.append("--overwrite")
-        for key, value in settings.items():
-            if value is not None:
-                command += [f"--{key.replace('_', '-')}", json.dumps(value)]
-        env = {**os.environ, "KERAS_BACKEND": "tensorflow"}
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"Export (TensorFlow subprocess) failed:\n{done.stderr[-3000:]}")
+        arguments = [str(preset_dir), str(out_dir)] + ["--overwrite"] * bool(overwrite)
+        export_in_tensorflow(arguments, settings)
         return out_dir
     import tensorflow as tf
 

@@ -23,9 +23,6 @@ Keras backend the export runs in a TensorFlow subprocess.
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from bertzoo.export.sources import EMBEDDER, ExportError, load_source, model_kind
@@ -103,15 +100,11 @@ def export_model(model_dir, out_dir, format="saved_model", int8=False, overwrite
 
 
 def _export_in_tensorflow(model_dir, out_dir, format, int8, overwrite, settings):
-    command = [sys.executable, "-m", "bertzoo", "export", str(model_dir), str(out_dir)]
-    command += ["--format", format] + ["--int8"] * bool(int8) + ["--overwrite"] * bool(overwrite)
-    for key, value in settings.items():
-        if value is not None:
-            command += [f"--{key.replace('_', '-')}", json.dumps(value)]
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ExportError(f"Export (TensorFlow subprocess) failed: {done.stderr.strip()[-3000:]}")
+    from bertzoo.serving import export_in_tensorflow
+
+    arguments = [str(model_dir), str(out_dir), "--format", format]
+    arguments += ["--int8"] * bool(int8) + ["--overwrite"] * bool(overwrite)
+    export_in_tensorflow(arguments, settings, ExportError)
     return out_dir
 
 
