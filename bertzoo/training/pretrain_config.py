@@ -395,9 +395,11 @@ def check_positions(config, document=None):
 
     if document is None:
         document = preset_document(config.preset)[0]
+    segments = document["backbone"].get("num_segments", 2)
     pairs = config.objective in ("nsp", "sop") or (
         config.objective == "auto"
         and document["backbone"].get("use_pooler", True)
+        and segments >= 2
         and document.get("metadata", {}).get("model_type") not in MLM_ONLY_FAMILIES
     )
     if pairs and corpus_layout(config) == "documents":
@@ -409,6 +411,12 @@ def check_positions(config, document=None):
             "pair would take a random second segment and the sentence task learns nothing. Use "
             "--objective none (masked LM on full sequences of the documents), or one sentence "
             "per line with a blank line between documents (--corpus-layout sentences)."
+        )
+    if config.objective in ("nsp", "sop") and segments < 2:
+        raise PretrainError(
+            f"objective {config.objective} trains on sentence pairs, whose second sentence has "
+            f"segment id 1, but this preset has {segments} segment row(s) (num_segments="
+            f"{segments}, as RoBERTa's one): use --objective none (masked LM only) or auto."
         )
     if config.packing == "doc_sentences" and corpus_layout(config) == "documents":
         raise PretrainError(

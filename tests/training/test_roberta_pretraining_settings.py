@@ -47,3 +47,22 @@ def test_sequence_length_counts_the_padding_rows_out(tmp_path):
     check_positions(_config(tmp_path, seq_len=(512,)))
     with pytest.raises(PretrainError, match="longer than the model's 512 position"):
         check_positions(_config(tmp_path, seq_len=(513,)))
+
+
+def test_a_preset_with_one_segment_row_trains_masked_lm_only(tmp_path):
+    """A hand-built one-segment preset (no RoBERTa metadata): auto trains
+    masked LM only, and nsp/sop, whose second sentences have segment id 1,
+    are refused before any work."""
+    backbone = bertzoo.BertBackbone(
+        vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+        max_sequence_length=64, num_segments=1,
+    )  # fmt: skip
+    backbone.save_to_preset(tmp_path / "one_segment")
+    preset = str(tmp_path / "one_segment")
+    config = _config(tmp_path, preset=preset, seq_len=(32,), corpus_layout="sentences")
+    assert resolve_objective(config, backbone) == "none"
+    check_positions(config)
+    for objective in ("nsp", "sop"):
+        with pytest.raises(PretrainError, match=f"objective {objective} .*num_segments=1"):
+            check_positions(_config(tmp_path, preset=preset, seq_len=(32,), objective=objective,
+                                    corpus_layout="sentences"))  # fmt: skip
