@@ -584,7 +584,7 @@ def test_lora_run_learns_and_publishes_merged_model_and_adapter(tmp_path, tiny_p
 
     config = _config(
         tiny_preset, task_files, tmp_path / "run", "classification", lora_rank=4, epochs=10,
-        learning_rate=1e-2,
+        learning_rate=3e-3,
     )  # fmt: skip
     result = run_finetuning(config)
     print("LoRA classification:", result["validation"], result["history"][-1])
