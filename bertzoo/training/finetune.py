@@ -167,10 +167,10 @@ def _check_lora_targets(config):
         config.lora_rank is not None or targets == DEFAULT_TARGETS,
         "--lora-targets applies to LoRA: give --lora-rank too.",
     )
-    known = TARGET_SETS["all"]
-    unknown = [name for name in resolve_targets(targets) if name not in known]
+    known, names = TARGET_SETS["all"], resolve_targets(targets)
+    unknown = [name for name in names if name not in known]
     _check(
-        bool(resolve_targets(targets)) and not unknown,
+        bool(names) and not unknown,
         f"lora_targets {targets!r} names no projection of the encoder blocks"
         f"{' (' + ', '.join(unknown) + ')' if unknown else ''}: give {' or '.join(TARGET_SETS)}, "
         f"or comma-separated names among {', '.join(known)}.",
