@@ -26,6 +26,7 @@ def cpu_info():
         "avx2": "avx2" in flags,
         "avx512f": "avx512f" in flags,
         "avx512_bf16": "avx512_bf16" in flags,
+        "avx512_vnni": "avx512_vnni" in flags,
         "amx_bf16": "amx_bf16" in flags,
     }
 

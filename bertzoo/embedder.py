@@ -12,8 +12,11 @@ from bertzoo import batching
 from bertzoo import presets as preset_lib
 from bertzoo.errors import InputTypeError
 from bertzoo.input_checks import check_model_inputs
+from bertzoo.io.manifest import verify_directory
 from bertzoo.io.publish import publish_directory
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
+from bertzoo.models import litert
+from bertzoo.models import quantize as quantize_lib
 from bertzoo.models.backbone import BertBackbone, check_predict_inputs
 from bertzoo.models.quantize import QuantizeMethods
 from bertzoo.preprocessing import BertPreprocessor
@@ -33,6 +36,13 @@ _ST_POOLING_KEYS = {
     "pooling_mode_max_tokens": "max",
 }
 
+
+# `quantize("int8", runtime=...)`: "litert" runs an int8 LiteRT graph of
+# the embedder (`bertzoo.models.litert`), "keras" quantizes the Keras layers
+# (`bertzoo.models.quantize`); "auto" is LiteRT where it can be had.
+INT8_RUNTIMES = ("auto", "litert", "keras")
+# Where a LiteRT-int8 embedder's graph is saved, beside its float weights.
+LITERT_FILE = "embedder_int8.tflite"
 
 # transformers' "no limit" `model_max_length` (int(1e30)): any length above
 # this is no length at all.
@@ -112,6 +122,12 @@ def _embedder_section(directory):
         raise preset_lib.PresetError(
             f"{Path(directory) / preset_lib.CONFIG_FILE}: embedder.pooling must be one of "
             f"{', '.join(POOLING_MODES)}, got {pooling!r}."
+        )
+    runtime = section.get("int8_runtime")
+    if runtime is not None and runtime != "litert":
+        raise preset_lib.PresetError(
+            f"{Path(directory) / preset_lib.CONFIG_FILE}: embedder.int8_runtime must be "
+            f"'litert' (its graph in {LITERT_FILE}), got {runtime!r}."
         )
     return section
 
@@ -205,9 +221,10 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         pooling: "cls", "mean" or "max" over the real tokens.
         normalize: L2-normalise the embeddings.
 
-    `quantize("int8")` quantizes the backbone (`bertzoo.models.quantize`);
-    pooling and normalisation stay float32. `save_to_preset` writes the
-    backbone, the vocabulary and the pooling settings, int8 or not.
+    `quantize("int8")` switches the embedder to its fastest int8 CPU path:
+    a LiteRT graph with int8 weights (see `quantize`); `save_to_preset`
+    writes the backbone, the vocabulary and the pooling settings, and that
+    graph when there is one.
 
     Example:
     >>> embedder = TextEmbedder.from_preset(path_to_all_minilm_l6_v2)
@@ -252,13 +269,32 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             backbone, preprocessor, settings = cls._parts_from_preset(
                 source, preset, sequence_length, vocabulary, load_weights, dtype
             )
-        return cls(
+            int8_graph = None
+            if settings.get("int8_runtime") == "litert":
+                verify_directory(source, [LITERT_FILE])
+                int8_graph = (Path(source) / LITERT_FILE).read_bytes()
+        embedder = cls(
             backbone,
             preprocessor,
             pooling=pooling or settings.get("pooling", "mean"),
             normalize=settings.get("normalize", True) if normalize is None else normalize,
             **kwargs,
         )
+        if int8_graph is not None:
+            changed = (pooling, normalize, sequence_length) != (None, None, None)
+            if changed or dtype is not None or not litert.available():
+                why = (
+                    "pooling, normalize, sequence_length or dtype was given"
+                    if changed or dtype is not None
+                    else f"the LiteRT runtime is not installed ({litert.INSTALL})"
+                )
+                logger.warning(
+                    f"{preset}: its int8 LiteRT graph is not used ({why}); the float32 "
+                    "model runs: quantize it again for int8."
+                )
+            else:
+                embedder._use_litert(int8_graph)
+        return embedder
 
     @staticmethod
     def _parts_from_preset(source, preset, sequence_length, vocabulary, load_weights, dtype):
@@ -291,20 +327,88 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             )
         return backbone, preprocessor, settings
 
+    def quantize(self, mode="int8", runtime="auto", interpreters=None):
+        """Switches this embedder to int8 inference, in place.
+
+        runtime:
+            "litert": the embedder (backbone, pooling, normalisation) is
+                converted to a LiteRT graph with int8 weights, activations
+                quantized per call and per row (`bertzoo.models.litert`);
+                `embed` and `predict` run it, each text cut to its own
+                length, texts shared out over `interpreters` interpreters
+                of one thread each (default: one per core, at most 4).
+                Nothing is compiled per shape, so a fresh process's first
+                pass runs at full speed. Converting takes 10-30 s for a
+                MiniLM; `save_to_preset` keeps the graph, so a preset
+                loads with it. Needs the TensorFlow backend to convert and
+                `ai-edge-litert` (`pip install 'bertzoo[export]'`) to run.
+            "keras": Keras' int8 layers in the backbone
+                (`bertzoo.models.quantize`), under any backend.
+            "auto" (the default): "litert" where the backend is TensorFlow
+                and ai-edge-litert is installed, else "keras".
+        The Keras graph (`embedder(inputs)` on tensors) keeps its float32
+        weights under "litert". Only `mode="int8"`."""
+        if runtime not in INT8_RUNTIMES:
+            raise quantize_lib.QuantizationError(
+                f"runtime must be one of {', '.join(INT8_RUNTIMES)}, got {runtime!r}."
+            )
+        quantize_lib.check_quantizable(self, mode)
+        can_convert = keras.backend.backend() == "tensorflow"
+        if runtime == "auto":
+            runtime = "litert" if can_convert and litert.available() else "keras"
+        if runtime == "keras":
+            if interpreters is not None:
+                raise quantize_lib.QuantizationError(
+                    "interpreters= sets the LiteRT runtime's interpreters; runtime='keras' "
+                    "runs the Keras model."
+                )
+            return quantize_lib.quantize(self, mode)
+        if not can_convert:
+            raise quantize_lib.QuantizationError(
+                f"runtime='litert' converts the embedder through TensorFlow, and the Keras "
+                f"backend is {keras.backend.backend()}: use KERAS_BACKEND=tensorflow (a "
+                "saved LiteRT-int8 preset then loads under any backend), or runtime='keras'."
+            )
+        if not litert.available():
+            raise quantize_lib.QuantizationError(
+                f"runtime='litert' needs the LiteRT runtime: {litert.INSTALL}; or use "
+                "runtime='keras'."
+            )
+
+        def outputs(inputs):
+            return {"embedding": self(inputs, training=False)}
+
+        model = litert.flatbuffer(outputs, list(self.input), int8=True)
+        self._use_litert(model, interpreters)
+        return self
+
+    def _use_litert(self, model, interpreters=None):
+        self.__dict__[quantize_lib.RUNTIME_ATTRIBUTE] = litert.LiteRTRunner(model, interpreters)
+
+    @property
+    def _litert(self):
+        runner = self.__dict__.get(quantize_lib.RUNTIME_ATTRIBUTE)
+        return runner if isinstance(runner, litert.LiteRTRunner) else None
+
     def save_to_preset(self, preset_dir):
         """Writes the backbone (see `BertBackbone.save_to_preset`; int8 after
-        `quantize("int8")`), the preprocessor's vocabulary and tokenizer
-        settings, and an `embedder` section (pooling, normalize,
-        sequence_length) to `preset_dir`, published as one unit with a
-        checksum manifest. `TextEmbedder.from_preset(preset_dir)` rebuilds
-        the same embedder."""
+        `quantize("int8", runtime="keras")`), the preprocessor's vocabulary
+        and tokenizer settings, an `embedder` section (pooling, normalize,
+        sequence_length) and, after `quantize("int8")` on LiteRT, its int8
+        graph (embedder_int8.tflite) to `preset_dir`, published as one
+        unit with a checksum manifest. `TextEmbedder.from_preset(preset_dir)`
+        rebuilds the same embedder."""
         section = {"pooling": self.pooling, "normalize": self.normalize}
         info = dict(self.backbone.preset_info)
-        replaces = preset_lib.MODEL_FILES
+        replaces = preset_lib.MODEL_FILES + (LITERT_FILE,)
+        if self._litert is not None:
+            section["int8_runtime"] = "litert"
         if self.preprocessor is not None:
             section["sequence_length"] = int(self.preprocessor.sequence_length)
             replaces += VOCABULARY_FILES
         with publish_directory(preset_dir, "preset", replaces=replaces) as staging:
+            if self._litert is not None:
+                (Path(staging) / LITERT_FILE).write_bytes(self._litert.model)
             if self.preprocessor is not None:
                 tokenizer = self.preprocessor.tokenizer
                 tokenizer.save_to_preset(staging)
@@ -382,6 +486,9 @@ class TextEmbedder(QuantizeMethods, keras.Model):
 
     def _embed_texts(self, x, batch_size):
         segments = self._string_segments(x)
+        if self._litert is not None:
+            packed = self._text_function("pack", len(segments))(*segments)
+            return self._litert_rows({k: v.numpy() for k, v in packed.items()})
         if keras.backend.backend() == "tensorflow" and segments[0].shape[0] <= batch_size:
             return self._text_function("embed", len(segments))(*segments).numpy()
         packed = self._text_function("pack", len(segments))(*segments)
@@ -424,7 +531,13 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             return self._by_length(x, batch_size)
         return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
 
+    def _litert_rows(self, features):
+        rows = self._litert.run({k: np.asarray(features[k]) for k in self.input})
+        return rows["embedding"]
+
     def _by_length(self, features, batch_size):
+        if self._litert is not None:
+            return self._litert_rows(features)
         return batching.predict_by_length(
             batching.compiled_forward(self),
             features,

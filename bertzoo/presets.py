@@ -69,7 +69,7 @@ _TOP_LEVEL = {
 # The quantization modes a preset may record (bertzoo.models.quantize).
 QUANTIZATION_MODES = ("int8",)
 _QUANTIZATION = {"mode": str}
-_EMBEDDER = {"pooling": str, "normalize": bool, "sequence_length": int}
+_EMBEDDER = {"pooling": str, "normalize": bool, "sequence_length": int, "int8_runtime": str}
 _TOKENIZER = {
     "kind": str,
     "lowercase": bool,

@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 from bertzoo.export.sources import ExportError
+from bertzoo.models import litert
 
 OPSET = 17
 
@@ -86,16 +87,6 @@ def _register_erfc():
     _ERFC_REGISTERED = True
 
 
-def _function(source, batch):
-    """The source's outputs as a `tf.function` over int32 inputs of shape
-    (batch, None) named as the model's inputs; returns (function, specs)."""
-    import tensorflow as tf
-
-    specs = {k: tf.TensorSpec([batch, None], tf.int32, name=k) for k in source.inputs}
-    function = tf.function(source.outputs, input_signature=[specs], autograph=False)
-    return function, specs
-
-
 # Nodes whose name holds this (the feed-forward output projection of every
 # transformer layer, `bertzoo.layers.transformer`) stay float32 in int8 ONNX
 # exports: their input, the GELU activations, has outliers that one uint8
@@ -117,7 +108,7 @@ def to_onnx(source, path, int8=False):
     from tf2onnx.convert import _convert_common, tensor_names_from_structed
 
     _register_erfc()
-    function, _ = _function(source, None)
+    function, _ = litert.int32_function(source.outputs, source.inputs, None)
     concrete = function.get_concrete_function()
     inputs = [t.name for t in concrete.inputs if t.dtype != tf.resource]
     outputs = [t.name for t in concrete.outputs if t.dtype != tf.resource]
@@ -160,45 +151,15 @@ def quantize_onnx(source_path, path):
         )
 
 
-def _frozen_function(source, batch):
-    """`_function` with the model's variables folded into constants (the
-    LiteRT converter otherwise keeps some as resource variables that the
-    interpreter reads uninitialised: NaN)."""
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2,
-    )
-
-    function, specs = _function(source, batch)
-    concrete = function.get_concrete_function()
-    frozen = convert_variables_to_constants_v2(concrete)
-    names = sorted(concrete.structured_outputs)  # a dict's flattening order
-
-    def outputs(inputs):
-        return dict(zip(names, frozen(**inputs)))
-
-    return tf.function(outputs, input_signature=[specs], autograph=False)
-
-
 def to_litert(source, path, int8=False):
     """Writes `source`'s graph to `path` (a .tflite flatbuffer, batch 1,
-    signature `serving_default`)."""
-    import tensorflow as tf
-
-    function = _frozen_function(source, 1)
-    # A trackable object, for the signature (names of inputs and outputs).
-    converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [function.get_concrete_function()], tf.Module()
-    )
-    if int8:
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    signature `serving_default`: `bertzoo.models.litert.flatbuffer`)."""
     try:
-        flatbuffer = converter.convert()
-    except Exception as e:  # the converter's own errors are many lines of MLIR
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ExportError(f"The LiteRT converter failed: {first}") from e
+        model = litert.flatbuffer(source.outputs, source.inputs, int8)
+    except litert.LiteRTError as e:
+        raise ExportError(str(e)) from e
     with open(path, "wb") as f:
-        f.write(flatbuffer)
+        f.write(model)
 
 
 def reference_outputs(source, inputs):

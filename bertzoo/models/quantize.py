@@ -68,10 +68,26 @@ def _layers(backbone):
     ]
 
 
+# Set in a model's __dict__ (out of Keras' tracking) when its inference
+# runs an int8 graph of another runtime (`TextEmbedder.quantize`: LiteRT).
+RUNTIME_ATTRIBUTE = "_bertzoo_int8_runtime"
+
+
+def int8_runtime(model):
+    """The runtime that runs `model`'s int8 inference ("litert", "keras"),
+    or None for a float model."""
+    runtime = getattr(model, "__dict__", {}).get(RUNTIME_ATTRIBUTE)
+    if runtime is not None:
+        return runtime.name
+    return "keras" if quantization_mode(model) is not None else None
+
+
 def quantization_mode(model):
     """The quantization mode of a bertzoo model's backbone ("int8"), or
     None when its weights are float. (A function, not a model attribute:
     Keras reads a layer's `quantization_mode` to route its calls.)"""
+    if RUNTIME_ATTRIBUTE in getattr(model, "__dict__", {}):
+        return "int8"
     for layer in _layers(_backbone(model)):
         if layer.quantization_mode is not None:
             return layer.quantization_mode
@@ -124,9 +140,9 @@ def _forget_compiled(model):
         m.train_function = m.test_function = m.predict_function = None
 
 
-def quantize(model, mode="int8"):
-    """Quantizes the backbone of `model` (a `BertBackbone`, a task model or
-    a `TextEmbedder`) in place; see the module docstring. Returns `model`."""
+def check_quantizable(model, mode):
+    """A one-line `QuantizationError` unless `model` can be quantized to
+    `mode`: a supported mode, float weights, no LoRA adapters."""
     check_mode(mode)
     current = quantization_mode(model)
     if current is not None:
@@ -140,6 +156,12 @@ def quantize(model, mode="int8"):
             f"{', '.join(settings['targets'])}): merge the adapters first "
             "(save_to_preset merges them; load that preset), then quantize."
         )
+
+
+def quantize(model, mode="int8"):
+    """Quantizes the backbone of `model` (a `BertBackbone`, a task model or
+    a `TextEmbedder`) in place; see the module docstring. Returns `model`."""
+    check_quantizable(model, mode)
     with _one_collection():
         for layer in _layers(_backbone(model)):
             layer.quantize(mode)

@@ -16,7 +16,7 @@ from benchmarks.texts import short_texts
 from bertzoo import batching
 from bertzoo.data.readers.common import LabelSet, TaggedSentence
 from bertzoo.models import task_model_from_preset
-from bertzoo.models.quantize import QuantizationError, quantization_mode
+from bertzoo.models.quantize import QuantizationError, int8_runtime, quantization_mode
 from bertzoo.tasks.classification.builtin import sentiment
 from bertzoo.tasks.tagging.builtin import entities
 from bertzoo.tasks.tagging.features import tagging_features, word_predictions
@@ -189,7 +189,8 @@ def _cosines(a, b):
 
 @pytest.mark.slow
 def test_int8_embedder_stays_within_the_cosine_bars_and_loads_back(minilm_dir, tmp_path):
-    """all-MiniLM-L6-v2 after quantize("int8"), against itself in float32,
+    """all-MiniLM-L6-v2 after quantize("int8", runtime="keras") (Keras'
+    int8 layers: the runtime under any backend), against itself in float32,
     texts cut at 64 tokens (one compiled shape per model).
     Real texts: 112 sentences of Python's documentation, one in ten with an
     emoji, a URL, curly quotes, Hangul or CJK (benchmarks/texts.py):
@@ -201,7 +202,8 @@ def test_int8_embedder_stays_within_the_cosine_bars_and_loads_back(minilm_dir, t
     texts = short_texts(112, seed=5) + fuzz_texts(16, seed=5)
     embedder = bertzoo.TextEmbedder.from_preset(minilm_dir, sequence_length=64)
     reference = embedder.embed(texts, batch_size=len(texts))
-    embedder.quantize("int8")
+    embedder.quantize("int8", runtime="keras")
+    assert int8_runtime(embedder) == "keras"
     got = embedder.embed(texts, batch_size=len(texts))
     np.testing.assert_allclose(np.linalg.norm(got, axis=-1), 1.0, atol=1e-5)
     cosine = np.sum(got * reference, axis=-1)  # unit vectors
