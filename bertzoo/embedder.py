@@ -384,6 +384,10 @@ class TextEmbedder(QuantizeMethods, keras.Model):
 
     def _use_litert(self, model, interpreters=None):
         self.__dict__[quantize_lib.RUNTIME_ATTRIBUTE] = litert.LiteRTRunner(model, interpreters)
+        if self.preprocessor is not None:
+            # The tokenizer's graph is traced and first run here, at load,
+            # not in the first call (the LiteRT graph needs no compiling).
+            self.embed([""])
 
     @property
     def _litert(self):
