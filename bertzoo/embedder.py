@@ -341,7 +341,7 @@ class TextEmbedder(QuantizeMethods, keras.Model):
                 pass runs at full speed. Converting takes 10-30 s for a
                 MiniLM; `save_to_preset` keeps the graph, so a preset
                 loads with it. Needs the TensorFlow backend to convert and
-                `ai-edge-litert` (`pip install 'bertzoo[export]'`) to run.
+                `ai-edge-litert` (`pip install ".[export]"` in the checkout) to run.
             "keras": Keras' int8 layers in the backbone
                 (`bertzoo.models.quantize`), under any backend.
             "auto" (the default): "litert" where the backend is TensorFlow

@@ -31,7 +31,7 @@ import numpy as np
 from bertzoo.errors import BertzooError
 
 PACKAGE = "ai_edge_litert"
-INSTALL = "pip install 'bertzoo[export]' (ai-edge-litert)"
+INSTALL = 'pip install ai-edge-litert, or pip install ".[export]" in the bertzoo checkout'
 
 
 class LiteRTError(BertzooError, RuntimeError):
