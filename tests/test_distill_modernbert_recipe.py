@@ -53,7 +53,13 @@ def _train_losses(log_dir):
     return sorted(out)
 
 
+# TensorFlow pass only: what this adds to the distillation unit tests, which
+# run under both backends (ModernBERT initialisation, the windowed attention
+# loss, the losses between the families), is the recipe's part: the default
+# student's settings, its start, training through the stage and the
+# published preset (the recipe trains under JAX in test_distill_recipe).
 @pytest.mark.slow
+@pytest.mark.backend_independent
 def test_a_modernbert_teacher_distils_into_a_smaller_modernbert(tmp_path):
     teacher_dir = modernbert_teacher(tmp_path / "teacher")
     teacher = bertzoo.BertBackbone.from_preset(teacher_dir)
