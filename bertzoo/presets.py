@@ -226,6 +226,19 @@ def check_sizes(backbone, source):
 MLM_ONLY_FAMILIES = ("roberta", "xlm-roberta", "modernbert")
 
 
+def modernbert_shaped(document):
+    """Whether a preset document (`backbone` and `metadata` sections) is a
+    ModernBERT-class encoder: model_type "modernbert", or ModernBERT's
+    switches on any model (rotary positions, a gated feed-forward). These
+    pre-train as ModernBERT does: masked LM only, 30% of tokens masked."""
+    backbone = document.get("backbone") or {}
+    return (
+        (document.get("metadata") or {}).get("model_type") == "modernbert"
+        or backbone.get("rope_theta") is not None
+        or bool(backbone.get("gated_feedforward"))
+    )
+
+
 def max_input_length(backbone):
     """The longest sequence a backbone config's position table embeds:
     `max_sequence_length`, less the rows RoBERTa's padding-aware positions

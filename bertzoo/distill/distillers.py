@@ -35,6 +35,19 @@ def _inputs_for(backbone, x):
     return {k: x[k] for k in backbone.input}
 
 
+def _window(backbone, layer):
+    """The sliding window of `backbone`'s transformer layer `layer` (None:
+    global attention; shared-layer backbones have none)."""
+    if backbone.num_groups != backbone.num_layers:
+        return None
+    return backbone.transformer_layers[layer].attention_window
+
+
+def _narrower(a, b):
+    """The narrower of two attention windows (None: global)."""
+    return b if a is None else a if b is None else min(a, b)
+
+
 def _check_weight(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise DistillationError(f"{name} must be a number >= 0, got {value!r}.")
@@ -209,7 +222,8 @@ class TinyBertDistiller(_Distiller):
     """TinyBERT intermediate-layer distillation.
 
     Loss = `attention_weight * sum_i MSE(A_t[map[i]], A_s[i])` (pre-softmax
-    scores, padded pairs excluded) + `embedding_weight * MSE(E_s W, E_t)` +
+    scores, padded pairs excluded, and for local attention layers the pairs
+    outside the narrower window of the two) + `embedding_weight * MSE(E_s W, E_t)` +
     `hidden_weight * sum_i MSE(H_s[i] W, H_t[map[i]])` (real tokens). `W` is a
     learned `Dense(teacher_width)` shared by all states (as in the reference
     code), or one per state with `shared_projection=False`; it is learned
@@ -261,6 +275,11 @@ class TinyBertDistiller(_Distiller):
                 "attention_weight=0."
             )
         self.layer_map = resolve_layer_map(layer_map, t.num_layers, s.num_layers)
+        # Local attention layers (ModernBERT's): each pair's attention loss
+        # counts the (query, key) pairs both layers see.
+        self.attention_windows = [
+            _narrower(_window(t, j), _window(s, i)) for i, j in enumerate(self.layer_map)
+        ]
         teacher.trainable = False
         # The pooler (and a task model's head) get no gradient from these
         # losses: frozen while this distiller trains, given back by release().
@@ -326,8 +345,10 @@ class TinyBertDistiller(_Distiller):
         }
         if "teacher_scores" in y_pred:
             parts["attention_loss"] = sum(
-                losses.attention_score_mse(a, b, mask)
-                for a, b in zip(y_pred["teacher_scores"], y_pred["student_scores"])
+                losses.attention_score_mse(a, b, mask, window)
+                for a, b, window in zip(
+                    y_pred["teacher_scores"], y_pred["student_scores"], self.attention_windows
+                )
             )
         else:
             parts["attention_loss"] = ops.zeros((), "float32")

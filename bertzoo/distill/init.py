@@ -19,6 +19,12 @@ _SAME = (
     "intermediate_dim",
     "num_heads",
     "activation",
+    # The switches that change what a layer's weights are or mean
+    # (ModernBERT's): pre-norm, biases, a gated feed-forward, rotary positions.
+    "norm_first",
+    "use_bias",
+    "gated_feedforward",
+    "rope_theta",
 )
 
 
@@ -94,13 +100,22 @@ def init_student_from_teacher(student, teacher, layer_map=None):
         )
     if s.pooler_dense is not None and t.pooler_dense is not None:
         _copy(s.pooler_dense, t.pooler_dense, "the pooler")
+    if s.final_layer_norm is not None and t.final_layer_norm is not None:
+        _copy(s.final_layer_norm, t.final_layer_norm, "the final LayerNorm")  # pre-norm models
     s_head, t_head = getattr(student, "mlm_head", None), getattr(teacher, "mlm_head", None)
     if s_head is not None and t_head is not None:
         _copy(s_head.dense, t_head.dense, "the MLM head")
         _copy(s_head.layer_norm, t_head.layer_norm, "the MLM head LayerNorm")
-        s_head.bias.assign(np.array(t_head.bias))  # a copy: never share buffers
+        if s_head.bias is not None and t_head.bias is not None:
+            s_head.bias.assign(np.array(t_head.bias))  # a copy: never share buffers
     logger.info("Student initialised from teacher layers %s.", list(layer_map))
     return layer_map
+
+
+def _position_tables(s, t):
+    """Whether student and teacher both have learned position tables (not
+    rotary positions, ModernBERT's, which have no weights to copy)."""
+    return s.embeddings_layer.learned_positions and t.embeddings_layer.learned_positions
 
 
 def _check_embeddings(s, t):
@@ -115,14 +130,15 @@ def _check_embeddings(s, t):
             f"embedding_dim: the student's {s.embedding_dim} is wider than the teacher's "
             f"{t.embedding_dim} (a projection only narrows)"
         )
-    if s.max_sequence_length > t.max_sequence_length:
+    tables = _position_tables(s, t)
+    if tables and s.max_sequence_length > t.max_sequence_length:
         problems.append(
             f"max_sequence_length: the student has {s.max_sequence_length} positions, the "
             f"teacher only {t.max_sequence_length}"
         )
     if s.num_segments > 0 and s.num_segments != t.num_segments:
         problems.append(f"num_segments: teacher {t.num_segments}, student {s.num_segments}")
-    if s.position_padding_id != t.position_padding_id:
+    if tables and s.position_padding_id != t.position_padding_id:
         problems.append(
             f"position_padding_id: teacher {t.position_padding_id}, student "
             f"{s.position_padding_id} (their position rows would mean different positions)"
@@ -159,7 +175,11 @@ def init_embeddings_from_teacher(student, teacher):
     only learns embeddings for the tokens its distillation data contains, and
     every other token (a word met first at test time) keeps its random
     initialisation. A student without segment embeddings gets the teacher's
-    segment-0 row folded into its positions. Raises `DistillationError` when
+    segment-0 row folded into its positions. Positions are copied when both
+    have a learned table; with rotary positions (ModernBERT) there is none,
+    and a student with a table under a rotary teacher keeps its random one.
+    The embedding LayerNorm is copied when the widths and biases match.
+    Raises `DistillationError` when
     the vocabularies differ, the student is wider, or it has more positions
     or other segment ids. Returns the projection used.
 
@@ -179,14 +199,25 @@ def init_embeddings_from_teacher(student, teacher):
         table = np.asarray(table, "float64")
         return (table if same else table @ basis).astype("float32")
 
-    positions = np.asarray(te.position_embeddings, "float64")[: s.max_sequence_length]
+    tables = _position_tables(s, t)
+    positions = None
+    if tables:
+        positions = np.asarray(te.position_embeddings, "float64")[: s.max_sequence_length]
+    tokens = np.asarray(te.token_embedding.embeddings, "float64")
     if s.num_segments > 0:
         se.segment_embedding.embeddings.assign(project(te.segment_embedding.embeddings))
     elif te.segment_embedding is not None:
-        positions = positions + np.asarray(te.segment_embedding.embeddings, "float64")[0]
-    se.token_embedding.embeddings.assign(project(te.token_embedding.embeddings))
-    se.position_embeddings.assign(project(positions))
-    if same:
+        # Single-segment inputs: the teacher's segment-0 row goes into the
+        # student's positions, or, without a position table, into its tokens.
+        row = np.asarray(te.segment_embedding.embeddings, "float64")[0]
+        if positions is not None:
+            positions = positions + row
+        elif not se.learned_positions:
+            tokens = tokens + row
+    se.token_embedding.embeddings.assign(project(tokens))
+    if positions is not None:
+        se.position_embeddings.assign(project(positions))
+    if same and se.use_bias == te.use_bias:
         _copy(se.layer_norm, te.layer_norm, "the embedding LayerNorm")
         if se.projection is not None and te.projection is not None:
             _copy(se.projection, te.projection, "the embedding projection")

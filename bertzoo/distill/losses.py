@@ -10,6 +10,7 @@ positions, `sum(loss * w) / sum(w)`. `None` averages over all positions.
 from keras import ops
 
 from bertzoo.layers.losses import weighted_mean
+from bertzoo.layers.rotary import sliding_window_mask
 
 
 def _f32(x):
@@ -68,16 +69,28 @@ def hidden_mse(teacher_hidden, student_hidden, weights=None):
     return weighted_mean(per_token, weights)
 
 
-def attention_score_mse(teacher_scores, student_scores, padding_mask=None):
+def attention_score_mse(teacher_scores, student_scores, padding_mask=None, window=None):
     """TinyBERT's attention loss: the mean squared difference of pre-softmax
     attention scores `(batch, heads, query, key)`, over heads and the
     (query, key) pairs where both tokens are real; padded positions are left
-    out of the sum and the count. Needs equal head counts."""
+    out of the sum and the count. Needs equal head counts.
+
+    `window`: the sliding window of a local attention layer (ModernBERT's;
+    `sliding_window_mask`): only the pairs within it count, the scores a
+    local layer's softmax reads. For a teacher and a student layer of
+    different windows pass the narrower: the pairs both layers see."""
     diff = _f32(teacher_scores) - _f32(student_scores)
     squared = diff * diff
-    if padding_mask is None:
+    if padding_mask is None and window is None:
         return ops.mean(squared)
-    m = _f32(padding_mask)
-    pairs = m[:, None, :, None] * m[:, None, None, :]  # (B, 1, Q, K)
-    heads = ops.cast(ops.shape(squared)[1], "float32")
-    return ops.sum(squared * pairs) / ops.maximum(ops.sum(pairs) * heads, 1e-9)
+    shape = ops.shape(squared)
+    if padding_mask is None:
+        pairs = ops.ones((1, 1, shape[2], shape[3]), "float32")
+    else:
+        m = _f32(padding_mask)
+        pairs = m[:, None, :, None] * m[:, None, None, :]  # (B, 1, Q, K)
+    if window is not None:
+        pairs = pairs * _f32(sliding_window_mask(shape[2], window))[None, None]
+    count = ops.sum(ops.broadcast_to(pairs, (shape[0], 1, shape[2], shape[3])))
+    heads = ops.cast(shape[1], "float32")
+    return ops.sum(squared * pairs) / ops.maximum(count * heads, 1e-9)

@@ -21,7 +21,9 @@ first, splits every counted word exactly as training left it
 
 The vocabulary is RoBERTa's layout: <s> 0, <pad> 1, </s> 2, <unk> 3, the
 256 byte characters (in byte order), the merged tokens in merge order, and
-<mask> last. Nothing is ever <unk>: every byte has its token.
+<mask> last. Nothing is ever <unk>: every byte has its token. Other special
+tokens (ModernBERT's [CLS], [PAD], [SEP], [UNK], [MASK]) take the same
+places (`special_tokens`).
 
 With `pre_tokenize="morphemes"` the pieces are cut at Korean morpheme
 boundaries first (`bertzoo.tokenizers.morphemes`), so no merge joins two
@@ -199,14 +201,33 @@ def to_byte_characters(text):
     return "".join([table[b] for b in text.encode("utf-8")])
 
 
-def byte_level_vocabulary(merges):
-    """vocab.json's tokens (index = id) for `merges`, in RoBERTa's layout."""
+def _special_tokens(special_tokens):
+    """(the first four tokens, the mask token): RoBERTa's, or the strings of
+    `special_tokens` (a dict of role -> token: cls, pad, sep, unk, mask)."""
+    if special_tokens is None:
+        return FIRST_TOKENS, MASK_TOKEN
+    roles = ("cls", "pad", "sep", "unk", "mask")
+    tokens = (
+        [special_tokens.get(role) for role in roles] if isinstance(special_tokens, dict) else []
+    )
+    if len(set(tokens)) != 5 or not all(isinstance(t, str) and t for t in tokens):
+        raise TokenizerError(
+            f"special_tokens must map cls, pad, sep, unk and mask to 5 distinct non-empty "
+            f"strings, got {special_tokens!r}."
+        )
+    return tuple(tokens[:4]), tokens[4]
+
+
+def byte_level_vocabulary(merges, special_tokens=None):
+    """vocab.json's tokens (index = id) for `merges`, in RoBERTa's layout
+    (with `special_tokens`' strings in the special tokens' places)."""
+    first, mask = _special_tokens(special_tokens)
     byte_chars = bytes_to_unicode()
     return [
-        *FIRST_TOKENS,
+        *first,
         *(byte_chars[b] for b in range(256)),
         *(a + b for a, b in merges),
-        MASK_TOKEN,
+        mask,
     ]
 
 
@@ -245,6 +266,7 @@ def train_byte_level_bpe(
     max_line_bytes=DEFAULT_MAX_LINE_BYTES,
     stats=None,
     workers=1,
+    special_tokens=None,
 ):
     """Learns a byte-level BPE vocabulary (RoBERTa's `vocab.json` and
     `merges.txt`) from text files; see the module docstring.
@@ -274,11 +296,15 @@ def train_byte_level_bpe(
         workers: the processes that count the pieces (1: this one; None:
             the CPU count, at most one per 8 MB of text); each imports
             TensorFlow.
+        special_tokens: None (RoBERTa's <s>, <pad>, </s>, <unk>, <mask>), or
+            a dict of role (cls, pad, sep, unk, mask) -> token, e.g.
+            ModernBERT's [CLS], [PAD], [SEP], [UNK], [MASK]: the same ids.
 
     Returns:
         The path of the written vocab.json.
     """
     _check_size(vocab_size)
+    first, mask = _special_tokens(special_tokens)
     morphemes = morphemes_lib.check_pre_tokenize(pre_tokenize) == "morphemes"
     if morphemes:
         morphemes_lib.analyzer()  # a missing analyser fails before any reading
@@ -300,10 +326,10 @@ def train_byte_level_bpe(
         counts,
         vocab_size - fixed,
         min_frequency,
-        taken=(*FIRST_TOKENS, MASK_TOKEN),
+        taken=(*first, mask),
         keep_splits=False,
     )
-    vocabulary = byte_level_vocabulary(merges)
+    vocabulary = byte_level_vocabulary(merges, special_tokens)
     if len(vocabulary) < vocab_size:
         logger.info(
             "Byte-level BPE vocabulary has %d tokens (asked for at most %d): the corpus has "

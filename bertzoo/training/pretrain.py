@@ -71,6 +71,7 @@ from bertzoo.training.pretrain_config import (
     is_electra,
     max_predictions,
     preset_document,
+    resolve_defaults,
     validate_config,
 )
 from bertzoo.training.pretrain_data import (
@@ -215,6 +216,7 @@ def run_pretraining(config):
     check_vocabulary_training(config)
     check_positions(config)  # before any data work
     check_inputs(config)
+    config = resolve_defaults(config)  # the preset's mask rate, recorded by the run
     distribution = make_distribution(config.strategy, tpu=config.tpu)
     config = _auto_batch_size(config, distribution)
     distribution.check_batch_size(config.batch_size)
@@ -500,6 +502,7 @@ def _metrics(state, initial, final, resumed_from, eval_set):
         "seq_len": list(config.seq_len),
         "batch_size": config.batch_size,
         "objective": state.objective,
+        "mask_rate": config.mask_rate,
         "vocabulary_size": data.tokenizer.vocabulary_size,
         "parameters": int(state.backbone.count_params()),
         **data.facts(),

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from bertzoo.errors import BertzooError
-from bertzoo.presets import MLM_ONLY_FAMILIES, max_input_length
+from bertzoo.presets import MLM_ONLY_FAMILIES, max_input_length, modernbert_shaped
 from bertzoo.training.runs import (
     AUTO,
     OPTIMIZERS,
@@ -34,6 +34,9 @@ PACKINGS = ("auto", "full_sentences", "doc_sentences")
 OBJECTIVE_CHOICES = ("auto", "nsp", "sop", "none", "electra")
 MASKING_CHOICES = ("token", "whole_word", "ngram")
 CORPUS_LAYOUTS = ("sentences", "documents")
+# --mask-rate's default: BERT's 15%, and ModernBERT's 30% for presets shaped like it.
+MASK_RATE = 0.15
+MODERNBERT_MASK_RATE = 0.30
 INITIAL_EVAL_FILE = "initial_eval.json"
 PRESET_DIR = "preset"  # the trained backbone + vocabulary
 
@@ -111,7 +114,8 @@ class PretrainConfig(RunConfig):
         "auto",
         "nsp / sop / none: masked LM with that sentence objective; electra: replaced-token "
         "detection (a generator + the preset as discriminator, no pooler); auto: electra for "
-        "ELECTRA presets, nsp for BERT, sop for ALBERT-shaped models, none without a pooler",
+        "ELECTRA presets, nsp for BERT, sop for ALBERT-shaped models, none without a pooler "
+        "and for RoBERTa- and ModernBERT-shaped ones",
         choices=OBJECTIVE_CHOICES,
         group="model",
     )
@@ -130,7 +134,12 @@ class PretrainConfig(RunConfig):
         50.0, "electra: weight of the replaced-token-detection loss", group="model"
     )
     masking: str = setting("token", "default %(default)s", choices=MASKING_CHOICES, group="data")
-    mask_rate: float = setting(0.15, "share of tokens masked", group="data")
+    mask_rate: float = setting(
+        None,
+        f"share of tokens masked; default {MODERNBERT_MASK_RATE} for ModernBERT-shaped presets "
+        f"(rotary positions or a gated feed-forward: ModernBERT's recipe), else {MASK_RATE}",
+        group="data",
+    )
     max_predictions_per_seq: tuple = setting(
         (),
         "prediction slots per phase; default ceil(seq_len * mask_rate)",
@@ -311,7 +320,7 @@ def validate_config(config):
         raise PretrainError(
             f"--generator is for objective electra; objective is {config.objective!r}."
         )
-    if not 0.0 < config.mask_rate < 1.0:
+    if config.mask_rate is not None and not 0.0 < config.mask_rate < 1.0:
         raise PretrainError(f"mask_rate must be in (0, 1), got {config.mask_rate}.")
     if not (isinstance(config.shard_mb, int | float) and config.shard_mb * (1 << 20) >= 1):
         raise PretrainError(f"shard_mb must be a positive number of MB, got {config.shard_mb!r}.")
@@ -337,12 +346,29 @@ def validate_config(config):
         )
 
 
+def mask_rate(config, document=None):
+    """The run's mask rate: `--mask-rate`, else ModernBERT's 0.30 for a
+    ModernBERT-shaped preset (`presets.modernbert_shaped`), else 0.15."""
+    if config.mask_rate is not None:
+        return config.mask_rate
+    if document is None:
+        document = preset_document(config.preset)[0]
+    return MODERNBERT_MASK_RATE if modernbert_shaped(document) else MASK_RATE
+
+
+def resolve_defaults(config, document=None):
+    """`config` with the defaults that depend on the preset filled in (the
+    mask rate), so the run records, and a resume compares, what it uses."""
+    return dataclasses.replace(config, mask_rate=mask_rate(config, document))
+
+
 def max_predictions(config):
     """Prediction slots per phase: given, or ceil(seq_len * mask_rate) (20
     at 128 and 77 at 512, the reference's settings)."""
     if config.max_predictions_per_seq:
         return tuple(config.max_predictions_per_seq)
-    return tuple(max(1, math.ceil(s * config.mask_rate - 1e-9)) for s in config.seq_len)
+    rate = mask_rate(config)
+    return tuple(max(1, math.ceil(s * rate - 1e-9)) for s in config.seq_len)
 
 
 def check_inputs(config):
@@ -396,12 +422,20 @@ def check_positions(config, document=None):
     if document is None:
         document = preset_document(config.preset)[0]
     segments = document["backbone"].get("num_segments", 2)
+    modern = modernbert_shaped(document)
     pairs = config.objective in ("nsp", "sop") or (
         config.objective == "auto"
         and document["backbone"].get("use_pooler", True)
         and segments >= 2
         and document.get("metadata", {}).get("model_type") not in MLM_ONLY_FAMILIES
+        and not modern
     )
+    if config.objective in ("nsp", "sop") and modern:
+        raise PretrainError(
+            f"objective {config.objective} is not for ModernBERT-shaped presets (rotary "
+            "positions or a gated feed-forward), which pre-train with masked LM only, as "
+            "ModernBERT does: use --objective none or auto."
+        )
     if pairs and corpus_layout(config) == "documents":
         which = " (what auto picks for this preset)" if config.objective == "auto" else ""
         prepared = f"--prepared {config.prepared} was prepared with" if config.prepared else "with"

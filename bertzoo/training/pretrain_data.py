@@ -50,7 +50,12 @@ from bertzoo.data.shards import (
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.models.electra import electra_batch
 from bertzoo.training.checkpoint import STATE_FILE
-from bertzoo.training.pretrain_config import PretrainError, max_predictions, preset_document
+from bertzoo.training.pretrain_config import (
+    PretrainError,
+    mask_rate,
+    max_predictions,
+    preset_document,
+)
 from bertzoo.training.runs import CORPUS_FILE, DATA_DIR, write_builtin_corpus
 from bertzoo.training.workers import ReaderPositions, check_readers, wait_for
 
@@ -137,6 +142,15 @@ def check_vocabulary_training(config):
         )
 
 
+def _preset_special_tokens(settings):
+    """The special tokens a preset's byte-level BPE names (ModernBERT's
+    [CLS], ...), for the trained vocabulary; None: RoBERTa's."""
+    from bertzoo.tokenizers.byte_bpe import ROBERTA_SPECIALS
+
+    tokens = {role: settings.get(f"{role}_token", t) for role, t in ROBERTA_SPECIALS.items()}
+    return None if tokens == ROBERTA_SPECIALS else tokens
+
+
 def _train_vocabulary(config, kind, settings, vocabulary, files):
     """Trains the run's vocabulary file `vocabulary` (of `kind`) on `files`."""
     from bertzoo.tokenizers.train import (
@@ -181,6 +195,7 @@ def _train_vocabulary(config, kind, settings, vocabulary, files):
             add_prefix_space=settings.get("add_prefix_space", False),
             pre_tokenize=config.pre_tokenize,
             workers=config.prepare_workers,
+            special_tokens=_preset_special_tokens(settings),
         )
     else:
         train_wordpiece(
@@ -423,7 +438,7 @@ class PreparedData:
             self.positions = ReaderPositions(run.output, self.readers, self.reader, checkpoints)
         self.packing = resolve_packing(config, objective)
         self.maskers = [
-            MaskedLMMasker(tokenizer, seq, p, kind=config.masking, mask_rate=config.mask_rate)
+            MaskedLMMasker(tokenizer, seq, p, kind=config.masking, mask_rate=mask_rate(config))
             for seq, p in zip(config.seq_len, max_predictions(config))
         ]
         self.held_out = resolve_held_out(prepared, config.eval_fraction, config.seed + 3)

@@ -17,7 +17,7 @@ from bertzoo.data import (
     tokenize_documents,
     write_pretraining_tfrecords,
 )
-from bertzoo.training.pretrain_config import max_predictions
+from bertzoo.training.pretrain_config import mask_rate, max_predictions
 from bertzoo.training.pretrain_data import (
     corpus_files,
     eval_batches,
@@ -93,7 +93,7 @@ def read_documents(run):
         )
         eval_docs = train_docs
     maskers = [
-        MaskedLMMasker(tokenizer, seq, p, kind=config.masking, mask_rate=config.mask_rate)
+        MaskedLMMasker(tokenizer, seq, p, kind=config.masking, mask_rate=mask_rate(config))
         for seq, p in zip(config.seq_len, max_predictions(config))
     ]
     return Corpus(tokenizer, train_docs, eval_docs, held_out, maskers)

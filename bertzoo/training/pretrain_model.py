@@ -92,9 +92,21 @@ def resolve_objective(config, backbone):
     model_type = backbone.preset_info.get("metadata", {}).get("model_type")
     if model_type == "electra":
         return "electra"
-    # RoBERTa-family models (and those without a pooler or a second segment
-    # row, which a sentence pair's B needs) train masked LM only.
-    if model_type in MLM_ONLY_FAMILIES or not backbone.use_pooler or backbone.num_segments < 2:
+    # RoBERTa-family and ModernBERT-shaped models (and those without a pooler
+    # or a second segment row, which a sentence pair's B needs) train masked LM only.
+    shape = {
+        "backbone": {
+            "rope_theta": backbone.rope_theta,
+            "gated_feedforward": backbone.gated_feedforward,
+        },
+        "metadata": {"model_type": model_type},
+    }
+    if (
+        model_type in MLM_ONLY_FAMILIES
+        or preset_lib.modernbert_shaped(shape)
+        or not backbone.use_pooler
+        or backbone.num_segments < 2
+    ):
         return "none"
     kind = backbone.preset_info.get("tokenizer", {}).get("kind", "wordpiece")
     # ALBERT-shaped models (factorised or shared) train with SOP.

@@ -81,17 +81,25 @@ def resolve_teacher(config):
 def default_student_config(teacher):
     """A TinyBERT-4-style student for any teacher: 4 layers (fewer when the
     teacher has fewer), the teacher's heads, width 5/16 of the teacher's
-    rounded down to a multiple of the heads, feed-forward 4x the width; the
-    teacher's segment rows (one for RoBERTa-family teachers), positions and
-    `position_padding_id`."""
+    rounded down to a multiple of the heads (of twice the heads with rotary
+    positions, which rotate pairs of features), feed-forward 4x the width
+    (a gated one: the teacher's ratio, ModernBERT's 1.5x); the teacher's
+    segment rows (one for RoBERTa-family teachers), positions and
+    `position_padding_id`, and its architecture switches (ModernBERT's
+    pre-norm, biases, gating, rotary bases, local window and global-layer
+    period)."""
     heads = teacher.num_heads
-    width = max(heads, int(teacher.hidden_dim * 5 / 16) // heads * heads)
+    step = 2 * heads if teacher.rope_theta is not None else heads
+    width = max(step, int(teacher.hidden_dim * 5 / 16) // step * step)
+    intermediate = 4 * width
+    if teacher.gated_feedforward:
+        intermediate = max(1, round(width * teacher.intermediate_dim / teacher.hidden_dim))
     return {
         "vocabulary_size": teacher.vocabulary_size,
         "num_layers": min(4, teacher.num_layers),
         "num_heads": heads,
         "hidden_dim": width,
-        "intermediate_dim": 4 * width,
+        "intermediate_dim": intermediate,
         "num_segments": teacher.num_segments,
         # RoBERTa's positions count from after the padding id: the student's
         # position rows mean what the teacher's do.
@@ -100,7 +108,20 @@ def default_student_config(teacher):
         "activation": teacher.activation,
         "max_sequence_length": teacher.max_sequence_length,
         "layer_norm_epsilon": teacher.layer_norm_epsilon,
+        **{name: getattr(teacher, name) for name in STUDENT_SWITCHES},
     }
+
+
+# The architecture switches a default student keeps from its teacher.
+STUDENT_SWITCHES = (
+    "norm_first",
+    "use_bias",
+    "gated_feedforward",
+    "rope_theta",
+    "local_rope_theta",
+    "local_attention_window",
+    "global_attention_every",
+)
 
 
 def build_student(config, teacher):

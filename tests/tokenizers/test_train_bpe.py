@@ -176,9 +176,27 @@ def test_bad_settings_are_one_line_errors(tmp_path):
     (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
     with pytest.raises(TokenizerError):
         train_bpe.train_byte_level_bpe([str(tmp_path / "blank.txt")], 300, tmp_path)
+    for specials in ({"cls": "[CLS]"}, dict.fromkeys(("cls", "pad", "sep", "unk", "mask"), "x")):
+        with pytest.raises(TokenizerError, match="special_tokens must map cls, pad, sep") as e:
+            train_bpe.train_byte_level_bpe([str(corpus)], 300, tmp_path, special_tokens=specials)
+        assert "\n" not in str(e.value)
     vocabulary = json.loads((FIXTURES / "byte_bpe" / "vocab.json").read_text(encoding="utf-8"))
     with pytest.raises(TokenizerError, match=r"needs its merges \(merges=\)"):
         ByteLevelBPETokenizer(sorted(vocabulary, key=vocabulary.get))
+
+
+def test_modernbert_special_tokens_take_robertas_places(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world [CLS] hello\n" * 3, encoding="utf-8")
+    specials = {"cls": "[CLS]", "pad": "[PAD]", "sep": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"}
+    path = train_bpe.train_byte_level_bpe(
+        [str(corpus)], 270, tmp_path / "vocab.json", special_tokens=specials
+    )
+    roles = {f"{role}_token": token for role, token in specials.items()}
+    tokenizer = ByteLevelBPETokenizer(path, **roles)
+    assert tokenizer.vocabulary[:4] == ["[CLS]", "[PAD]", "[SEP]", "[UNK]"]
+    assert tokenizer.vocabulary[-1] == "[MASK]" and len(tokenizer.vocabulary) <= 270
+    assert tokenizer.vocabulary[4:260] == [bytes_to_unicode()[b] for b in range(256)]
 
 
 def test_in_memory_tokenizer_equals_the_files(trained):
