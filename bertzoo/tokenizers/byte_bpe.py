@@ -351,14 +351,20 @@ def read_tokenizer_json(data, path):
             merge if isinstance(merge, str) else " ".join(map(str, parts)),
         )
         merges.append(_check_merge(parts, index, where, text, "the merges do not match the vocab"))
-    cls, sep, separators, trim = _template(data.get("post_processor"), path, index)
+    post = data.get("post_processor")
+    cls, sep, separators, trim = _template(post, path, index)
+    add_prefix_space = bool(pre.get("add_prefix_space", True))
     unk = model.get("unk_token")
     return {
         "vocabulary": vocabulary,
         "merges": merges,
         "added_tokens": added,
         "normalizer": "NFC" if steps else None,
-        "add_prefix_space": bool(pre.get("add_prefix_space", True)),
+        "add_prefix_space": add_prefix_space,
+        # Pre-split words (tagging): RoBERTa's take a prefix space each (see
+        # `tokenize_word_ids`); with another template (ModernBERT's) the
+        # reference tokenizes them as its pre-tokenizer says.
+        "word_prefix_space": post.get("type") == "RobertaProcessing" or add_prefix_space,
         "trim_offsets": trim,
         "cls": cls,
         "sep": sep,
@@ -501,6 +507,7 @@ class ByteLevelBPETokenizer(Tokenizer):
                 ],
                 "normalizer": None,
                 "add_prefix_space": bool(add_prefix_space),
+                "word_prefix_space": True,
                 "trim_offsets": True,
                 "separators": 2,
             }
@@ -509,6 +516,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.lowercase = False
         self.strip_accents = False
         self.add_prefix_space = settings["add_prefix_space"]
+        self.word_prefix_space = settings["word_prefix_space"]
         self.normalizer = settings["normalizer"]
         self.trim_offsets = settings["trim_offsets"]
         self.pair_separators = settings["separators"]
@@ -734,17 +742,23 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     @tf.autograph.experimental.do_not_convert
     def tokenize_word_ids(self, words):
-        """Pre-split words -> ids as `RobertaTokenizerFast` gives them with
-        `is_split_into_words=True` and `add_prefix_space=True`: every word
-        as if a space came before it ("Ġword"), as words in the middle of a
-        sentence were in pre-training, whatever this tokenizer's own
-        `add_prefix_space`. That is how transformers' token-classification
-        example loads RoBERTa's tokenizer (transformers 4 refuses pre-split
-        words without the option; 5 tokenizes each word bare, in the form
-        pre-training saw only at the start of a text). Special tokens typed
-        in a word are matched first, as in `tokenize_ids`."""
+        """Pre-split words -> ids as transformers gives them with
+        `is_split_into_words=True`. RoBERTa's (vocab.json, or a
+        tokenizer.json with RobertaProcessing): as `RobertaTokenizerFast`
+        with `add_prefix_space=True`, every word as if a space came before
+        it ("Ġword"), as words in the middle of a sentence were in
+        pre-training, whatever this tokenizer's own `add_prefix_space`.
+        That is how transformers' token-classification example loads
+        RoBERTa's tokenizer (transformers 4 refuses pre-split words without
+        the option; 5 tokenizes each word bare, in the form pre-training saw
+        only at the start of a text). Another template's (ModernBERT's
+        tokenizer.json): as its pre-tokenizer's `add_prefix_space` says
+        (ModernBERT's: False, each word bare: "cat" -> "c", "at"), which is
+        what transformers gives for it, with or without that option, and
+        what its token-classification example trains on. Special tokens
+        typed in a word are matched first, as in `tokenize_ids`."""
         words = tf.convert_to_tensor(words, tf.string)
-        return self._tokenize_ids(words, prefix_space=True)
+        return self._tokenize_ids(words, prefix_space=self.word_prefix_space)
 
     def _run(self, method, strings):
         """`method(strings)`; called eagerly, through a traced graph of it
