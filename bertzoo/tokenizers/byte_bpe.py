@@ -1073,8 +1073,13 @@ def _source_offsets(nfc, stretch, start, end):
     inside = tf.where(tf.gather(changed, tf.where(stretch >= 0, stretch, nfc["size"])))[:, 0]
     # Every run's character boundaries (and end) in its normalised text,
     # with their source offsets in the run.
-    normalized, offsets_map = tf_text.normalize_utf8_with_offsets_map(nfc["pieces"], "NFC")
-    normalized = tf.where(nfc["inert"], nfc["pieces"], normalized)
+    # One more run ("a", after the others: its keys sort last and no offset
+    # maps through it): `find_source_offsets` crashes the process on an
+    # empty batch, which a batch that NFC leaves as it is would give.
+    pieces = tf.concat([nfc["pieces"], ["a"]], 0)
+    is_inert = tf.concat([nfc["inert"], [False]], 0)
+    normalized, offsets_map = tf_text.normalize_utf8_with_offsets_map(pieces, "NFC")
+    normalized = tf.where(is_inert, pieces, normalized)
     _, char_starts = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8", errors="replace")
     lengths = tf.cast(tf.strings.length(normalized), tf.int64)[:, None]
     bounds = tf.concat(
@@ -1083,7 +1088,7 @@ def _source_offsets(nfc, stretch, start, end):
     row = bounds.value_rowids()
     at = bounds.flat_values
     source = tf_text.find_source_offsets(offsets_map, bounds).flat_values
-    source = tf.where(tf.gather(nfc["inert"], row), at, source)
+    source = tf.where(tf.gather(is_inert, row), at, source)
     # A boundary inside a chunk has the source offset of the chunk's end.
     same_row = tf.equal(row[1:], row[:-1])
     inner = tf.concat([same_row & tf.equal(source[1:], source[:-1]), [False]], 0)

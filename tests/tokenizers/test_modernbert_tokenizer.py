@@ -106,6 +106,15 @@ def test_hand_written_cases(tokenizer):
     assert tokenizer.detokenize(ids[0]) == CASES["cases"][0]["tokens"]
     mask = next(c for c in CASES["cases"] if c["text"] == "Fill the [MASK] in.")
     assert mask["tokens"][3:5] == ["Ġthe", "[MASK]"] and mask["offsets"][4] == [8, 15]
+    # A batch that NFC leaves as it is (QA's contexts, often): its offsets
+    # too (the NFC offset map of no text used to crash the process).
+    plain = [c for c in CASES["cases"] if unicodedata.normalize("NFC", c["text"]) == c["text"]]
+    got_ids, starts, ends = tokenizer.tokenize_with_offsets([c["text"] for c in plain])
+    assert got_ids.to_list() == [c["ids"] for c in plain]
+    spans = [
+        char_offsets(c["text"], s, e) for c, s, e in zip(plain, starts.to_list(), ends.to_list())
+    ]
+    assert spans == [c["offsets"] for c in plain]
 
 
 @pytest.mark.backend_independent
