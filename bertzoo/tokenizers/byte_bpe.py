@@ -351,8 +351,7 @@ def read_tokenizer_json(data, path):
             merge if isinstance(merge, str) else " ".join(map(str, parts)),
         )
         merges.append(_check_merge(parts, index, where, text, "the merges do not match the vocab"))
-    post = data.get("post_processor")
-    cls, sep, separators, trim = _template(post, path, index)
+    cls, sep, separators, trim = _template(data.get("post_processor"), path, index)
     add_prefix_space = bool(pre.get("add_prefix_space", True))
     unk = model.get("unk_token")
     return {
@@ -361,10 +360,11 @@ def read_tokenizer_json(data, path):
         "added_tokens": added,
         "normalizer": "NFC" if steps else None,
         "add_prefix_space": add_prefix_space,
-        # Pre-split words (tagging): RoBERTa's take a prefix space each (see
-        # `tokenize_word_ids`); with another template (ModernBERT's) the
-        # reference tokenizes them as its pre-tokenizer says.
-        "word_prefix_space": post.get("type") == "RobertaProcessing" or add_prefix_space,
+        # Pre-split words (tagging): RoBERTa's (two separators between a
+        # pair's texts) take a prefix space each (see `tokenize_word_ids`);
+        # with another template (ModernBERT's) the reference tokenizes them
+        # as its pre-tokenizer says.
+        "word_prefix_space": separators == 2 or add_prefix_space,
         "trim_offsets": trim,
         "cls": cls,
         "sep": sep,
@@ -744,7 +744,8 @@ class ByteLevelBPETokenizer(Tokenizer):
     def tokenize_word_ids(self, words):
         """Pre-split words -> ids as transformers gives them with
         `is_split_into_words=True`. RoBERTa's (vocab.json, or a
-        tokenizer.json with RobertaProcessing): as `RobertaTokenizerFast`
+        tokenizer.json whose template puts two separators between a pair's
+        texts, as RobertaProcessing does): as `RobertaTokenizerFast`
         with `add_prefix_space=True`, every word as if a space came before
         it ("Ġword"), as words in the middle of a sentence were in
         pre-training, whatever this tokenizer's own `add_prefix_space`.
