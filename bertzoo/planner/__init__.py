@@ -20,7 +20,10 @@ The model is computed from the architecture alone (nothing is built):
   residual sums, LayerNorm statistics and outputs), plus 2 for each of the
   two dropouts (mask and output); S x F: 4 (intermediate, its activation,
   the activation's derivative input, and a copy of the second projection's
-  input that XLA keeps once a batch holds a few thousand tokens); heads x S
+  input that XLA keeps once a batch holds a few thousand tokens), plus 2
+  with a gated feed-forward layer (ModernBERT's GeGLU: its 2F-wide first
+  projection, gate and value; measured within 1% of the compiled step on a
+  ModernBERT-shaped config with dropout); heads x S
   x S: 2 (scores and probabilities) on the fused path, 4 with
   attention-probability dropout (which takes the explicit path: + mask and
   dropped probabilities), 0 with a flash kernel. Embeddings: 6 S x H (E
@@ -29,7 +32,8 @@ The model is computed from the architecture alone (nothing is built):
   positions).
 - **Inference** keeps no activations for a backward pass: the peak is the
   weights plus one layer's working set, 3 heads x S x S (scores,
-  exponentials, probabilities) plus one S x F.
+  exponentials, probabilities) plus the first feed-forward projection's
+  output (S x F; a GLU's S x 2F).
 
 Element sizes: 4 bytes in float32; under mixed precision 2, except the
 attention scores and softmax, which bertzoo computes in float32.
@@ -39,6 +43,12 @@ The tensor counts were calibrated on the XLA-compiled JAX training step's
 (`benchmarks/plan_calibration.py`; BENCHMARKS.md has the table). XLA on
 CPU keeps bfloat16 activations as float32, so there a mixed-precision step
 measures as float32 does; the 16-bit sizes are what GPUs and TPUs keep.
+
+Parameter counts and FLOPs follow the switches too: no biases (and
+LayerNorms without theirs) where `use_bias=False`, a GLU's first projection
+twice as wide, no position table with rotary positions. Local attention is
+computed on the full S x S scores with a band mask, so it is planned as
+global attention.
 
 FLOPs per step: forward 2 x (non-embedding weights used per token) +
 4 x layers x S x H (attention scores and weighted sum) per token, plus the

@@ -17,6 +17,7 @@ ATTENTION_PATHS = ("auto", "flash")
 _PER_LAYER_SH = 12
 _PER_DROPOUT = 2
 _PER_LAYER_SF = 4
+_GATED_SF = 2  # extra, with a gated (GLU) feed-forward layer: its 2F-wide projection
 _SCORES_FUSED = 2
 _SCORES_DROPOUT = 2  # extra, with attention-probability dropout
 _EMBEDDING_SE = 6
@@ -191,11 +192,16 @@ def activation_bytes(
     act = 4 if precision == "float32" else 2
     square = heads * s * s
     if mode == "inference":
+        # One feed-forward working set: the first projection's output (a
+        # GLU's twice as wide).
         scores = 0 if attention == "flash" else _INFERENCE_SCORES * 4 * square
-        return scores + _INFERENCE_SF * act * s * f
+        return scores + _INFERENCE_SF * act * s * arch.feedforward_width
     dropouts = 1 if arch.dropout > 0 else 0
     per_layer = (_PER_LAYER_SH + 2 * _PER_DROPOUT * dropouts) * act * s * h
-    per_layer += _PER_LAYER_SF * act * s * f
+    # A GLU keeps its 2F-wide projection (gate and value) besides the F-wide
+    # tensors of an ungated layer.
+    gated = _GATED_SF if arch.gated_feedforward else 0
+    per_layer += (_PER_LAYER_SF + gated) * act * s * f
     if attention != "flash":
         # Scores and softmax in float32; with dropout, the mask and the
         # dropped probabilities in the compute dtype.

@@ -71,6 +71,9 @@ def _model_and_data(backbone, step):
         return model, x, (x, _spec(batch))
     predictions = step.max_predictions or max(1, math.ceil(seq_len * 0.15 - 1e-9))
     model = BertPretrainer(backbone, objective="nsp" if backbone.use_pooler else "none")
+    # The pre-training model takes segment_ids always (ignored without
+    # segment embeddings: RoBERTa, ModernBERT).
+    x["segment_ids"] = _spec(batch, seq_len)
     x["mask_positions"] = _spec(batch, predictions)
     y = {"mlm": _spec(batch, predictions)}
     if backbone.use_pooler:

@@ -383,7 +383,7 @@ class Tokenizer(tf.Module):
         as the reference tokenizes words with `is_split_into_words=True`
         (token tagging). `tokenize_ids` by default: WordPiece and
         SentencePiece tokenize a word alone as they do in its sentence; the
-        byte-level BPE overrides it (a word takes a prefix space)."""
+        byte-level BPE overrides it (a RoBERTa word takes a prefix space)."""
         return self.tokenize_ids(words)
 
     @tf.autograph.experimental.do_not_convert

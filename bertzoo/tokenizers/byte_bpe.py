@@ -352,13 +352,19 @@ def read_tokenizer_json(data, path):
         )
         merges.append(_check_merge(parts, index, where, text, "the merges do not match the vocab"))
     cls, sep, separators, trim = _template(data.get("post_processor"), path, index)
+    add_prefix_space = bool(pre.get("add_prefix_space", True))
     unk = model.get("unk_token")
     return {
         "vocabulary": vocabulary,
         "merges": merges,
         "added_tokens": added,
         "normalizer": "NFC" if steps else None,
-        "add_prefix_space": bool(pre.get("add_prefix_space", True)),
+        "add_prefix_space": add_prefix_space,
+        # Pre-split words (tagging): RoBERTa's (two separators between a
+        # pair's texts) take a prefix space each (see `tokenize_word_ids`);
+        # with another template (ModernBERT's) the reference tokenizes them
+        # as its pre-tokenizer says.
+        "word_prefix_space": separators == 2 or add_prefix_space,
         "trim_offsets": trim,
         "cls": cls,
         "sep": sep,
@@ -501,6 +507,7 @@ class ByteLevelBPETokenizer(Tokenizer):
                 ],
                 "normalizer": None,
                 "add_prefix_space": bool(add_prefix_space),
+                "word_prefix_space": True,
                 "trim_offsets": True,
                 "separators": 2,
             }
@@ -509,6 +516,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.lowercase = False
         self.strip_accents = False
         self.add_prefix_space = settings["add_prefix_space"]
+        self.word_prefix_space = settings["word_prefix_space"]
         self.normalizer = settings["normalizer"]
         self.trim_offsets = settings["trim_offsets"]
         self.pair_separators = settings["separators"]
@@ -734,17 +742,24 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     @tf.autograph.experimental.do_not_convert
     def tokenize_word_ids(self, words):
-        """Pre-split words -> ids as `RobertaTokenizerFast` gives them with
-        `is_split_into_words=True` and `add_prefix_space=True`: every word
-        as if a space came before it ("Ġword"), as words in the middle of a
-        sentence were in pre-training, whatever this tokenizer's own
-        `add_prefix_space`. That is how transformers' token-classification
-        example loads RoBERTa's tokenizer (transformers 4 refuses pre-split
-        words without the option; 5 tokenizes each word bare, in the form
-        pre-training saw only at the start of a text). Special tokens typed
-        in a word are matched first, as in `tokenize_ids`."""
+        """Pre-split words -> ids as transformers gives them with
+        `is_split_into_words=True`. RoBERTa's (vocab.json, or a
+        tokenizer.json whose template puts two separators between a pair's
+        texts, as RobertaProcessing does): as `RobertaTokenizerFast`
+        with `add_prefix_space=True`, every word as if a space came before
+        it ("Ġword"), as words in the middle of a sentence were in
+        pre-training, whatever this tokenizer's own `add_prefix_space`.
+        That is how transformers' token-classification example loads
+        RoBERTa's tokenizer (transformers 4 refuses pre-split words without
+        the option; 5 tokenizes each word bare, in the form pre-training saw
+        only at the start of a text). Another template's (ModernBERT's
+        tokenizer.json): as its pre-tokenizer's `add_prefix_space` says
+        (ModernBERT's: False, each word bare: "cat" -> "c", "at"), which is
+        what transformers gives for it, with or without that option, and
+        what its token-classification example trains on. Special tokens
+        typed in a word are matched first, as in `tokenize_ids`."""
         words = tf.convert_to_tensor(words, tf.string)
-        return self._tokenize_ids(words, prefix_space=True)
+        return self._tokenize_ids(words, prefix_space=self.word_prefix_space)
 
     def _run(self, method, strings):
         """`method(strings)`; called eagerly, through a traced graph of it
@@ -1059,8 +1074,13 @@ def _source_offsets(nfc, stretch, start, end):
     inside = tf.where(tf.gather(changed, tf.where(stretch >= 0, stretch, nfc["size"])))[:, 0]
     # Every run's character boundaries (and end) in its normalised text,
     # with their source offsets in the run.
-    normalized, offsets_map = tf_text.normalize_utf8_with_offsets_map(nfc["pieces"], "NFC")
-    normalized = tf.where(nfc["inert"], nfc["pieces"], normalized)
+    # One more run ("a", after the others: its keys sort last and no offset
+    # maps through it): `find_source_offsets` crashes the process on an
+    # empty batch, which a batch that NFC leaves as it is would give.
+    pieces = tf.concat([nfc["pieces"], ["a"]], 0)
+    is_inert = tf.concat([nfc["inert"], [False]], 0)
+    normalized, offsets_map = tf_text.normalize_utf8_with_offsets_map(pieces, "NFC")
+    normalized = tf.where(is_inert, pieces, normalized)
     _, char_starts = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8", errors="replace")
     lengths = tf.cast(tf.strings.length(normalized), tf.int64)[:, None]
     bounds = tf.concat(
@@ -1069,7 +1089,7 @@ def _source_offsets(nfc, stretch, start, end):
     row = bounds.value_rowids()
     at = bounds.flat_values
     source = tf_text.find_source_offsets(offsets_map, bounds).flat_values
-    source = tf.where(tf.gather(nfc["inert"], row), at, source)
+    source = tf.where(tf.gather(is_inert, row), at, source)
     # A boundary inside a chunk has the source offset of the chunk's end.
     same_row = tf.equal(row[1:], row[:-1])
     inner = tf.concat([same_row & tf.equal(source[1:], source[:-1]), [False]], 0)

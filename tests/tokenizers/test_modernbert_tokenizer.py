@@ -106,6 +106,15 @@ def test_hand_written_cases(tokenizer):
     assert tokenizer.detokenize(ids[0]) == CASES["cases"][0]["tokens"]
     mask = next(c for c in CASES["cases"] if c["text"] == "Fill the [MASK] in.")
     assert mask["tokens"][3:5] == ["Ġthe", "[MASK]"] and mask["offsets"][4] == [8, 15]
+    # A batch that NFC leaves as it is (QA's contexts, often): its offsets
+    # too (the NFC offset map of no text used to crash the process).
+    plain = [c for c in CASES["cases"] if unicodedata.normalize("NFC", c["text"]) == c["text"]]
+    got_ids, starts, ends = tokenizer.tokenize_with_offsets([c["text"] for c in plain])
+    assert got_ids.to_list() == [c["ids"] for c in plain]
+    spans = [
+        char_offsets(c["text"], s, e) for c, s, e in zip(plain, starts.to_list(), ends.to_list())
+    ]
+    assert spans == [c["offsets"] for c in plain]
 
 
 @pytest.mark.backend_independent
@@ -193,6 +202,27 @@ def test_mask_token_in_a_packed_text(tokenizer):
     expected = tokenizer.tokenize_ids(tf.constant(texts)).to_list()
     dataset = tf.data.Dataset.from_tensor_slices(texts).batch(2).map(tokenizer.tokenize_ids)
     assert [r for batch in dataset for r in batch.to_list()] == expected
+
+
+@pytest.mark.backend_independent
+def test_pre_split_words_as_the_reference(tokenizer):
+    """Token tagging's words: transformers tokenizes each word of
+    ModernBERT's tokenizer.json bare ("cat" -> "c", "at"; add_prefix_space
+    changes nothing), unlike RoBERTa's, which take a prefix space each:
+    the words' ids and their packing for tagging equal the reference's."""
+    from bertzoo.tasks.tagging.features import encode_words
+
+    cases = CASES["split_words"]
+    assert len(cases) == 3 and all(c["ids"] == c["prefix_option_ids"] for c in cases)
+    for case in cases:
+        pieces = tokenizer.tokenize_word_ids(tf.constant(case["words"])).to_list()
+        assert [tokenizer.cls_token_id, *sum(pieces, []), tokenizer.sep_token_id] == case["ids"]
+        words = tf.ragged.constant([case["words"]])
+        packed = encode_words(tokenizer, words, len(case["ids"]) + 2)
+        ids = packed["token_ids"].numpy()[0].tolist()
+        assert ids == case["ids"] + [tokenizer.pad_token_id] * 2
+        starts = np.cumsum([1] + [len(p) for p in pieces])[:-1].tolist()
+        assert packed["word_starts"].numpy()[0].tolist() == starts
 
 
 def test_rebuilt_from_its_vocabulary_and_config(tokenizer):
@@ -383,6 +413,10 @@ def test_a_roberta_tokenizer_json_gives_the_vocab_json_ids(tmp_path):
     fast = ByteLevelBPETokenizer(path)
     plain = ByteLevelBPETokenizer(byte_bpe / "vocab.json")
     assert fast.pair_separators == 2 and fast.trim_offsets and fast.mask_token == "<mask>"
+    # Pre-split words take RoBERTa's prefix space, as from vocab.json.
+    words = tf.constant(["Hello", "world"])
+    assert fast.tokenize_word_ids(words).to_list() == plain.tokenize_word_ids(words).to_list()
+    assert fast.tokenize_word_ids(words).to_list() != fast.tokenize_ids(words).to_list()
     cases = json.loads((byte_bpe / "cases.json").read_text(encoding="utf-8"))["cases"]
     texts = [c["text"] for c in cases]
     assert fast.tokenize_ids(tf.constant(texts)).to_list() == [c["ids"] for c in cases]

@@ -2,7 +2,8 @@
 
 Each word is tokenized on its own, as the reference tokenizes words with
 `is_split_into_words=True` (`Tokenizer.tokenize_word_ids`: RoBERTa's
-byte-level BPE puts a prefix space before every word); the word's label sits on its first
+byte-level BPE puts a prefix space before every word, ModernBERT's none);
+the word's label sits on its first
 sub-token and every other position gets `IGNORE_LABEL` (-100), so the loss
 and the predictions are per word. The same TensorFlow-op encoding serves
 training data (eagerly) and exported serving graphs (which split raw text

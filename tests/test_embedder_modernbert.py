@@ -1,0 +1,45 @@
+"""TextEmbedder on a ModernBERT sentence-transformers directory against
+sentence-transformers' own embeddings: tests/fixtures/
+modernbert_sentence_transformers, written by
+tests/fixtures/make_modernbert_st_fixture.py (sentence-transformers 6.2,
+transformers 5.24) -- a tiny random ModernBERT (a global layer, then two
+local ones with a window of 8; rotary positions; GeGLU) over the small
+ModernBERT tokenizer, mean pooling and Normalize; messy texts ([MASK] with
+the whitespace before it, special-token strings, whitespace runs, NFC,
+texts cut at max_seq_length 40, fuzz) and pairs (`[CLS] A [SEP] B [SEP]`).
+Bars: cosine >= 1 - 1e-5 and max abs error 1e-5 on unit vectors."""
+
+import json
+
+import numpy as np
+
+import bertzoo
+from tests.conftest import FIXTURES
+
+DIR = FIXTURES / "modernbert_sentence_transformers"
+REF = np.load(DIR / "reference.npz")
+TEXTS = json.loads(str(REF["texts"]))
+PAIRS = json.loads(str(REF["pairs"]))
+
+
+def _worst(mine, expected):
+    cosine = np.sum(mine * expected, -1) / np.linalg.norm(mine, axis=-1)
+    cosine /= np.linalg.norm(expected, axis=-1)
+    return float(cosine.min()), float(np.abs(mine - expected).max())
+
+
+def test_modernbert_sentence_transformers_directory():
+    """The directory sentence-transformers 6 saved, embedded. Measured
+    (TensorFlow): cosine >= 1 - 1.2e-7, max abs error 3.6e-7."""
+    embedder = bertzoo.TextEmbedder.from_preset(DIR)
+    assert (embedder.pooling, embedder.normalize) == ("mean", True)
+    assert embedder.preprocessor.sequence_length == 40
+    assert type(embedder.preprocessor.tokenizer).__name__ == "ByteLevelBPETokenizer"
+    backbone = embedder.backbone
+    assert backbone.gated_feedforward and backbone.norm_first and backbone.num_segments == 0
+    singles = embedder.embed(TEXTS)
+    pairs = embedder.embed(([a for a, _ in PAIRS], [b for _, b in PAIRS]))
+    for mine, name in ((singles, "single_embeddings"), (pairs, "pair_embeddings")):
+        cosine, error = _worst(mine, REF[name])
+        assert cosine >= 1 - 1e-5 and error <= 1e-5, (name, cosine, error)
+        np.testing.assert_allclose(np.linalg.norm(mine, axis=-1), 1.0, atol=1e-5)
