@@ -178,8 +178,9 @@ def main():
                 "seconds": round(finetune_seconds, 1),
             },
         }
-        print(name, json.dumps(results[name]["pretraining"]), results[name]["finetuning"],
-              flush=True)
+        print(
+            name, json.dumps(results[name]["pretraining"]), results[name]["finetuning"], flush=True
+        )
         keras.backend.clear_session()
     report = {
         "benchmark": "modernbert_vs_bert",
