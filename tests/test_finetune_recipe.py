@@ -742,8 +742,18 @@ def modernbert_preset(tmp_path_factory):
     return d
 
 
+# Tagging and QA in the TensorFlow pass only (CI's time): under JAX the
+# ModernBERT blocks train in the classification case, and the heads' JAX
+# forward passes are checked against transformers in the parity tests.
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["classification", "tagging", "qa"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "classification",
+        pytest.param("tagging", marks=pytest.mark.backend_independent),
+        pytest.param("qa", marks=pytest.mark.backend_independent),
+    ],
+)
 def test_modernbert_fine_tunes_every_task_kind(tmp_path, modernbert_preset, task_files, case):
     """ModernBERT through the recipe: its byte-level BPE (words bare for
     tagging, QA spans from the tokenizer's offsets, one separator between
