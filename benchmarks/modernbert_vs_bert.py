@@ -152,7 +152,6 @@ def main():
         start = time.perf_counter()
         run = pretrain(arch, args, work / name)
         pretrain_seconds = time.perf_counter() - start
-        config = json.loads((work / name / "run_config.json").read_text())
         start = time.perf_counter()
         tuned = finetune(work / name / "preset", paths, work / f"finetune_{name}")
         finetune_seconds = time.perf_counter() - start
@@ -163,9 +162,11 @@ def main():
             "shape": SHAPES[name],
             "backbone_params": int(params),
             "pretraining": {
-                "objective": config.get("objective"),
-                "mask_rate": config.get("mask_rate"),
-                "packing": config.get("packing"),
+                # What "auto" resolved to, as the run's metrics record it.
+                "objective": run["objective"],
+                "mask_rate": run["mask_rate"],
+                "packing": run["packing"],
+                "vocabulary_size": run["vocabulary_size"],
                 "steps": run["steps"],
                 "seconds": round(pretrain_seconds, 1),
                 "examples_per_second": round(run["examples_per_second"], 1),
