@@ -18,9 +18,10 @@ from keras import ops
 
 # Blocks pay for reshapes and `1.5 window` keys per query; the banded form
 # for `S` keys per query. Measured on 2 CPU cores (window 128, 12 heads of
-# 64, batch 1, compiled; TensorFlow and JAX; benchmarks/long_context.py):
-# the blocks win from about 320 tokens on (2x at 512, 2x to 8x at 768) and
-# lose below 256. At and below this length the banded form runs.
+# 64, batch 1, compiled, interleaved; TensorFlow and JAX;
+# benchmarks/long_context.py): blocked / banded time 1.7x to 2.0x at 128
+# tokens, 1.1x to 1.2x at 256, 0.9x at 384, 0.6x to 0.7x at 512. At and
+# below this length the banded form runs.
 BLOCKED_MIN_LENGTH = 256
 
 
