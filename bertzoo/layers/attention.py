@@ -182,6 +182,11 @@ class BertSelfAttention(keras.layers.Layer):
         """Whether this call runs local attention in blocks
         (`local_attention_path`; "auto": sequences longer than
         `BLOCKED_MIN_LENGTH`, or of a length unknown in a TensorFlow graph)."""
+        if self.local_attention_path not in ("auto", "banded", "blocked"):
+            raise ValueError(
+                f"local_attention_path must be 'auto', 'banded' or 'blocked', got "
+                f"{self.local_attention_path!r}."
+            )
         if self.attention_window is None or return_attention_scores:
             return False
         if self.local_attention_path != "auto":

@@ -201,6 +201,9 @@ def test_local_layers_choose_blocks_past_the_measured_length(monkeypatch):
     assert not calls and scores.shape == (1, N, seq, seq)
     BertSelfAttention(num_heads=N, hidden_dim=12)(x)  # a global layer: never blocks
     assert not calls
+    layer.local_attention_path = "block"
+    with pytest.raises(ValueError, match="'auto', 'banded' or 'blocked', got 'block'"):
+        layer(x)
 
 
 def test_blocked_local_attention_with_unknown_length_under_tf_function(monkeypatch):
