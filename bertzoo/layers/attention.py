@@ -6,6 +6,10 @@ import keras
 from keras import ops
 
 from bertzoo.layers.common import constructor_config, kernel_initializer
+from bertzoo.layers.local_attention import (
+    BLOCKED_MIN_LENGTH,
+    blocked_sliding_window_attention,
+)
 from bertzoo.layers.rotary import apply_rotary, rotary_inverse_frequencies, sliding_window_mask
 
 # Added to masked logits before the softmax. Finite (not -inf) so a row that is
@@ -14,21 +18,37 @@ from bertzoo.layers.rotary import apply_rotary, rotary_inverse_frequencies, slid
 _MASK_VALUE = -0.7 * float(3.4028234663852886e38)
 
 
+def _scores(q, k, scale):
+    """`QK^T * scale` `(B, heads, T, S)`, in float32 so that bf16 runs keep a
+    precise softmax."""
+    return ops.einsum("btnh,bsnh->bnts", ops.cast(q, "float32"), ops.cast(k, "float32")) * scale
+
+
 @keras.saving.register_keras_serializable(package="bertzoo")
 class BertSelfAttention(keras.layers.Layer):
     """Multi-head self-attention: `query`, `key`, `value` and `attention_output`
     Dense layers, scores `QK^T / sqrt(head_dim)`, padding masked on the key side.
 
-    The default path is `keras.ops.dot_product_attention` (fused on backends
-    that have a fused kernel). The explicit path, which also returns the
-    pre-softmax scores, runs when `return_attention_scores=True` or when
-    attention-probability dropout is active (training with
-    `attention_dropout > 0`), since the fused op has no dropout.
+    The default path is `keras.ops.dot_product_attention`: under JAX on a
+    GPU with cuDNN (Ampere or newer, float16/bfloat16) cuDNN's flash
+    attention, on TPUs the splash kernel; on CPU, under TensorFlow and
+    JAX alike, the same einsum-softmax-einsum as the explicit path, compiled
+    by XLA (measured on 2 cores: neither is faster; benchmarks/long_context.py).
+    The explicit path, which also returns the pre-softmax scores, runs when
+    `return_attention_scores=True` or when attention-probability dropout is
+    active (training with `attention_dropout > 0`), since the fused op has
+    no dropout.
 
     ModernBERT-style layers add rotary positions (`rope_theta`: queries and
     keys rotated by their positions before the scores) and local attention
     (`attention_window`: a query sees the keys within `attention_window // 2`
-    positions on either side, besides the padding mask).
+    positions on either side, besides the padding mask). Local attention
+    runs banded (`S x S` scores under a band mask) up to
+    `bertzoo.layers.local_attention.BLOCKED_MIN_LENGTH` tokens and in blocks
+    (`S x 1.5 window` scores, the same result) on longer or
+    unknown-when-traced lengths; the attribute `local_attention_path`
+    ("auto", "banded", "blocked") overrides that choice. Scores requested:
+    banded (they are `S x S`).
 
     Args:
         num_heads: number of attention heads; must divide `hidden_dim`.
@@ -70,6 +90,9 @@ class BertSelfAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.rope_theta = rope_theta
         self.attention_window = attention_window
+        # "auto", "blocked" or "banded": how local layers compute (an
+        # attribute, not a constructor argument: the result is the same).
+        self.local_attention_path = "auto"
         self._inverse_frequencies = None
         if rope_theta is not None:
             if self.head_dim % 2:
@@ -118,38 +141,64 @@ class BertSelfAttention(keras.layers.Layer):
         if self._inverse_frequencies is not None:
             q = apply_rotary(q, self._inverse_frequencies)
             k = apply_rotary(k, self._inverse_frequencies)
-        mask = None
-        if padding_mask is not None:
-            # Key side only: (B, S) -> (B, 1, 1, S), broadcast over heads and
-            # query positions.
-            mask = ops.cast(padding_mask, "bool")[:, None, None, :]
-        if self.attention_window is not None:
-            # (S, S) band -> (1, 1, S, S); with padding (B, 1, S, S).
-            band = sliding_window_mask(ops.shape(q)[1], self.attention_window)[None, None]
-            mask = band if mask is None else ops.logical_and(mask, band)
-
         use_dropout = bool(training) and self.attention_dropout > 0
-        scores = None
-        if return_attention_scores or use_dropout:
-            # Scores in float32 so bf16 runs keep a precise softmax.
-            scores = ops.einsum(
-                "btnh,bsnh->bnts", ops.cast(q, "float32"), ops.cast(k, "float32")
-            ) * (1.0 / math.sqrt(self.head_dim))  # (B, heads, T, S)
-            logits = scores
-            if mask is not None:
-                logits = ops.where(mask, scores, _MASK_VALUE)
-            probs = ops.cast(ops.softmax(logits, axis=-1), v.dtype)
-            probs = self.dropout_layer(probs, training=training)
-            context = ops.einsum("bnts,bsnh->btnh", probs, v)
+        scale = 1.0 / math.sqrt(self.head_dim)
+        scores = _scores(q, k, scale) if return_attention_scores else None  # (B, heads, T, S)
+
+        def attend(q, k, v, mask):
+            # (B, T, heads, D) x (B, S, heads, D) -> (B, T, heads, D): the
+            # explicit path on the whole sequence or on blocks, else fused.
+            if return_attention_scores or use_dropout:
+                logits = scores if scores is not None else _scores(q, k, scale)
+                if mask is not None:
+                    logits = ops.where(mask, logits, _MASK_VALUE)
+                probs = ops.cast(ops.softmax(logits, axis=-1), v.dtype)
+                probs = self.dropout_layer(probs, training=training)
+                return ops.einsum("bnts,bsnh->btnh", probs, v)
+            return ops.dot_product_attention(q, k, v, mask=mask, scale=scale)
+
+        if self._blocked(q, return_attention_scores):
+            context = blocked_sliding_window_attention(
+                q, k, v, padding_mask, self.attention_window, attend
+            )
         else:
-            context = ops.dot_product_attention(
-                q, k, v, mask=mask, scale=1.0 / math.sqrt(self.head_dim)
-            )  # (B, T, heads, head_dim)
+            mask = None
+            if padding_mask is not None:
+                # Key side only: (B, S) -> (B, 1, 1, S), broadcast over heads
+                # and query positions.
+                mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+            if self.attention_window is not None:
+                # (S, S) band -> (1, 1, S, S); with padding (B, 1, S, S).
+                band = sliding_window_mask(ops.shape(q)[1], self.attention_window)[None, None]
+                mask = band if mask is None else ops.logical_and(mask, band)
+            context = attend(q, k, v, mask)  # (B, T, heads, head_dim)
         context = ops.reshape(context, tuple(ops.shape(context)[:2]) + (self.hidden_dim,))
         output = self.attention_output(context)
         if return_attention_scores:
             return output, scores
         return output
+
+    def _blocked(self, q, return_attention_scores):
+        """Whether this call runs local attention in blocks
+        (`local_attention_path`; "auto": sequences longer than
+        `BLOCKED_MIN_LENGTH`, or of a length unknown in a TensorFlow graph)."""
+        if self.local_attention_path not in ("auto", "banded", "blocked"):
+            raise ValueError(
+                f"local_attention_path must be 'auto', 'banded' or 'blocked', got "
+                f"{self.local_attention_path!r}."
+            )
+        if self.attention_window is None or return_attention_scores:
+            return False
+        if self.local_attention_path != "auto":
+            return self.local_attention_path == "blocked"
+        seq_len = q.shape[1]
+        if not isinstance(seq_len, int):
+            # A TensorFlow graph traced for any length runs as traced: in
+            # blocks. JAX (and torch) run at known lengths; theirs is unknown
+            # (None, or JAX's symbolic dimension) only while Keras infers
+            # output shapes, where either form does.
+            return keras.backend.backend() == "tensorflow"
+        return seq_len > BLOCKED_MIN_LENGTH
 
     def get_config(self):
         return {**super().get_config(), **constructor_config(self)}

@@ -122,6 +122,29 @@ def test_backbone_matches_transformers(name):
     _close(_np(features["sequence_output"]), REF[f"{name}/last_hidden_state"])
 
 
+@pytest.mark.parametrize("name", ["model", "masked_lm"])
+def test_blocked_local_attention_matches_transformers(name, monkeypatch):
+    """The local layers in blocks (forced: the fixtures' 40 tokens are below
+    the length where "auto" picks them), windows of 8 and 11: transformers'
+    outputs at every position, padding included, at the same bar."""
+    from bertzoo.layers import BertSelfAttention, attention
+
+    calls = []
+    blocked = attention.blocked_sliding_window_attention
+    monkeypatch.setattr(
+        attention,
+        "blocked_sliding_window_attention",
+        lambda *args: calls.append(1) or blocked(*args),
+    )
+    backbone = bertzoo.BertBackbone.from_preset(FIXTURES / name)  # its own: changed below
+    for layer in backbone._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, BertSelfAttention):
+            layer.local_attention_path = "blocked"
+    output = backbone.predict_on_batch(_inputs(name))["sequence_output"]
+    _close(_np(output), REF[f"{name}/last_hidden_state"])
+    assert calls, "no layer ran in blocks"
+
+
 def test_masked_lm_logits_match_transformers():
     backbone = _backbone("masked_lm")
     pretrainer = bertzoo.BertPretrainer(backbone, objective="none")

@@ -109,3 +109,133 @@ def test_rotary_scores_depend_on_relative_positions_only():
 def test_rotary_needs_an_even_head_size():
     with pytest.raises(ValueError, match="even head size, got hidden_dim / num_heads = 5"):
         BertSelfAttention(num_heads=2, hidden_dim=10, rope_theta=100.0)
+
+
+# === Local attention in blocks (issue 34) ===
+# The blocked form must equal the banded S x S one at every position,
+# padding included. Measured: TensorFlow 0 (bit-equal), JAX <= 1.4e-9 on
+# these inputs; bar 1e-6.
+BLOCKED_TOLERANCE = 1e-6
+
+
+def _paths(layer, x, mask):
+    outputs = {}
+    for path in ("banded", "blocked"):
+        layer.local_attention_path = path
+        outputs[path] = _np(layer(x, mask))
+    layer.local_attention_path = "auto"
+    return outputs
+
+
+@pytest.mark.parametrize(
+    "window, seq",
+    [(2, 9), (7, 23), (16, 5), (16, 33)],
+)
+def test_blocked_local_attention_equals_banded(window, seq):
+    """Windows even and odd (block = window // 2), lengths shorter than a
+    block, odd, and not a multiple of the block; rows fully real, padded
+    after a few tokens (tails longer than the window: queries there see no
+    key), and all padding; and no padding mask at all."""
+    rng = np.random.default_rng(window * 100 + seq)
+    x = rng.normal(size=(4, seq, 12)).astype("float32")
+    mask = np.ones((4, seq), "int32")
+    mask[1, max(1, seq // 3) :] = 0
+    mask[2, seq - 1 :] = 0
+    mask[3] = 0
+    layer = BertSelfAttention(num_heads=N, hidden_dim=12, rope_theta=50.0, attention_window=window)
+    for padding in (mask, None):
+        outputs = _paths(layer, x, padding)
+        np.testing.assert_allclose(outputs["blocked"], outputs["banded"], atol=BLOCKED_TOLERANCE)
+    # The window is honoured: a layer that sees everything differs.
+    layer.attention_window = None
+    if seq > window // 2 + 1:
+        assert np.abs(_np(layer(x, mask)) - outputs["banded"]).max() > 1e-3
+
+
+def test_blocked_local_attention_with_attention_dropout():
+    """Training with attention dropout runs the explicit softmax on the
+    blocks: a token outside a query's window still cannot move it, and
+    without training the blocks equal the band."""
+    seq = 30
+    x = np.random.default_rng(5).normal(size=(2, seq, 12)).astype("float32")
+    mask = np.ones((2, seq), "int32")
+    layer = BertSelfAttention(
+        num_heads=N, hidden_dim=12, attention_dropout=0.5, rope_theta=50.0, attention_window=6
+    )
+    layer.local_attention_path = "blocked"
+    changed = x.copy()
+    changed[:, 20] += 1.0
+    seed = layer.dropout_layer.seed_generator.state
+    start = ops.convert_to_numpy(seed).copy()
+    dropped = _np(layer(x, mask, training=True))
+    seed.assign(start)  # the same dropout mask again
+    moved = np.abs(_np(layer(changed, mask, training=True)) - dropped).max(axis=(0, 2))
+    assert np.all(moved[17:24] > 1e-4), moved
+    assert np.all(moved[:17] == 0) and np.all(moved[24:] == 0), moved
+    assert np.abs(dropped - _np(layer(x, mask))).max() > 1e-3  # dropout did act
+    outputs = _paths(layer, x, mask)
+    np.testing.assert_allclose(outputs["blocked"], outputs["banded"], atol=BLOCKED_TOLERANCE)
+
+
+def test_local_layers_choose_blocks_past_the_measured_length(monkeypatch):
+    """With "auto", banded up to BLOCKED_MIN_LENGTH tokens, blocks beyond it;
+    scores requested: the banded form (they are S x S)."""
+    from bertzoo.layers import attention
+    from bertzoo.layers.local_attention import BLOCKED_MIN_LENGTH
+
+    calls = []
+    blocked = attention.blocked_sliding_window_attention
+    monkeypatch.setattr(
+        attention,
+        "blocked_sliding_window_attention",
+        lambda *args: calls.append(1) or blocked(*args),
+    )
+    layer = BertSelfAttention(num_heads=N, hidden_dim=12, rope_theta=50.0, attention_window=8)
+    for seq, expected in ((BLOCKED_MIN_LENGTH, 0), (BLOCKED_MIN_LENGTH + 1, 1)):
+        calls.clear()
+        x = np.random.default_rng(seq).normal(size=(1, seq, 12)).astype("float32")
+        layer(x, np.ones((1, seq), "int32"))
+        assert len(calls) == expected, seq
+    calls.clear()
+    _, scores = layer(x, np.ones((1, seq), "int32"), return_attention_scores=True)
+    assert not calls and scores.shape == (1, N, seq, seq)
+    BertSelfAttention(num_heads=N, hidden_dim=12)(x)  # a global layer: never blocks
+    assert not calls
+    layer.local_attention_path = "block"
+    with pytest.raises(ValueError, match="'auto', 'banded' or 'blocked', got 'block'"):
+        layer(x)
+
+
+def test_blocked_local_attention_with_unknown_length_under_tf_function(monkeypatch):
+    """A graph traced with the sequence length unknown (TensorFlow's
+    `reduce_retracing`) runs the blocks with computed padding; the result is
+    the banded one."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("shapes unknown when traced: TensorFlow graphs only")
+    import tensorflow as tf
+
+    from bertzoo.layers import attention
+
+    calls = []
+    blocked = attention.blocked_sliding_window_attention
+    monkeypatch.setattr(
+        attention,
+        "blocked_sliding_window_attention",
+        lambda *args: calls.append(1) or blocked(*args),
+    )
+    layer = BertSelfAttention(num_heads=N, hidden_dim=12, rope_theta=50.0, attention_window=7)
+    traced = tf.function(
+        lambda x, m: layer(x, m),
+        input_signature=[tf.TensorSpec((None, None, 12)), tf.TensorSpec((None, None), tf.int32)],
+    )
+    for seq in (5, 23):
+        x = np.random.default_rng(seq).normal(size=(2, seq, 12)).astype("float32")
+        mask = np.ones((2, seq), "int32")
+        mask[1, 3:] = 0
+        layer.local_attention_path = "banded"
+        expected = _np(layer(x, mask))
+        layer.local_attention_path = "auto"
+        np.testing.assert_allclose(traced(x, mask).numpy(), expected, atol=BLOCKED_TOLERANCE)
+    assert calls == [1]  # traced once, in blocks
