@@ -47,7 +47,7 @@ MUTATIONS = {
         "bertzoo/layers/attention.py",
         "1.0 / math.sqrt(self.head_dim)",
         "1.0 / self.head_dim",
-        2,  # the explicit and the fused path
+        1,  # one scale for the explicit, fused and blocked paths
     ),
     "padding mask sign flipped": (
         "bertzoo/layers/attention.py",
