@@ -71,7 +71,8 @@ def vnni_config(cpu):
 def _worker(python, args, timeout=1800):
     """Runs the worker; its last stdout line is its JSON result."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", HF_HUB_OFFLINE="1")
-    env.pop("PYTHONPATH", None) if python != sys.executable else None
+    if python != sys.executable:  # the peers' venv: none of this checkout's paths
+        env.pop("PYTHONPATH", None)
     done = subprocess.run(
         [python, str(WORKER), *args],
         capture_output=True,

@@ -82,12 +82,10 @@ def load(path, workdir):
     if path == "sentence-transformers torch":
         model = SentenceTransformer(directory, device="cpu")
     else:
-        kwargs = {}
-        if path.endswith("int8"):
-            kwargs = {"model_kwargs": {"file_name": _int8_file(workdir)}}
-        else:
-            kwargs = {"model_kwargs": {"file_name": "onnx/model.onnx"}}
-        model = SentenceTransformer(directory, backend="onnx", device="cpu", **kwargs)
+        name = _int8_file(workdir) if path.endswith("int8") else "onnx/model.onnx"
+        model = SentenceTransformer(
+            directory, backend="onnx", device="cpu", model_kwargs={"file_name": name}
+        )
     import onnxruntime
 
     found = {
