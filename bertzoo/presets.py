@@ -105,6 +105,9 @@ _METADATA = {
     "source_checkpoint": str,
     "checkpoint_url": str,
     "license": str,
+    # Where each value of the backbone config was read, when it is not the
+    # source checkpoint's own config.json (the Ettin presets).
+    "config_source": str,
     # Hugging Face config keys bertzoo does not model, kept to be written
     # back by save_hf (ModernBERT: special token ids, the task head's
     # pooling, the architecture).

@@ -72,7 +72,7 @@ def test_parameter_count_of_built_models(overrides):
 
 
 @pytest.mark.backend_independent  # counts, and FLOPs from the config
-@pytest.mark.parametrize("name", ["modernbert_base", "modernbert_large"])
+@pytest.mark.parametrize("name", ["modernbert_base", "modernbert_large", "ettin_encoder_17m"])
 def test_modernbert_presets_counts_and_flops_are_the_built_models(name):
     """The planner's count of a ModernBERT preset is its built backbone's
     (the preset's metadata count, which is transformers' ModernBertModel's:

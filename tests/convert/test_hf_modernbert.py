@@ -75,18 +75,54 @@ def _close(ours, reference):
     return error
 
 
+# The Ettin encoders' counts are also those that MTEB lists (n_parameters)
+# for cross-encoder/ettin-reranker-{17m,...,1b}-v1, fine-tuned from them: an
+# independent check of the configs' sizes, vocabulary and absent biases.
+RELEASED_COUNTS = {
+    "modernbert_base": 149_014_272,
+    "modernbert_large": 394_781_696,
+    "ettin_encoder_17m": 16_797_440,
+    "ettin_encoder_32m": 31_883_136,
+    "ettin_encoder_68m": 68_144_640,
+    "ettin_encoder_150m": 149_014_272,
+    "ettin_encoder_400m": 394_781_696,
+    "ettin_encoder_1b": 1_028_050_688,
+}
+
+
 @pytest.mark.backend_independent
 def test_preset_counts_are_transformers_counts():
-    """modernbert_base and _large: the presets' counts, the planner's count
-    from the config (equal to count_params() of a built backbone, in
+    """ModernBERT's and Ettin's presets: the presets' counts, the planner's
+    count from the config (equal to count_params() of a built backbone, in
     test_backbone_matches_transformers below and tests/test_planner.py), and
     transformers' ModernBertModel built from the released configs."""
     counts = INFO["released_param_counts"]
-    assert counts == {"modernbert_base": 149_014_272, "modernbert_large": 394_781_696}
+    assert counts == RELEASED_COUNTS
     for name, count in counts.items():
         assert REFERENCE_PARAMS[name] == count, name
         assert bertzoo.BertBackbone.presets[name]["params"] == count, name
         assert Architecture.of(name).backbone_params() == count, name
+
+
+@pytest.mark.backend_independent
+def test_ettin_presets_are_modernbert_with_one_rope_base():
+    """The Ettin presets differ from ModernBERT's only where their configs
+    say: sizes, 7,999 tokens and RoPE base 160,000 in the local layers too;
+    the same tokenizer settings and switches, and the metadata names where
+    each value was read."""
+    files = bertzoo.presets.builtin_presets()
+    base = bertzoo.presets.read_preset_file(files["modernbert_base"])
+    for name in (n for n in RELEASED_COUNTS if n.startswith("ettin")):
+        preset = bertzoo.presets.read_preset_file(files[name])
+        sizes = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim")
+        changed = {k for k in base["backbone"] if preset["backbone"][k] != base["backbone"][k]}
+        assert changed <= {*sizes, "max_sequence_length", "local_rope_theta"}, (name, changed)
+        assert preset["backbone"]["max_sequence_length"] == 7999, name
+        assert preset["backbone"]["local_rope_theta"] == preset["backbone"]["rope_theta"] == 160000
+        assert preset["tokenizer"] == base["tokenizer"], name
+        metadata = preset["metadata"]
+        assert metadata["source_checkpoint"] == "jhu-clsp/" + name.replace("_", "-", 2)
+        assert "ettin-encoder-vs-decoder" in metadata["config_source"], name
 
 
 @pytest.mark.parametrize("name", VARIANTS)

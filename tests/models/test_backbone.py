@@ -55,6 +55,14 @@ REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released conf
     # built there and counted against transformers' own counts.
     "modernbert_base": 149_014_272,
     "modernbert_large": 394_781_696,
+    # The Ettin encoders (jhu-clsp/ettin-encoder-*): ModernBertModel built
+    # from their configs, counted by the same generator.
+    "ettin_encoder_17m": 16_797_440,
+    "ettin_encoder_32m": 31_883_136,
+    "ettin_encoder_68m": 68_144_640,
+    "ettin_encoder_150m": 149_014_272,
+    "ettin_encoder_400m": 394_781_696,
+    "ettin_encoder_1b": 1_028_050_688,
 }
 
 
