@@ -15,7 +15,11 @@ Also prints the planner's BERT-base fine-tuning table for a 12 GiB GPU
 (float32, Adam) beside the original BERT repository's README.
 
     KERAS_BACKEND=jax python benchmarks/plan_calibration.py
-Writes benchmarks/results/plan_calibration.json.
+    python benchmarks/plan_calibration.py --only ModernBERT --only "no attention"
+Writes benchmarks/results/plan_calibration.json. `--only LABEL` re-measures
+the rows whose label contains LABEL and keeps the other rows' measurements
+from the last results file (each row records the date and machine it was
+measured on); every row's plan is recomputed by the current planner.
 """
 
 import argparse
@@ -30,6 +34,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, cpu_info, versions  # noqa: E402
 
+from bertzoo.planner.architecture import backbone_config  # noqa: E402
+
 
 def custom(layers, hidden, heads, intermediate, **extra):
     return {
@@ -41,6 +47,23 @@ def custom(layers, hidden, heads, intermediate, **extra):
         **extra,
     }
 
+
+# modernbert_base's switches (pre-LN, no biases, GeGLU, rotary positions, no
+# dropout) at small widths, as tests/test_planner.py's: layer 0 global,
+# layer 1 local with a 16-token window (banded up to 256 tokens, in blocks
+# beyond).
+MODERNBERT_LABEL = "L2 H128 A4 F192 ModernBERT, window 16"
+MODERNBERT_SMALL = {
+    **backbone_config("modernbert_base"),
+    "vocabulary_size": 1000,
+    "num_layers": 2,
+    "num_heads": 4,
+    "hidden_dim": 128,
+    "intermediate_dim": 192,
+    "max_sequence_length": 1024,
+    "local_attention_window": 16,
+    "global_attention_every": 2,
+}
 
 # (set, label, preset, seq_len, batches, mode, precision, gradient accumulation)
 GRID = [
@@ -102,6 +125,10 @@ GRID = [
         "float32",
         1,
     ),
+    *[
+        ("calibration", MODERNBERT_LABEL, MODERNBERT_SMALL, s, (4, 8), "finetune", "float32", 1)
+        for s in (128, 512)
+    ],
     ("calibration", "bert_tiny", "bert_tiny", 128, (4, 8), "pretrain", "float32", 1),
     ("calibration", "bert_tiny", "bert_tiny", 512, (4, 8), "inference", "float32", 1),
     *[
@@ -135,7 +162,7 @@ GRID = [
     ("validation", "distilbert_base", "distilbert_base", 256, (16,), "finetune", "float32", 1),
     ("validation", "tinybert_4l_312d", "tinybert_4l_312d", 128, (64,), "finetune", "float32", 1),
     (
-        "validation",
+        "calibration",
         "bert_tiny, no attention dropout",
         custom(2, 128, 2, 512, attention_dropout=0.0),
         512,
@@ -145,6 +172,44 @@ GRID = [
         1,
     ),
     ("validation", "bert_large", "bert_large", 128, (8,), "finetune", "float32", 1),
+    *[
+        ("validation", MODERNBERT_LABEL, MODERNBERT_SMALL, s, batches, "finetune", "float32", 1)
+        for s, batches in ((256, (4, 8)), (1024, (4,)))
+    ],
+    ("validation", MODERNBERT_LABEL, MODERNBERT_SMALL, 128, (8,), "pretrain", "float32", 1),
+    (
+        "validation",
+        MODERNBERT_LABEL + ", dropout 0.1 (attention too)",
+        {**MODERNBERT_SMALL, "dropout": 0.1, "attention_dropout": 0.1},
+        512,
+        (8,),
+        "finetune",
+        "float32",
+        1,
+    ),
+    *[
+        (
+            "validation",
+            "ettin_encoder_17m (ModernBERT)",
+            "ettin_encoder_17m",
+            s,
+            b,
+            "finetune",
+            "float32",
+            1,
+        )
+        for s, b in ((128, (8, 16)), (512, (4, 8)), (1024, (2, 4)), (2048, (1, 2)))
+    ],
+    (
+        "validation",
+        "ettin_encoder_17m (ModernBERT)",
+        "ettin_encoder_17m",
+        512,
+        (8,),
+        "pretrain",
+        "float32",
+        1,
+    ),
     (
         "mixed precision on CPU",
         "bert_small",
@@ -162,41 +227,89 @@ GRID = [
 CLASSIC = {64: 64, 128: 32, 256: 16, 320: 14, 384: 12, 512: 6}
 
 
-def run_grid(grid):
-    from bertzoo.planner import measure_peak, plan
-
-    rows = []
+def _rows_of(grid):
+    """(set, label, preset, seq_len, batch, mode, precision, accumulation)
+    for each batch of each grid entry."""
     for group, label, preset, seq, batches, mode, precision, accumulate in grid:
         for batch in batches:
-            start = time.perf_counter()
-            measured = measure_peak(
-                preset, seq, batch // accumulate, mode, precision, accumulate, num_classes=3
+            yield group, label, preset, seq, batch, mode, precision, accumulate
+
+
+def _row(entry, measured, measured_on):
+    """A results row: the measurement and the current planner's peak."""
+    from bertzoo.planner import plan
+
+    group, label, preset, seq, batch, mode, precision, accumulate = entry
+    predicted = plan(
+        preset,
+        seq_len=seq,
+        mode=mode,
+        precision=precision,
+        gradient_accumulation=accumulate,
+        num_classes=3,
+    ).peak_bytes(batch // accumulate)
+    return {
+        "set": group,
+        "model": label,
+        "mode": mode,
+        "precision": precision,
+        "seq_len": seq,
+        "batch": batch,
+        "accumulation": accumulate,
+        "measured_mib": measured,
+        "predicted_mib": round(predicted / 2**20, 1),
+        "error": round(predicted / (measured * 2**20) - 1, 4),
+        "measured_on": measured_on,
+    }
+
+
+def _key(row):
+    return tuple(row[k] for k in ("model", "mode", "precision", "seq_len", "batch", "accumulation"))
+
+
+def run_grid(grid, previous=None, only=()):
+    """Measures every row of `grid` (with `only`: the rows whose label
+    contains one of them; the others keep their measurement from the
+    `previous` results)."""
+    from bertzoo.planner import measure_peak
+
+    today = f"{time.strftime('%Y-%m-%d')}, {cpu_info()['model']}"
+    kept = {_key(r): r for r in (previous or {}).get("rows", [])}
+    rows = []
+    for entry in _rows_of(grid):
+        group, label, preset, seq, batch, mode, precision, accumulate = entry
+        if only and not any(part in label for part in only):
+            old = kept.get(
+                _key(
+                    {
+                        "model": label,
+                        "mode": mode,
+                        "precision": precision,
+                        "seq_len": seq,
+                        "batch": batch,
+                        "accumulation": accumulate,
+                    }
+                )
             )
-            p = plan(
-                preset,
-                seq_len=seq,
-                mode=mode,
-                precision=precision,
-                gradient_accumulation=accumulate,
-                num_classes=3,
-            )
-            predicted = p.peak_bytes(batch // accumulate)
+            if old is None:
+                raise SystemExit(
+                    f"No earlier measurement of {label} {mode} {seq} x {batch}: run without --only."
+                )
             rows.append(
-                {
-                    "set": group,
-                    "model": label,
-                    "mode": mode,
-                    "precision": precision,
-                    "seq_len": seq,
-                    "batch": batch,
-                    "accumulation": accumulate,
-                    "measured_mib": round(measured / 2**20, 1),
-                    "predicted_mib": round(predicted / 2**20, 1),
-                    "error": round(predicted / measured - 1, 4),
-                    "compile_seconds": round(time.perf_counter() - start, 1),
-                }
+                _row(
+                    entry,
+                    old["measured_mib"],
+                    old.get("measured_on", f"{previous['date']}, {previous['machine']['model']}"),
+                )
             )
-            print(json.dumps(rows[-1]), flush=True)
+            continue
+        start = time.perf_counter()
+        measured = measure_peak(
+            preset, seq, batch // accumulate, mode, precision, accumulate, num_classes=3
+        )
+        rows.append(_row(entry, round(measured / 2**20, 1), today))
+        rows[-1]["compile_seconds"] = round(time.perf_counter() - start, 1)
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -209,17 +322,13 @@ def classic_table():
             "original_readme": b,
             "planner": plan("bert_base", seq_len=s, memory="12GiB", optimizer="adam").max_batch,
             "planner_no_attention_dropout": plan(
-                {**_base_config(), "attention_dropout": 0.0}, seq_len=s, memory="12GiB"
+                {**backbone_config("bert_base"), "attention_dropout": 0.0},
+                seq_len=s,
+                memory="12GiB",
             ).max_batch,
         }
         for s, b in CLASSIC.items()
     ]
-
-
-def _base_config():
-    from bertzoo.planner.architecture import backbone_config
-
-    return backbone_config("bert_base")
 
 
 def markdown(rows):
@@ -290,14 +399,25 @@ def figure(rows, out):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="calibration rows only")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="re-measure only the rows whose label contains LABEL (repeatable)",
+    )
     args = parser.parse_args()
     grid = [g for g in GRID if g[0] == "calibration"] if args.quick else GRID
-    rows = run_grid(grid)
+    out = RESULTS / "plan_calibration.json"
+    previous = json.loads(out.read_text()) if args.only and out.exists() else None
+    rows = run_grid(grid, previous, args.only)
     checked = [r for r in rows if r["set"] != "mixed precision on CPU"]
     worst = max(abs(r["error"]) for r in checked)
     result = {
         "what": "bertzoo.plan predicted peak vs XLA memory_analysis of the compiled JAX step",
         "date": time.strftime("%Y-%m-%d"),
+        "machine_note": "each row's measured_on: the date and CPU it was measured on "
+        "(--only re-measures some rows and keeps the others)",
         "machine": cpu_info(),
         "versions": versions("keras", "jax", "jaxlib"),
         "rows": rows,
@@ -305,7 +425,6 @@ def main():
         "classic_12gib_table": classic_table(),
     }
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "plan_calibration.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(markdown(rows))
     if not args.quick:

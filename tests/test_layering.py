@@ -32,6 +32,7 @@ FLOORS = {
     "bertzoo.input_checks": 1,
     "bertzoo.batching": 1,
     "bertzoo.metrics": 1,
+    "bertzoo.local_layout": 1,
     # 2: graphs only
     "bertzoo.models": 2,
     # 3: the one loader (formats and checkpoint families), preprocessing

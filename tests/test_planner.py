@@ -102,19 +102,59 @@ def test_modernbert_presets_counts_and_flops_are_the_built_models(name):
     assert plan(name, seq_len=s, mode="inference").flops_per_sequence == expected
 
 
+@pytest.mark.backend_independent  # counts from the config alone
+def test_local_layers_in_blocks_are_planned_as_they_compute():
+    """Up to 256 tokens a local layer computes (and keeps) S x S scores, as
+    a global one; beyond, S x 3b in blocks of b = window / 2 (queries padded
+    to whole blocks), plus its key and value spans (3 S x H each); the
+    planner's memory and FLOPs follow (ettin_encoder_17m: 7 layers, global
+    0, 3 and 6; window 128; 4 heads, H 256)."""
+    arch = Architecture.of("ettin_encoder_17m")
+    assert arch.score_shapes(256) == [(256, 256, False)] * 7
+    shapes = arch.score_shapes(1000)
+    expected = [(1000, 1000, False), (1024, 192, True), (1000, 1000, False)]
+    assert [shapes[i] for i in (0, 1, 3)] == expected
+    global_only = {**backbone_config("ettin_encoder_17m"), "local_attention_window": None}
+    s, h, heads, local = 1000, 256, 4, 4
+    # Fused attention (no dropout): 3 float32 score tensors per layer.
+    saved = local * (3 * 4 * heads * (s * s - 1024 * 192) - 6 * 4 * 1024 * h)
+    for mode, factor in (("finetune", 3), ("inference", 1)):
+        ours, everywhere = (
+            plan(c, seq_len=s, mode=mode) for c in ("ettin_encoder_17m", global_only)
+        )
+        flops = factor * 4 * h * local * (s * s - 1024 * 192)
+        assert everywhere.flops_per_sequence - ours.flops_per_sequence == flops
+        if mode == "finetune":
+            gap = everywhere.activation_bytes_per_sequence - ours.activation_bytes_per_sequence
+            assert gap == saved
+
+
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="XLA memory analysis: JAX pass")
-@pytest.mark.parametrize("seq_len, batch, mode", [(128, 8, "pretrain"), (512, 8, "inference")])
-def test_modernbert_plan_is_within_3_percent_of_the_compiled_steps_peak(seq_len, batch, mode):
-    """A small ModernBERT-shaped config (F = 1.5 H, as the presets), with
-    dropout so that attention takes the calibrated path: the GeGLU's
-    2F-wide projection is kept for the backward pass (2 S x F tensors more
-    than an ungated layer's 4) and is an inference step's working set.
-    Measured (jax 0.10, CPU): -0.7% (pre-training, masked LM only: the
-    step also takes segment_ids), -0.3%; without the GeGLU's tensors the
-    training plan was 6.4% under (fine-tuning at 64 tokens: 6.2% under,
-    +0.2% with them). (Without dropout, as the presets are, the fused
-    attention path keeps more than the 2 heads x S x S tensors it is
-    planned with: -11% at 128 tokens on this config, to be recalibrated.)"""
+@pytest.mark.parametrize(
+    "seq_len, batch, mode, dropout, bar",
+    [
+        (128, 8, "pretrain", 0.1, 0.03),
+        (512, 8, "inference", 0.1, 0.03),
+        (512, 8, "finetune", 0, 0.08),
+    ],
+)
+def test_modernbert_plan_is_close_to_the_compiled_steps_peak(seq_len, batch, mode, dropout, bar):
+    """A small ModernBERT-shaped config (F = 1.5 H, as the presets; a
+    global layer, then a local one with a window of 16).
+
+    With dropout (attention's too: the explicit path) the GeGLU's 2F-wide
+    projection is kept for the backward pass (2 S x F tensors more than an
+    ungated layer's 4) and is an inference step's working set. Measured
+    (jax 0.10, CPU): -0.7% (pre-training, masked LM only: the step also
+    takes segment_ids), -0.3%; without the GeGLU's tensors the training
+    plan was 6.4% under.
+
+    Without dropout, as the presets train, attention takes the fused op,
+    which keeps 3 heads x S x S tensors (exponentials, their sums broadcast,
+    probabilities), and at 512 tokens the local layer runs in blocks (S x
+    3b scores, key and value spans): -6.9% here; -11% at 128 tokens and
+    +8% to +34% at 512 when the planner counted 2 tensors and local layers
+    as global ones. The whole grid: benchmarks/plan_calibration.py."""
     from bertzoo.planner import measure_peak
 
     config = {
@@ -127,12 +167,12 @@ def test_modernbert_plan_is_within_3_percent_of_the_compiled_steps_peak(seq_len,
         "max_sequence_length": 1024,
         "local_attention_window": 16,
         "global_attention_every": 2,
-        "dropout": 0.1,
+        "dropout": dropout,
         "attention_dropout": None,
     }
     measured = measure_peak(config, seq_len, batch, mode, num_classes=3)
     predicted = plan(config, seq_len=seq_len, mode=mode, num_classes=3).peak_bytes(batch)
-    assert abs(predicted / measured - 1) < 0.03, (predicted, measured)
+    assert abs(predicted / measured - 1) < bar, (predicted, measured)
 
 
 def test_memory_parts_and_the_largest_batch():
@@ -194,9 +234,9 @@ def test_plan_is_within_8_percent_of_the_compiled_steps_peak(preset, seq_len, ba
 
     measured = measure_peak(preset, seq_len, batch, mode, num_classes=3)
     predicted = plan(preset, seq_len=seq_len, mode=mode, num_classes=3).peak_bytes(batch)
-    # Measured (jax 0.10, CPU): +3.6%, -0.4%, +2.8%, +2.6%; the whole grid
-    # (benchmarks/plan_calibration.py) is within 7.3%, but for fused attention
-    # at 512 (11.2%); the issue's goal is 15%.
+    # Measured (jax 0.10, CPU): +3.6%, -0.4%, +2.8%, +2.6%; every float32 row
+    # of the whole grid (benchmarks/plan_calibration.py) is within 7.3%; the
+    # issue's goal is 15%.
     assert abs(predicted / measured - 1) < 0.08, (predicted, measured)
 
 

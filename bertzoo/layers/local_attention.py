@@ -16,19 +16,11 @@ values, as the banded form's softmax over `S` equally masked logits gives.
 import numpy as np
 from keras import ops
 
-# Blocks pay for reshapes and `1.5 window` keys per query; the banded form
-# for `S` keys per query. Measured on 2 CPU cores (window 128, 12 heads of
-# 64, batch 1, compiled, interleaved; TensorFlow and JAX;
-# benchmarks/long_context.py): blocked / banded time 1.7x to 2.0x at 128
-# tokens, 1.1x to 1.2x at 256, 0.9x at 384, 0.6x to 0.7x at 512. At and
-# below this length the banded form runs.
-BLOCKED_MIN_LENGTH = 256
+# The layout's length switch and block length live without Keras, for the
+# planner too.
+from bertzoo.local_layout import BLOCKED_MIN_LENGTH, local_attention_blocks
 
-
-def local_attention_blocks(window):
-    """The block length for a window: `window // 2`, the smallest block for
-    which each query's keys lie in its own and the two neighbouring blocks."""
-    return max(window // 2, 1)
+__all__ = ["BLOCKED_MIN_LENGTH", "blocked_sliding_window_attention", "local_attention_blocks"]
 
 
 def _block_band(window):

@@ -24,9 +24,14 @@ The model is computed from the architecture alone (nothing is built):
   with a gated feed-forward layer (ModernBERT's GeGLU: its 2F-wide first
   projection, gate and value; measured within 1% of the compiled step on a
   ModernBERT-shaped config with dropout); heads x S
-  x S: 2 (scores and probabilities) on the fused path, 4 with
-  attention-probability dropout (which takes the explicit path: + mask and
-  dropped probabilities), 0 with a flash kernel. Embeddings: 6 S x H (E
+  x S, in float32: 3 on the fused path (training without
+  attention-probability dropout: XLA keeps the exponentials, their sums
+  broadcast to that shape and the probabilities), 2 + 2 with that dropout
+  (the explicit path: scores, probabilities, + mask and dropped
+  probabilities), 0 with a flash kernel. A local layer past
+  `bertzoo.local_layout.BLOCKED_MIN_LENGTH` tokens computes in blocks of
+  b = window / 2: S x 3b scores instead (queries padded to whole blocks)
+  and 6 S x H more (its key and value spans). Embeddings: 6 S x H (E
   wide before a projection) + 2 for their dropout. Pre-training adds 3 P x V
   (masked-LM logits, their softmax and its gradient, at P masked
   positions).
@@ -47,12 +52,14 @@ measures as float32 does; the 16-bit sizes are what GPUs and TPUs keep.
 Parameter counts and FLOPs follow the switches too: no biases (and
 LayerNorms without theirs) where `use_bias=False`, a GLU's first projection
 twice as wide, no position table with rotary positions. Local attention is
-computed on the full S x S scores with a band mask, so it is planned as
-global attention.
+planned as bertzoo computes it at a known length (JAX): on the full S x S
+scores with a band mask up to `BLOCKED_MIN_LENGTH` tokens, as global
+attention, and in blocks beyond (`Architecture.score_shapes`).
 
-FLOPs per step: forward 2 x (non-embedding weights used per token) +
-4 x layers x S x H (attention scores and weighted sum) per token, plus the
-head; training is 3x the forward pass.
+FLOPs per step: forward 2 x (non-embedding weights used per token) per
+token + 4 x H x each layer's score entries (S x S; S x 3b for a local layer
+in blocks: attention scores and weighted sum), plus the head; training is
+3x the forward pass.
 
 Modules: `architecture` (the sizes read from a backbone config, parameter
 counts), `estimate` (`plan`, `Plan`: memory by part, largest batch,

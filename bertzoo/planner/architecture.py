@@ -5,6 +5,8 @@ import dataclasses
 import os
 from pathlib import Path
 
+from bertzoo.local_layout import BLOCKED_MIN_LENGTH, local_score_shape
+
 
 def backbone_config(preset):
     """The backbone config (`BertBackbone`'s arguments) of a preset name or
@@ -57,6 +59,10 @@ class Architecture:
     use_bias: bool = True
     gated_feedforward: bool = False
     learned_positions: bool = True
+    # Local (sliding-window) attention in all layers but each
+    # global_attention_every-th.
+    local_attention_window: int | None = None
+    global_attention_every: int = 1
 
     @property
     def max_input_length(self):
@@ -95,7 +101,25 @@ class Architecture:
             use_bias=c.get("use_bias", True),
             gated_feedforward=c.get("gated_feedforward", False),
             learned_positions=c.get("rope_theta") is None,
+            local_attention_window=c.get("local_attention_window"),
+            global_attention_every=c.get("global_attention_every", 1),
         )
+
+    def score_shapes(self, seq_len):
+        """Per layer, `(queries, keys, blocked)`: the per-head score tensor
+        of one sequence of `seq_len` tokens, as the layer computes it at a
+        known length (JAX; a TensorFlow graph traced for any length runs its
+        local layers in blocks at every length). Global layers: `(S, S)`;
+        local ones banded up to `BLOCKED_MIN_LENGTH` tokens, in blocks
+        beyond (`bertzoo.local_layout`)."""
+        shapes = []
+        for i in range(self.num_layers):
+            if self.local_attention_window is None or i % self.global_attention_every == 0:
+                shapes.append((seq_len, seq_len, False))
+            else:
+                queries, keys = local_score_shape(seq_len, self.local_attention_window)
+                shapes.append((queries, keys, seq_len > BLOCKED_MIN_LENGTH))
+        return shapes
 
     def _dense(self, inputs, outputs):
         return inputs * outputs + (outputs if self.use_bias else 0)

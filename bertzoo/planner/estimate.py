@@ -18,8 +18,10 @@ _PER_LAYER_SH = 12
 _PER_DROPOUT = 2
 _PER_LAYER_SF = 4
 _GATED_SF = 2  # extra, with a gated (GLU) feed-forward layer: its 2F-wide projection
-_SCORES_FUSED = 2
-_SCORES_DROPOUT = 2  # extra, with attention-probability dropout
+_SCORES_FUSED = 3  # the fused op's exponentials, their sums broadcast, probabilities
+_SCORES_EXPLICIT = 2  # scores and probabilities, with attention-probability dropout
+_SCORES_DROPOUT = 2  # and that dropout's mask and dropped probabilities
+_BLOCK_SPANS = 6  # S x H: a blocked local layer's key and value spans, 3 blocks each
 _EMBEDDING_SE = 6
 _MLM_LOGITS = 3
 _INFERENCE_SCORES = 3
@@ -202,17 +204,33 @@ def activation_bytes(
     # tensors of an ungated layer.
     gated = _GATED_SF if arch.gated_feedforward else 0
     per_layer += (_PER_LAYER_SF + gated) * act * s * f
-    if attention != "flash":
-        # Scores and softmax in float32; with dropout, the mask and the
-        # dropped probabilities in the compute dtype.
-        per_layer += _SCORES_FUSED * 4 * square
-        if arch.attention_dropout > 0:
-            per_layer += _SCORES_DROPOUT * act * square
     embeddings = (_EMBEDDING_SE + _PER_DROPOUT * dropouts) * act * s * e
-    total = layers * per_layer + embeddings
+    total = layers * per_layer + embeddings + _attention_bytes(arch, s, act, attention)
     if mode == "pretrain":
         predictions = max_predictions or max(1, math.ceil(s * 0.15 - 1e-9))
         total += _MLM_LOGITS * 4 * predictions * arch.vocabulary_size
+    return total
+
+
+def _attention_bytes(arch, seq_len, act, attention):
+    """What the layers' attention keeps for the backward pass besides the
+    S x H tensors: per layer its score tensors (heads x queries x keys,
+    `Architecture.score_shapes`), in float32: 3 on the fused path (training
+    without attention-probability dropout), 2 + 2 with that dropout (the
+    explicit path: + its mask and the dropped probabilities, in the compute
+    dtype), none with a flash kernel; and in a blocked local layer the key
+    and value spans (each block's three-block span: 3 S x H each)."""
+    total = 0
+    for queries, keys, blocked in arch.score_shapes(seq_len):
+        if blocked:
+            total += _BLOCK_SPANS * act * queries * arch.hidden_dim
+        if attention == "flash":
+            continue
+        scores = arch.num_heads * queries * keys
+        if arch.attention_dropout > 0:
+            total += _SCORES_EXPLICIT * 4 * scores + _SCORES_DROPOUT * act * scores
+        else:
+            total += _SCORES_FUSED * 4 * scores
     return total
 
 
@@ -225,8 +243,9 @@ def flops_per_sequence(arch, seq_len, mode="finetune", max_predictions=None):
     per_token = 2 * arch.num_layers * (4 * h * h + feedforward)
     if arch.embedding_dim != arch.hidden_dim:
         per_token += 2 * arch.embedding_dim * h
-    per_token += 4 * arch.num_layers * s * h  # QK^T and PV
-    forward = per_token * s + 2 * arch.pooler_params()
+    # QK^T and PV over each layer's scores (a blocked local layer's S x 3b).
+    attention = 4 * h * sum(queries * keys for queries, keys, _ in arch.score_shapes(s))
+    forward = per_token * s + attention + 2 * arch.pooler_params()
     if mode == "pretrain":
         predictions = max_predictions or max(1, math.ceil(s * 0.15 - 1e-9))
         e, v = arch.embedding_dim, arch.vocabulary_size
@@ -309,8 +328,8 @@ def plan(
         gradient_accumulation: micro-batches per update; the largest batch
             is this times the largest micro-batch.
         attention: "auto" (bertzoo's path: explicit with attention dropout
-            in training, the fused op otherwise; both keep the S x S
-            probabilities) or "flash" (a kernel that keeps none).
+            in training, the fused op otherwise; both keep S x S tensors)
+            or "flash" (a kernel that keeps none).
     """
     check_choice("mode", mode, MODES)
     check_choice("precision", precision, PRECISIONS)
