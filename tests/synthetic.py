@@ -58,6 +58,34 @@ def sentiment_balance(seed, n, split):
     return rows
 
 
+def pair_majority(seed, n, split):
+    """(first, second, label) rows for a sentence-pair task: each text holds
+    one to three sentiment words of one kind among filler, and the label is
+    the kind with more words over the two texts (pairs whose texts disagree
+    with equal counts are not drawn). One text alone predicts the label at
+    best 80% of the time (the Bayes rate of this distribution: 24 of its 30
+    equally likely cases), so a higher accuracy needs both texts. Labels
+    alternate; one training label in ten is flipped."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    while len(rows) < n:
+        label = len(rows) % 2
+        kinds = [int(k) for k in rng.integers(0, 2, 2)]
+        counts = [int(c) for c in rng.integers(1, 4, 2)]
+        if kinds[0] != kinds[1] and counts[0] == counts[1]:
+            continue
+        if (kinds[0] if kinds[0] == kinds[1] or counts[0] > counts[1] else kinds[1]) != label:
+            continue
+        texts = [
+            sentence(rng, list(rng.choice(POSITIVE if kind else NEGATIVE, count)), split)
+            for kind, count in zip(kinds, counts)
+        ]
+        if split == "train" and rng.random() < 0.1:
+            label = 1 - label
+        rows.append((*texts, str(label)))
+    return rows
+
+
 def scores_afresh(config, preset, model):
     """`model`'s validation scores on the files of the fine-tuning `config`,
     read and tokenized afresh with the tokenizer saved in `preset` and
