@@ -263,10 +263,6 @@ def _row(entry, measured, measured_on):
     }
 
 
-def _key(row):
-    return tuple(row[k] for k in ("model", "mode", "precision", "seq_len", "batch", "accumulation"))
-
-
 def run_grid(grid, previous=None, only=()):
     """Measures every row of `grid` (with `only`: the rows whose label
     contains one of them; the others keep their measurement from the
@@ -274,23 +270,13 @@ def run_grid(grid, previous=None, only=()):
     from bertzoo.planner import measure_peak
 
     today = f"{time.strftime('%Y-%m-%d')}, {cpu_info()['model']}"
-    kept = {_key(r): r for r in (previous or {}).get("rows", [])}
+    key = ("model", "mode", "precision", "seq_len", "batch", "accumulation")
+    kept = {tuple(r[k] for k in key): r for r in (previous or {}).get("rows", [])}
     rows = []
     for entry in _rows_of(grid):
         group, label, preset, seq, batch, mode, precision, accumulate = entry
         if only and not any(part in label for part in only):
-            old = kept.get(
-                _key(
-                    {
-                        "model": label,
-                        "mode": mode,
-                        "precision": precision,
-                        "seq_len": seq,
-                        "batch": batch,
-                        "accumulation": accumulate,
-                    }
-                )
-            )
+            old = kept.get((label, mode, precision, seq, batch, accumulate))
             if old is None:
                 raise SystemExit(
                     f"No earlier measurement of {label} {mode} {seq} x {batch}: run without --only."
@@ -302,6 +288,8 @@ def run_grid(grid, previous=None, only=()):
                     old.get("measured_on", f"{previous['date']}, {previous['machine']['model']}"),
                 )
             )
+            if "compile_seconds" in old:
+                rows[-1]["compile_seconds"] = old["compile_seconds"]
             continue
         start = time.perf_counter()
         measured = measure_peak(
