@@ -57,13 +57,14 @@ def test_builtin_preset_files_are_valid_and_consistent(name):
         if expected == "wordpiece":
             assert tok["lowercase"] is tok["strip_accents"] is False
         return
-    if name.startswith("modernbert"):
-        # No segments, no pooler, rotary positions over 8,192 tokens, global
-        # attention every 3rd layer; a byte-level BPE with BERT's special
-        # tokens.
+    if name.startswith(("modernbert", "ettin_encoder")):
+        # No segments, no pooler, rotary positions over 8,192 tokens (Ettin:
+        # 7,999), global attention every 3rd layer; a byte-level BPE with
+        # BERT's special tokens.
         backbone = data["backbone"]
         assert (backbone["num_segments"], backbone["use_pooler"]) == (0, False)
-        assert backbone["max_sequence_length"] == 8192 and act == "gelu"
+        length = 8192 if name.startswith("modernbert") else 7999
+        assert backbone["max_sequence_length"] == length and act == "gelu"
         assert (backbone["global_attention_every"], backbone["local_attention_window"]) == (3, 128)
         assert data["metadata"]["model_type"] == "modernbert"
         assert (tok["kind"], tok["cls_token"], tok["mask_token"]) == (
