@@ -58,8 +58,9 @@ REFERENCE_PARAMS = {  # shared/REFERENCE.md, exact counts from the released conf
     # The Ettin encoders (jhu-clsp/ettin-encoder-*): ModernBertModel built
     # from their configs, counted by the same generator. They are also the
     # n_parameters MTEB lists for cross-encoder/ettin-reranker-*-v1,
-    # fine-tuned from them: an independent check of the sizes, vocabulary
-    # and absent biases.
+    # fine-tuned from them (embeddings-benchmark/mteb,
+    # mteb/models/model_implementations/ettin_models.py): an independent
+    # check of the sizes, vocabulary and absent biases.
     "ettin_encoder_17m": 16_797_440,
     "ettin_encoder_32m": 31_883_136,
     "ettin_encoder_68m": 68_144_640,
