@@ -144,6 +144,30 @@ def packer(preprocessor):
     return texts_to_inputs
 
 
+def packed_chunks(preprocessor, x, cache, size=1024):
+    """In-memory texts -> a list of numpy dicts of packed inputs (each of
+    `size` texts at most, padded to the preprocessor's length), for models
+    that run numpy batches (a LiteRT-int8 model's `predict`). Packed by one
+    `tf.function` per preprocessor and segment count, kept in `cache` (a
+    dict the caller holds): traced once, not per call as a dataset is."""
+    tf = _tf()
+    segments = _segments(x)
+    key = (id(preprocessor), len(segments))
+    if key not in cache:
+        pack = getattr(preprocessor, "pack", None) or preprocessor
+        cache.clear()  # one preprocessor at a time
+        cache[key] = tf.function(
+            lambda *texts: pack(texts if len(texts) == 2 else texts[0]),
+            input_signature=[tf.TensorSpec([None], tf.string)] * len(segments),
+            autograph=False,
+        )
+    total = int(segments[0].shape[0])
+    return [
+        {k: v.numpy() for k, v in cache[key](*(s[i : i + size] for s in segments)).items()}
+        for i in range(0, total, size)
+    ]
+
+
 def text_dataset(preprocessor, x, y=None, sample_weight=None, batch_size=32, shuffle=False):
     """In-memory texts (and labels, sample weights) -> a batched, packed
     `tf.data.Dataset` of `(inputs[, y[, sample_weight]])`, reshuffled each

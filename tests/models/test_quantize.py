@@ -83,7 +83,7 @@ def test_task_models_quantize_their_backbone_and_load_back_quantized(tmp_path):
     x = _ids()
     for i, model in enumerate(_task_models()):
         before = _numpy(model(x))
-        model.quantize("int8")
+        model.quantize("int8", runtime="keras")
         assert quantization_mode(model) == "int8"
         modes = _quantized_layers(model.backbone)
         assert modes and set(modes.values()) == {"int8"}, modes
@@ -116,7 +116,7 @@ def test_a_quantized_model_round_trips_through_a_keras_file(tmp_path):
     """ELECTRA's head (a hidden Dense of its own) stays float32 too."""
     backbone = bertzoo.BertBackbone(**TINY_ALBERT)
     model = bertzoo.BertClassifier(backbone, num_classes=3, head="electra")
-    model.quantize("int8")
+    model.quantize("int8", runtime="keras")
     assert [layer.quantization_mode for layer in model.head_layers()] == [None, None]
     x = _ids()
     expected = np.asarray(model(x))
@@ -141,7 +141,9 @@ def test_unsupported_modes_and_states_are_refused_in_one_line(tmp_path):
         message = str(e.value)
         assert "\n" not in message and "support: int8." in message, message
         assert why is None or why in message
-    with pytest.raises(QuantizationError, match="takes only the mode.*not config, filters"):
+    with pytest.raises(
+        QuantizationError, match="takes mode, runtime and interpreters.*not config, filters"
+    ):
         backbone.quantize("int8", config=None, filters="query")
     assert quantization_mode(backbone) is None  # nothing was changed
 
@@ -152,7 +154,7 @@ def test_unsupported_modes_and_states_are_refused_in_one_line(tmp_path):
     assert quantization_mode(with_lora) is None
 
     model = bertzoo.BertClassifier(bertzoo.BertBackbone(**TINY), num_classes=2)
-    model.quantize("int8")
+    model.quantize("int8", runtime="keras")
     with pytest.raises(QuantizationError, match="already int8-quantized"):
         model.quantize("int8")
     with pytest.raises(QuantizationError, match="fit needs float weights"):
