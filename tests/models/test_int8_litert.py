@@ -18,7 +18,7 @@ from bertzoo.models import litert, task_model_from_preset
 from bertzoo.models.int8 import use_litert
 from bertzoo.models.quantize import QuantizationError, int8_runtime, layer_quantization_mode
 from bertzoo.presets import INT8_GRAPH_FILES
-from tests.conftest import edited_by_hand, seed_everything
+from tests.conftest import FIXTURES, edited_by_hand, seed_everything
 
 on_tensorflow = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",
@@ -228,6 +228,27 @@ def test_a_litert_int8_model_refuses_training_lora_and_other_inputs(int8_models)
         classifier.predict(iter([ids]), verbose=0)
     with pytest.raises(TypeError, match="takes no callbacks"):
         classifier.predict(ids, callbacks=[keras.callbacks.History()])
+
+
+@needs_litert
+def test_a_litert_int8_preset_loads_under_any_backend(monkeypatch, fast_init):
+    """A LiteRT-int8 QA preset made under TensorFlow
+    (tests/fixtures/make_int8_litert_qa.py) loads under this backend with
+    its graph, nothing converted: its outputs are those recorded where it
+    was made, within 1e-5 of their scale (the same graph; the kernels may
+    sum in another order on another CPU)."""
+    monkeypatch.setattr(litert, "flatbuffer", None)  # never converts
+    model = task_model_from_preset(FIXTURES / "int8_litert_qa")
+    assert int8_runtime(model) == "litert"
+    reference = np.load(FIXTURES / "int8_litert_qa_reference.npz")
+    ids = {k: reference[k] for k in model.input}
+    real = ids["padding_mask"].astype(bool)
+    got = model.predict(ids)
+    for name in ("start_logits", "end_logits"):
+        expected = reference[f"int8/{name}"]
+        scale = np.abs(expected[real]).max()
+        np.testing.assert_allclose(got[name][real], expected[real], atol=1e-5 * scale)
+        assert np.all(got[name][~real] == FILL)
 
 
 @pytest.mark.backend_independent
