@@ -289,12 +289,18 @@ class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
         """The model's raw outputs: logits (see the class docstring), for a
         dict of token ids, a dataset, or texts when the model has a
         preprocessor (see `fit`). `predict_proba` gives probabilities.
-        After `quantize("int8")` on LiteRT, the int8 graph runs them
-        (`bertzoo.models.int8`)."""
-        if litert.attached_runner(self) is not None and text_inputs.is_texts(x):
+        In-memory texts are packed by one traced function (not a dataset
+        per call) and run as token ids: in length-sorted batches through a
+        forward pass compiled once, or after `quantize("int8")` on LiteRT
+        through the int8 graph (`bertzoo.models.int8`)."""
+        if text_inputs.is_texts(x) and steps is None and callbacks is None:
             cache = self.__dict__.setdefault("_bertzoo_text_pack", {})
-            x = text_inputs.packed_chunks(self._texts_preprocessor(x), x, cache)
-            return super().predict(x, steps=steps, callbacks=callbacks)
+            chunks = text_inputs.packed_chunks(self._texts_preprocessor(x), x, cache)
+            if litert.attached_runner(self) is not None:
+                return super().predict(chunks)
+            if chunks:
+                parts = [super(TaskModel, self).predict(c, batch_size) for c in chunks]
+                return keras.tree.map_structure(lambda *a: np.concatenate(a), *parts)
         x, _, _, converted = self._data_inputs(x, batch_size=batch_size)
         return super().predict(
             x,
