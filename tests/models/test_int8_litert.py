@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import bertzoo
+from benchmarks.probes import span_probe
 from bertzoo.errors import IntegrityError
 from bertzoo.models import litert, task_model_from_preset
 from bertzoo.models.int8 import use_litert
@@ -290,25 +291,6 @@ def test_bad_int8_settings_and_presets_are_refused_in_one_line(tmp_path):
 SIZE = 200
 
 
-def _span_probe(features, mask, targets, steps=300, rate=0.5, l2=1e-3):
-    """A linear scorer of token features for one end of a span, trained by
-    full-batch gradient descent on the softmax over each window's real
-    positions (deterministic, numpy): `(kernel (H,), bias)` on the raw
-    features."""
-    real = mask.astype(bool)
-    mean, scale = features[real].mean(0), features[real].std(0) + 1e-6
-    z = ((features - mean) / scale).astype("float32")
-    flat = z.reshape(-1, z.shape[-1])
-    w = np.zeros(z.shape[-1], "float32")
-    onehot = np.eye(z.shape[1], dtype="float32")[targets]
-    for _ in range(steps):
-        logits = np.where(real, z @ w, -1e9)
-        p = np.exp(logits - logits.max(1, keepdims=True))
-        p /= p.sum(1, keepdims=True)
-        w -= rate * ((p - onehot).reshape(-1) @ flat / len(z) + l2 * w)
-    return w / scale, -(mean / scale) @ w
-
-
 @pytest.mark.slow
 @on_tensorflow
 @needs_litert
@@ -361,7 +343,7 @@ def test_int8_litert_qa_keeps_f1(minilm_dir):
     train_features, test_features = forward(train), forward(test)
     mask = train["padding_mask"]
     probes = [
-        _span_probe(train_features, mask, train[k]) for k in ("start_positions", "end_positions")
+        span_probe(train_features, mask, train[k]) for k in ("start_positions", "end_positions")
     ]
     kernel = np.stack([w for w, _ in probes], 1).astype("float32")
     bias = np.array([b for _, b in probes], "float32")

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import bertzoo
+from benchmarks.probes import softmax_probe
 from benchmarks.texts import short_texts
 from bertzoo import batching
 from bertzoo.data.readers.common import LabelSet, TaggedSentence
@@ -226,23 +227,6 @@ def test_int8_embedder_stays_within_the_cosine_bars_and_loads_back(minilm_dir, t
     np.testing.assert_array_equal(loaded.embed(texts, batch_size=len(texts)), got)
 
 
-def _probe(features, labels, classes, steps=300, rate=0.5, l2=0.1):
-    """A softmax regression on `features` by full-batch gradient descent
-    (deterministic, numpy): `(kernel, bias)` of one Dense layer."""
-    mean, scale = features.mean(0), features.std(0) + 1e-6
-    z = (features - mean) / scale
-    w, b = np.zeros((z.shape[1], classes)), np.zeros(classes)
-    onehot = np.eye(classes)[labels]
-    for _ in range(steps):
-        logits = z @ w + b
-        p = np.exp(logits - logits.max(1, keepdims=True))
-        p /= p.sum(1, keepdims=True)
-        w -= rate * (z.T @ (p - onehot) / len(z) + l2 * w)
-        b -= rate * (p - onehot).mean(0)
-    # Folded back onto the raw features.
-    return (w / scale[:, None]).astype("float32"), (b - (mean / scale) @ w).astype("float32")
-
-
 @pytest.mark.slow
 def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
     """MiniLM task models on the fine-tuning recipe's built-in tasks
@@ -262,7 +246,7 @@ def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
     classifier = bertzoo.BertClassifier(backbone, num_classes=2, dropout=0.0)
     pooled = keras.Model(classifier.input, classifier.get_layer("classifier_dropout").input)
     features = batching.predict_by_length(batching.compiled_forward(pooled), ids, 512, 32)
-    kernel, bias = _probe(features[:256], labels[:256], 2)
+    kernel, bias = softmax_probe(features[:256], labels[:256], 2)
     classifier.head.set_weights([kernel, bias])
     float_predictions = (features[256:] @ kernel + bias).argmax(-1)  # the head on them
 
@@ -276,7 +260,7 @@ def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
     tokens = keras.Model(tagger.input, tagger.get_layer("tagger_dropout").input)
     token_features = batching.compiled_forward(tokens)(tagged)  # (n, 32, 384)
     scored = tags[:192] >= 0
-    kernel, bias = _probe(token_features[:192][scored], tags[:192][scored], len(names))
+    kernel, bias = softmax_probe(token_features[:192][scored], tags[:192][scored], len(names))
     tagger.head.set_weights([kernel, bias])
     truth = [s.tags for s in sentences[192:]]
     lengths = [len(s.words) for s in sentences[192:]]
