@@ -233,7 +233,8 @@ def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
     (sentiment with adjectives, and person and location names, that
     training never shows), each head trained on the float32 features (a
     linear probe: fine-tuning the encoder costs minutes here), then the
-    model quantized. Measured, float32 and int8 alike: classifier accuracy
+    model quantized with Keras' int8 layers (the LiteRT graph's bars:
+    test_int8_litert.py, benchmarks/int8_tasks.py). Measured, float32 and int8 alike: classifier accuracy
     0.9922 on 256 sentences (no prediction changes), tagger entity F1
     0.9896 on 64 sentences (no word's tag changes)."""
     backbone = bertzoo.BertBackbone.from_preset(minilm_dir)
@@ -268,7 +269,7 @@ def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
         token_features[192:] @ kernel + bias, starts[192:], lengths, names
     )
 
-    classifier.quantize("int8")  # the backbone both share
+    classifier.quantize("int8", runtime="keras")  # the backbone both share
     assert quantization_mode(tagger) == "int8"
     test = {k: v[256:] for k, v in ids.items()}
     int8_predictions = classifier.predict(test, batch_size=256, verbose=0).argmax(-1)
