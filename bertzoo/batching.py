@@ -335,7 +335,7 @@ def compiled_forward(model):
     return forward
 
 
-def _pad_positions(array, sequence_length):
+def pad_positions(array, sequence_length):
     """Pads the position axis back to `sequence_length`: floats (logits)
     with a very negative value, so padding never ranks among the best
     positions; integers with 0."""
@@ -353,7 +353,7 @@ def predict_by_length(forward, features, batch_size, sequence_length, per_token=
     dict of `(n, sequence_length)` arrays) in length-sorted, trimmed batches
     and returns its outputs (array or dict of arrays) in the input order.
     With `per_token`, outputs with a position axis are padded back to
-    `sequence_length` (see `_pad_positions`)."""
+    `sequence_length` (see `pad_positions`)."""
     import keras
 
     lengths = sequence_lengths(features)
@@ -363,7 +363,7 @@ def predict_by_length(forward, features, batch_size, sequence_length, per_token=
     for rows, length in inference_plan(lengths, batch_size, sequence_length):
         out = forward(trim(_take(features, rows), length, sequence_length))
         if per_token:
-            out = keras.tree.map_structure(lambda a: _pad_positions(a, sequence_length), out)
+            out = keras.tree.map_structure(lambda a: pad_positions(a, sequence_length), out)
         order.append(rows)
         parts.append(keras.tree.map_structure(np.asarray, out))
     inverse = np.empty(len(lengths), np.int64)

@@ -12,13 +12,12 @@ from bertzoo import batching
 from bertzoo import presets as preset_lib
 from bertzoo.errors import InputTypeError
 from bertzoo.input_checks import check_model_inputs
-from bertzoo.io.manifest import verify_directory
 from bertzoo.io.publish import publish_directory
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
+from bertzoo.loader_registry import preset_loader
 from bertzoo.models import litert
-from bertzoo.models import quantize as quantize_lib
 from bertzoo.models.backbone import BertBackbone, check_predict_inputs
-from bertzoo.models.quantize import QuantizeMethods
+from bertzoo.models.int8 import QuantizeMethods, predict_litert, saved_graph, use_saved_graph
 from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import (
     VOCABULARY_FILES,
@@ -36,13 +35,6 @@ _ST_POOLING_KEYS = {
     "pooling_mode_max_tokens": "max",
 }
 
-
-# `quantize("int8", runtime=...)`: "litert" runs an int8 LiteRT graph of
-# the embedder (`bertzoo.models.litert`), "keras" quantizes the Keras layers
-# (`bertzoo.models.quantize`); "auto" is LiteRT where it can be had.
-INT8_RUNTIMES = ("auto", "litert", "keras")
-# Where a LiteRT-int8 embedder's graph is saved, beside its float weights.
-LITERT_FILE = "embedder_int8.tflite"
 
 # transformers' "no limit" `model_max_length` (int(1e30)): any length above
 # this is no length at all.
@@ -122,12 +114,6 @@ def _embedder_section(directory):
         raise preset_lib.PresetError(
             f"{Path(directory) / preset_lib.CONFIG_FILE}: embedder.pooling must be one of "
             f"{', '.join(POOLING_MODES)}, got {pooling!r}."
-        )
-    runtime = section.get("int8_runtime")
-    if runtime is not None and runtime != "litert":
-        raise preset_lib.PresetError(
-            f"{Path(directory) / preset_lib.CONFIG_FILE}: embedder.int8_runtime must be "
-            f"'litert' (its graph in {LITERT_FILE}), got {runtime!r}."
         )
     return section
 
@@ -222,15 +208,18 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         normalize: L2-normalise the embeddings.
 
     `quantize("int8")` switches the embedder to its fastest int8 CPU path:
-    a LiteRT graph with int8 weights (see `quantize`); `save_to_preset`
-    writes the backbone, the vocabulary and the pooling settings, and that
-    graph when there is one.
+    a LiteRT graph with int8 weights, where the backend is TensorFlow and
+    ai-edge-litert is installed (`bertzoo.models.int8`); `embed` and
+    `predict` run it. `save_to_preset` writes the backbone, the vocabulary
+    and the pooling settings, and that graph when there is one.
 
     Example:
     >>> embedder = TextEmbedder.from_preset(path_to_all_minilm_l6_v2)
     >>> embedder.embed(["A sentence.", "한국어 문장."]).shape
     (2, 384)
     """
+
+    int8_graph_owner = "embedder"
 
     def __init__(self, backbone, preprocessor=None, pooling="mean", normalize=True, **kwargs):
         inputs = {k: keras.Input(shape=(None,), dtype="int32", name=k) for k in backbone.input}
@@ -260,7 +249,10 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         default to what the directory records (the `embedder` section
         `save_to_preset` writes, or a sentence-transformers directory's
         files), else mean pooling, normalised, and the backbone's maximum
-        length. An int8 preset loads int8. `dtype`
+        length. An int8 preset loads int8 (a LiteRT-int8 one with its
+        graph, not converted again, under any backend, unless pooling,
+        normalize, sequence_length or dtype is given: then the float32
+        model runs, and a warning says so). `dtype`
         (e.g. "mixed_bfloat16") is the backbone's dtype policy; the pooled
         embeddings stay float32."""
         # Model, tokenizer and settings from one published version of the
@@ -269,31 +261,17 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             backbone, preprocessor, settings = cls._parts_from_preset(
                 source, preset, sequence_length, vocabulary, load_weights, dtype
             )
-            int8_graph = None
-            if settings.get("int8_runtime") == "litert":
-                verify_directory(source, [LITERT_FILE])
-                int8_graph = (Path(source) / LITERT_FILE).read_bytes()
-        embedder = cls(
-            backbone,
-            preprocessor,
-            pooling=pooling or settings.get("pooling", "mean"),
-            normalize=settings.get("normalize", True) if normalize is None else normalize,
-            **kwargs,
-        )
-        if int8_graph is not None:
-            changed = (pooling, normalize, sequence_length) != (None, None, None)
-            if changed or dtype is not None or not litert.available():
-                why = (
-                    "pooling, normalize, sequence_length or dtype was given"
-                    if changed or dtype is not None
-                    else f"the LiteRT runtime is not installed ({litert.INSTALL})"
-                )
-                logger.warning(
-                    f"{preset}: its int8 LiteRT graph is not used ({why}); the float32 "
-                    "model runs: quantize it again for int8."
-                )
-            else:
-                embedder._use_litert(int8_graph)
+            embedder = cls(
+                backbone,
+                preprocessor,
+                pooling=pooling or settings.get("pooling", "mean"),
+                normalize=settings.get("normalize", True) if normalize is None else normalize,
+                **kwargs,
+            )
+            if load_weights:
+                given = (pooling, normalize, sequence_length, dtype) != (None,) * 4
+                changed = "pooling, normalize, sequence_length or dtype" if given else None
+                use_saved_graph(embedder, preset_loader().read_int8_graph(source), preset, changed)
         return embedder
 
     @staticmethod
@@ -301,7 +279,11 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         """(backbone, preprocessor, sentence-transformers settings) read from
         `source` (the pinned view of `preset`)."""
         overrides = {} if dtype is None else {"dtype": dtype}
-        backbone = BertBackbone.from_preset(source, load_weights=load_weights, **overrides)
+        # The loader's own load: a LiteRT-int8 graph in the preset is the
+        # embedder's to take (`from_preset`), not its backbone's.
+        backbone = preset_loader().load_backbone(
+            BertBackbone, source, load_weights=load_weights, overrides=overrides
+        )
         settings = {}
         if preset_lib.builtin_name(preset) is None:
             settings = {
@@ -327,97 +309,39 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             )
         return backbone, preprocessor, settings
 
-    def quantize(self, mode="int8", runtime="auto", interpreters=None):
-        """Switches this embedder to int8 inference, in place.
-
-        runtime:
-            "litert": the embedder (backbone, pooling, normalisation) is
-                converted to a LiteRT graph with int8 weights, activations
-                quantized per call and per row (`bertzoo.models.litert`);
-                `embed` and `predict` run it, each text cut to its own
-                length, texts shared out over `interpreters` interpreters
-                of one thread each (default: one per core, at most 4).
-                Nothing is compiled per shape, so a fresh process's first
-                pass runs at full speed. Converting takes 10-30 s for a
-                MiniLM; `save_to_preset` keeps the graph, so a preset
-                loads with it. Needs the TensorFlow backend to convert and
-                `ai-edge-litert` (`pip install ".[export]"` in the checkout) to run.
-            "keras": Keras' int8 layers in the backbone
-                (`bertzoo.models.quantize`), under any backend.
-            "auto" (the default): "litert" where the backend is TensorFlow
-                and ai-edge-litert is installed, else "keras".
-        The Keras graph (`embedder(inputs)` on tensors) keeps its float32
-        weights under "litert". Only `mode="int8"`."""
-        if runtime not in INT8_RUNTIMES:
-            raise quantize_lib.QuantizationError(
-                f"runtime must be one of {', '.join(INT8_RUNTIMES)}, got {runtime!r}."
-            )
-        quantize_lib.check_quantizable(self, mode)
-        can_convert = keras.backend.backend() == "tensorflow"
-        if runtime == "auto":
-            runtime = "litert" if can_convert and litert.available() else "keras"
-        if runtime == "keras":
-            if interpreters is not None:
-                raise quantize_lib.QuantizationError(
-                    "interpreters= sets the LiteRT runtime's interpreters; runtime='keras' "
-                    "runs the Keras model."
-                )
-            return quantize_lib.quantize(self, mode)
-        if not can_convert:
-            raise quantize_lib.QuantizationError(
-                f"runtime='litert' converts the embedder through TensorFlow, and the Keras "
-                f"backend is {keras.backend.backend()}: use KERAS_BACKEND=tensorflow (a "
-                "saved LiteRT-int8 preset then loads under any backend), or runtime='keras'."
-            )
-        if not litert.available():
-            raise quantize_lib.QuantizationError(
-                f"runtime='litert' needs the LiteRT runtime: {litert.INSTALL}; or use "
-                "runtime='keras'."
-            )
-
-        def outputs(inputs):
-            return {"embedding": self(inputs, training=False)}
-
-        model = litert.flatbuffer(outputs, list(self.input), int8=True)
-        self._use_litert(model, interpreters)
-        return self
-
-    def _use_litert(self, model, interpreters=None):
-        self.__dict__[quantize_lib.RUNTIME_ATTRIBUTE] = litert.LiteRTRunner(model, interpreters)
+    def _litert_ready(self):
         if self.preprocessor is not None:
             # The tokenizer's graph is traced and first run here, at load,
             # not in the first call (the LiteRT graph needs no compiling).
             self.embed([""])
-
-    @property
-    def _litert(self):
-        runner = self.__dict__.get(quantize_lib.RUNTIME_ATTRIBUTE)
-        return runner if isinstance(runner, litert.LiteRTRunner) else None
 
     def save_to_preset(self, preset_dir):
         """Writes the backbone (see `BertBackbone.save_to_preset`; int8 after
         `quantize("int8", runtime="keras")`), the preprocessor's vocabulary
         and tokenizer settings, an `embedder` section (pooling, normalize,
         sequence_length) and, after `quantize("int8")` on LiteRT, its int8
-        graph (embedder_int8.tflite) to `preset_dir`, published as one
-        unit with a checksum manifest. `TextEmbedder.from_preset(preset_dir)`
-        rebuilds the same embedder."""
+        graph (embedder_int8.tflite, `bertzoo.models.int8`) to `preset_dir`,
+        published as one unit with a checksum manifest.
+        `TextEmbedder.from_preset(preset_dir)` rebuilds the same embedder."""
         section = {"pooling": self.pooling, "normalize": self.normalize}
         info = dict(self.backbone.preset_info)
-        replaces = preset_lib.MODEL_FILES + (LITERT_FILE,)
-        if self._litert is not None:
-            section["int8_runtime"] = "litert"
+        replaces = preset_lib.MODEL_FILES
         if self.preprocessor is not None:
             section["sequence_length"] = int(self.preprocessor.sequence_length)
             replaces += VOCABULARY_FILES
         with publish_directory(preset_dir, "preset", replaces=replaces) as staging:
-            if self._litert is not None:
-                (Path(staging) / LITERT_FILE).write_bytes(self._litert.model)
             if self.preprocessor is not None:
                 tokenizer = self.preprocessor.tokenizer
                 tokenizer.save_to_preset(staging)
                 info["tokenizer"] = tokenizer.preset_section()
-            self.backbone.save_to_preset(staging, extra={"embedder": section}, preset_info=info)
+            preset_loader().save_backbone(
+                self.backbone,
+                staging,
+                info,
+                self.backbone.head_tensors,
+                extra={"embedder": section},
+                int8_graph=saved_graph(self),
+            )
         return Path(preset_dir)
 
     def _string_segments(self, x):
@@ -490,9 +414,9 @@ class TextEmbedder(QuantizeMethods, keras.Model):
 
     def _embed_texts(self, x, batch_size):
         segments = self._string_segments(x)
-        if self._litert is not None:
+        if litert.attached_runner(self) is not None:
             packed = self._text_function("pack", len(segments))(*segments)
-            return self._litert_rows({k: v.numpy() for k, v in packed.items()})
+            return predict_litert(self, {k: v.numpy() for k, v in packed.items()})
         if keras.backend.backend() == "tensorflow" and segments[0].shape[0] <= batch_size:
             return self._text_function("embed", len(segments))(*segments).numpy()
         packed = self._text_function("pack", len(segments))(*segments)
@@ -509,7 +433,8 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         Texts and dicts of token-id arrays run in length-sorted batches,
         each padded only to its longest text's bucket, through a forward
         pass compiled once (`bertzoo.batching`); the result is in the input
-        order. Datasets and generators go through Keras' `predict`."""
+        order. Datasets and generators go through Keras' `predict` (after
+        `quantize("int8")` on LiteRT, datasets through the LiteRT graph)."""
         if x is None:
             raise InputTypeError(
                 f"TextEmbedder takes {_TEXTS}; got None."
@@ -531,17 +456,13 @@ class TextEmbedder(QuantizeMethods, keras.Model):
                 raise TypeError(f"predict() on texts takes no {', '.join(kwargs)} argument.")
             return self._embed_texts(x, batch_size or 32)
         check_predict_inputs(self.backbone, x)  # a dict of ids: keys, dtypes, ranges
+        if litert.attached_runner(self) is not None and not kwargs:
+            return predict_litert(self, x)
         if not kwargs and batching.is_array_batch(x):
             return self._by_length(x, batch_size)
         return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
 
-    def _litert_rows(self, features):
-        rows = self._litert.run({k: np.asarray(features[k]) for k in self.input})
-        return rows["embedding"]
-
     def _by_length(self, features, batch_size):
-        if self._litert is not None:
-            return self._litert_rows(features)
         return batching.predict_by_length(
             batching.compiled_forward(self),
             features,

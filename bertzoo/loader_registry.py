@@ -25,6 +25,7 @@ LOADER_OPERATIONS = (
     "save_backbone",
     "load_task_model",
     "save_task_model",
+    "read_int8_graph",
     "hf_num_classes",
     "load_pretraining_heads",
     "pretraining_head_tensors",

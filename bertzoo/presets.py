@@ -48,9 +48,16 @@ GENERATOR_DIR = "generator"  # an ELECTRA preset's generator, a preset of its ow
 HEADS_FILE = "heads.safetensors"
 # A fine-tuned task model's head (bertzoo.models.tasks).
 TASK_HEAD_FILE = "task_head.safetensors"
+# A LiteRT-int8 model's graph, beside its float32 weights, by the kind of
+# model that runs it (bertzoo.models.int8).
+INT8_GRAPH_FILES = {
+    "backbone": "backbone_int8.tflite",
+    "task": "task_int8.tflite",
+    "embedder": "embedder_int8.tflite",
+}
 # What a model's save replaces in a preset directory (the vocabulary, saved
 # by the tokenizer, stays).
-MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, HEADS_FILE, TASK_HEAD_FILE)
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, HEADS_FILE, TASK_HEAD_FILE, *INT8_GRAPH_FILES.values())
 
 # Allowed keys and their JSON types, per section.
 _TOP_LEVEL = {
@@ -61,15 +68,20 @@ _TOP_LEVEL = {
     "metadata": dict,
     # A fine-tuned task model's head settings (bertzoo.models.tasks).
     "task": dict,
-    # A quantized model's mode: {"mode": "int8"} (bertzoo.models.quantize).
+    # A quantized model's mode: {"mode": "int8"} for Keras' int8 layers
+    # (bertzoo.models.quantize); a LiteRT-int8 model's adds "runtime":
+    # "litert" and its "graph" file (bertzoo.models.int8).
     "quantization": dict,
     # A TextEmbedder's pooling, normalisation and sequence length.
     "embedder": dict,
 }
 # The quantization modes a preset may record (bertzoo.models.quantize).
 QUANTIZATION_MODES = ("int8",)
-_QUANTIZATION = {"mode": str}
-_EMBEDDER = {"pooling": str, "normalize": bool, "sequence_length": int, "int8_runtime": str}
+_QUANTIZATION = {"mode": str, "runtime": str, "graph": str}
+# The runtimes a quantized preset may record: "keras" (the default: int8
+# layers in the weights file) or "litert" (float32 weights and a graph).
+QUANTIZATION_RUNTIMES = ("keras", "litert")
+_EMBEDDER = {"pooling": str, "normalize": bool, "sequence_length": int}
 _TOKENIZER = {
     "kind": str,
     "lowercase": bool,
@@ -295,14 +307,35 @@ def validate_preset(data, source, backbone_keys=None):
     _check_types(data.get("embedder", {}), _EMBEDDER, source, "embedder.")
     quantization = data.get("quantization")
     if quantization is not None:
-        _check_types(quantization, _QUANTIZATION, source, "quantization.")
-        if quantization.get("mode") not in QUANTIZATION_MODES:
-            raise PresetError(
-                f"{source}: quantization.mode must be one of {', '.join(QUANTIZATION_MODES)}, "
-                f"got {quantization.get('mode')!r}."
-            )
+        _check_quantization(quantization, source)
     check_sizes(data["backbone"], source)
     return data
+
+
+def _check_quantization(section, source):
+    _check_types(section, _QUANTIZATION, source, "quantization.")
+    if section.get("mode") not in QUANTIZATION_MODES:
+        raise PresetError(
+            f"{source}: quantization.mode must be one of {', '.join(QUANTIZATION_MODES)}, "
+            f"got {section.get('mode')!r}."
+        )
+    runtime = section.get("runtime", "keras")
+    if runtime not in QUANTIZATION_RUNTIMES:
+        raise PresetError(
+            f"{source}: quantization.runtime must be one of "
+            f"{', '.join(QUANTIZATION_RUNTIMES)}, got {runtime!r}."
+        )
+    graphs = tuple(INT8_GRAPH_FILES.values()) if runtime == "litert" else (None,)
+    if section.get("graph") not in graphs:
+        valid = (
+            f"one of {', '.join(graphs)}"
+            if runtime == "litert"
+            else "absent (Keras' int8 layers are in the weights file)"
+        )
+        raise PresetError(
+            f"{source}: quantization.graph must be {valid} with runtime {runtime!r}, "
+            f"got {section.get('graph')!r}."
+        )
 
 
 def read_preset_file(path, backbone_keys=None):

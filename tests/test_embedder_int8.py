@@ -10,9 +10,9 @@ import pytest
 
 import bertzoo
 from benchmarks.texts import short_texts
-from bertzoo.embedder import LITERT_FILE
 from bertzoo.errors import IntegrityError
 from bertzoo.models import litert
+from bertzoo.models.int8 import use_litert
 from bertzoo.models.quantize import QuantizationError, int8_runtime
 from tests.conftest import edited_by_hand, tiny_backbone
 from tests.fixtures.fuzz_text import fuzz_texts
@@ -22,6 +22,7 @@ on_tensorflow = pytest.mark.skipif(
     reason="converting to LiteRT traces the Keras model in TensorFlow",
 )
 needs_litert = pytest.mark.skipif(not litert.available(), reason="ai-edge-litert not installed")
+LITERT_FILE = bertzoo.presets.INT8_GRAPH_FILES["embedder"]
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghij", "##a", "##b", "한", "😀"]
 
@@ -58,7 +59,7 @@ def test_litert_int8_on_a_tiny_model_matches_float32_on_every_input_form(tmp_pat
     np.testing.assert_array_equal(embedder.embed(MESSY[2]), got[2])
     np.testing.assert_array_equal(embedder.predict(ids), got)
     assert embedder.embed([]).shape == (0, 10)
-    embedder._use_litert(embedder._litert.model, interpreters=1)
+    use_litert(embedder, litert.attached_runner(embedder).model, interpreters=1)
     np.testing.assert_array_equal(embedder.embed(MESSY), got)
 
     with pytest.raises(QuantizationError, match="already int8-quantized"):
@@ -73,7 +74,7 @@ def test_a_litert_int8_preset_loads_its_graph_verified_and_unconverted(tmp_path,
     directory = tmp_path / "int8"
     embedder.save_to_preset(directory)
     config = json.loads((directory / "config.json").read_text())
-    assert config["embedder"]["int8_runtime"] == "litert"
+    assert config["quantization"] == {"mode": "int8", "runtime": "litert", "graph": LITERT_FILE}
     assert LITERT_FILE in json.loads((directory / "bertzoo-manifest.json").read_text())["files"]
 
     def no_conversion(*args, **kwargs):
@@ -113,16 +114,22 @@ def test_bad_runtime_settings_are_refused_in_one_line(tmp_path):
     embedder.save_to_preset(tmp_path / "p")
     edited_by_hand(tmp_path / "p")
     config = json.loads((tmp_path / "p" / "config.json").read_text())
-    config["embedder"]["int8_runtime"] = "onnx"
+    config["quantization"] = {"mode": "int8", "runtime": "onnx"}
     (tmp_path / "p" / "config.json").write_text(json.dumps(config))
-    with pytest.raises(bertzoo.PresetError, match="int8_runtime must be 'litert'"):
+    with pytest.raises(
+        bertzoo.PresetError, match="quantization.runtime must be one of keras, litert"
+    ):
+        bertzoo.TextEmbedder.from_preset(tmp_path / "p")
+    config["quantization"] = {"mode": "int8", "runtime": "litert", "graph": "model.onnx"}
+    (tmp_path / "p" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(bertzoo.PresetError, match="quantization.graph must be one of backbone"):
         bertzoo.TextEmbedder.from_preset(tmp_path / "p")
 
 
 @pytest.mark.skipif(keras.backend.backend() == "tensorflow", reason="another backend's choice")
 def test_under_another_backend_auto_is_keras_and_litert_is_refused():
     embedder = _tiny_embedder()
-    with pytest.raises(QuantizationError, match="converts the embedder through TensorFlow"):
+    with pytest.raises(QuantizationError, match="converts the model through TensorFlow"):
         embedder.quantize("int8", runtime="litert")
     embedder.quantize("int8")
     assert int8_runtime(embedder) == "keras"

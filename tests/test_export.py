@@ -144,9 +144,12 @@ def _runner_tokenizer(tokenizer, directory):
 def test_runner_tokenizer_gives_bertzoos_ids(settings, minilm_dir, texts, tmp_path):
     tokenizer = bertzoo.BertTokenizer(str(minilm_dir / "vocab.txt"), **settings)
     mine = _runner_tokenizer(tokenizer, tmp_path)
-    fuzz = texts["fuzz"] + ["[unused5] Straße ΟΔΟΣ. [SEP][MASK]x 東京"]
+    fuzz = texts["fuzz"] + ["[unused5] Straße ΟΔΟΣ. [SEP][MASK]x 東京", "ΟΔΟΣ.Χ a[\u200bSEP] İΣ"]
     expected = tokenizer.tokenize_ids(fuzz).to_list()
     assert [mine.tokenize(t) for t in fuzz] == expected
+    # With each token's byte span (QA answers are cut out of contexts by them).
+    ids, starts, ends = (x.to_list() for x in tokenizer.tokenize_with_offsets(fuzz))
+    assert [mine.tokenize_with_offsets(t) for t in fuzz] == list(zip(ids, starts, ends))
     # Packing, pairs cut longest-first by the reference's rule.
     a, b = texts["pairs"]
     packed = _packed(tokenizer, a, b)
@@ -176,7 +179,7 @@ def test_runner_refuses_other_tokenizer_kinds_in_one_line(tmp_path):
     "flags, says",
     [
         (["--format", "saved_model", "--int8"], "--int8 needs --format onnx or litert"),
-        (["--format", "onnx", "--doc-stride", "64"], "apply to QA models exported as saved_model"),
+        (["--format", "onnx", "--doc-stride", "64"], "--doc-stride apply to QA models only"),
     ],
 )
 def test_bad_combinations_are_refused_before_anything_is_written(
@@ -299,6 +302,85 @@ def test_tagger_export_tags_words_as_the_serving_model(classifier, texts, tmp_pa
     got = _run_export(out, [("tags", sentences, None)], tmp_path)["tags"]
     tags, words = _serving_tags(model, tokenizer, sentences, SEQUENCE_LENGTH)
     assert got["words"] == words and got["tags"] == tags
+
+
+# === Question answering ===
+
+# Short windows with a small stride, so that contexts take several windows
+# and the max-context rule decides.
+QA_SETTINGS = dict(sequence_length=SEQUENCE_LENGTH, doc_stride=5, max_query_length=8)
+
+
+def _qa_examples(texts):
+    """Messy (question, context) pairs: fuzz text, real sentences, empty
+    ones, a context of many windows, CJK and emoji."""
+    fuzz, real = texts["fuzz"], texts["real"]
+    questions = fuzz[:60] + real[:20] + ["", "Where?", "東京 😀 is where?", fuzz[3]]
+    contexts = fuzz[60:120] + [" ".join(real[i : i + 4]) for i in range(20)]
+    contexts += ["a context", "", "東京タワー 😀 in Tokyo, Japan.", " ".join(real[:12])]
+    return questions, contexts
+
+
+def test_runner_windows_are_bertzoos(classifier, texts):
+    """run.py's windows (`qa_spans.py`, from its own tokens and byte
+    offsets) are the features of bertzoo's `encode_qa`, key for key."""
+    from bertzoo.tasks.qa import spans
+    from bertzoo.tasks.qa.features import encode_qa
+
+    _, _, tokenizer = classifier
+    questions, contexts = _qa_examples(texts)
+    sizes = (SEQUENCE_LENGTH, 5, 8)
+    expected = {k: v.numpy() for k, v in encode_qa(tokenizer, questions, contexts, *sizes).items()}
+    ids = {r: getattr(tokenizer, f"{r}_token_id") for r in ("cls", "sep", "pad")}
+    question_ids = tokenizer.tokenize_ids([q[: 64 * 8] for q in questions]).to_list()
+    context_tokens = (x.to_list() for x in tokenizer.tokenize_with_offsets(contexts))
+    got = spans.encode_windows(list(zip(question_ids, *context_tokens)), *sizes, ids)
+    assert len(got["token_ids"]) > len(questions) + 40  # many contexts take several windows
+    for key, value in expected.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+@pytest.mark.slow
+def test_qa_export_answers_as_the_serving_model(classifier, texts, tmp_path):
+    """A QA model exported to LiteRT (float32) answers messy questions
+    about messy contexts through run.py in a fresh process as bertzoo's
+    serving model (the SavedModel's graph) answers them: the same answer
+    texts, their character spans at the serving model's byte offsets, and
+    the scores within 1e-4 (float32 logits in another order: 1e-6)."""
+    pytest.importorskip("ai_edge_litert")
+    from bertzoo.serving import serving_model_from_preset
+    from tests.conftest import seed_everything
+
+    seed_everything()
+    _, _, tokenizer = classifier
+    backbone = bertzoo.BertBackbone(vocabulary_size=tokenizer.vocabulary_size, **SIZES)
+    model = bertzoo.BertSpanQA(backbone)
+    rng = np.random.default_rng(1)
+    for variable in model.weights:
+        if len(variable.shape) == 2:  # clear margins between spans, as a trained model's
+            variable.assign(rng.normal(0.0, 0.2, variable.shape).astype("float32"))
+    preset = tmp_path / "qa"
+    model.save_to_preset(preset, tokenizer=tokenizer)
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in QA_SETTINGS.items()]
+    out = _export(preset, tmp_path / "export", "--format", "litert", *flags)
+    description = json.loads((out / "export.json").read_text(encoding="utf-8"))
+    assert description["qa"]["doc_stride"] == 5 and (out / "qa_spans.py").is_file()
+    questions, contexts = _qa_examples(texts)
+    got = _run_export(out, [("qa", questions, contexts)], tmp_path)["qa"]
+    serving = serving_model_from_preset(preset, **QA_SETTINGS)
+    expected = serving.answer(question=questions, context=contexts)
+    answers = [a.decode("utf-8") for a in expected["answer"]]
+    assert got["answer"] == answers and sum(a != "" for a in answers) > 60
+    for i, (context, start, end) in enumerate(zip(contexts, got["start"], got["end"])):
+        raw = context.encode("utf-8")
+        byte_start = len(context[:start].encode("utf-8")) if start >= 0 else -1
+        byte_end = len(context[:end].encode("utf-8")) if end >= 0 else -1
+        assert (byte_start, byte_end) == (expected["start"][i], expected["end"][i]), i
+        assert start < 0 or context[start:end] == answers[i] == raw[byte_start:byte_end].decode()
+    # No valid span (no context tokens): -inf here, float32's lowest there.
+    scores, none = np.asarray(got["score"], np.float64), expected["score"] < -1e38
+    np.testing.assert_allclose(scores[~none], expected["score"][~none], atol=1e-4)
+    assert none.sum() >= 2 and np.all(np.isneginf(scores[none]))
 
 
 # === Embedders ===

@@ -281,8 +281,10 @@ def add_export(sub):
             "models also OUTPUT/model.keras), and OUTPUT/serving.json. --format onnx or "
             "litert: OUTPUT/model.onnx or model.tflite over token ids (heads, softmax, pooling "
             "and normalisation inside), the tokenizer's files, export.json and run.py, which "
-            "runs it on strings with numpy and onnxruntime or ai-edge-litert only. --int8: "
-            "int8 weights (onnx, litert). Task settings default to those the recipe recorded."
+            "runs it on strings with numpy and onnxruntime or ai-edge-litert only (QA models: "
+            "questions and contexts in, answers out, windowed as the SavedModel windows "
+            "them). --int8: int8 weights (onnx, litert). Task settings default to those the "
+            "recipe recorded."
         ),
     )
     e.add_argument(

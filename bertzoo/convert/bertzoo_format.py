@@ -2,8 +2,9 @@
 `model.weights.h5` (the backbone), `heads.safetensors` (task-head tensors in
 Hugging Face names) and, for a fine-tuned task model,
 `task_head.safetensors` (the head's variables by path) with a `task`
-section in `config.json`. Every directory is published as one unit with a
-checksum manifest (`bertzoo.io.publish`)."""
+section in `config.json`, and for a LiteRT-int8 model its graph
+(`presets.INT8_GRAPH_FILES`, `bertzoo.models.int8`). Every directory is
+published as one unit with a checksum manifest (`bertzoo.io.publish`)."""
 
 import inspect
 import json
@@ -17,11 +18,13 @@ import numpy as np
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors
 from bertzoo.errors import PresetError
+from bertzoo.io.manifest import verify_directory
 from bertzoo.io.publish import publish_directory, published_name
 from bertzoo.io.safetensors import read_safetensors, write_safetensors
 from bertzoo.io.snapshot import shown_path
 from bertzoo.models.backbone import BertBackbone
-from bertzoo.models.quantize import quantization_mode
+from bertzoo.models.int8 import saved_graph
+from bertzoo.models.quantize import layer_quantization_mode
 from bertzoo.tokenizers.base import VOCABULARY_FILES
 
 logger = logging.getLogger(__name__)
@@ -182,7 +185,7 @@ def load_bertzoo_weights(backbone, directory):
     return read_safetensors(heads, float_only=True) if heads.is_file() else {}
 
 
-def _preset_document(backbone, name, preset_info, extra):
+def _preset_document(backbone, name, preset_info, extra, int8_graph=None):
     config = backbone.get_config()
     backbone_config = {k: config[k] for k in BertBackbone.architecture_keys() if k in config}
     metadata = {**preset_info.get("metadata", {}), "params": int(backbone.count_params())}
@@ -193,30 +196,58 @@ def _preset_document(backbone, name, preset_info, extra):
     if "tokenizer" in preset_info:
         document["tokenizer"] = preset_info["tokenizer"]
     document["metadata"] = metadata
-    mode = quantization_mode(backbone)
+    mode = layer_quantization_mode(backbone)
     if mode is not None:
         document["quantization"] = {"mode": mode}
+    if int8_graph is not None:
+        document["quantization"] = {"mode": "int8", "runtime": "litert", "graph": int8_graph[0]}
     document.update(extra or {})
     return document
 
 
-def save_backbone(backbone, preset_dir, preset_info, head_tensors, extra=None):
+def save_backbone(backbone, preset_dir, preset_info, head_tensors, extra=None, int8_graph=None):
     """Writes `backbone` as a preset directory (see
     `BertBackbone.save_to_preset`): `preset_info` holds the description,
     tokenizer and metadata sections to record, `head_tensors` the task-head
     tensors written as `heads.safetensors` (none: no file), `extra` more
-    top-level sections for `config.json`."""
+    top-level sections for `config.json`, `int8_graph` the `(file name,
+    bytes)` of the LiteRT-int8 graph of the model saved (the backbone, a
+    task model, an embedder: `bertzoo.models.int8.saved_graph`), recorded in
+    the `quantization` section."""
     preset_dir = Path(preset_dir)
     # Saved into a publication's staging folder (a fine-tuning run's best/),
     # the preset is named after the folder it is published as.
-    document = _preset_document(backbone, published_name(preset_dir), preset_info, extra)
+    name = published_name(preset_dir)
+    document = _preset_document(backbone, name, preset_info, extra, int8_graph)
     text = json.dumps(document, indent=2) + "\n"
     with publish_directory(preset_dir, "preset", replaces=preset_lib.MODEL_FILES) as staging:
         backbone.save_weights(staging / preset_lib.WEIGHTS_FILE)
         if head_tensors:
             write_safetensors(staging / preset_lib.HEADS_FILE, head_tensors)
+        if int8_graph is not None:
+            (staging / int8_graph[0]).write_bytes(int8_graph[1])
         (staging / preset_lib.CONFIG_FILE).write_text(text, encoding="utf-8")
     return preset_dir
+
+
+def read_int8_graph(preset):
+    """`(owner, bytes)` of the LiteRT-int8 graph a bertzoo preset directory
+    holds (owner: the kind of model that saved it, a key of
+    `presets.INT8_GRAPH_FILES`), checked against the manifest; None for a
+    preset without one (built-in names, Hugging Face directories too)."""
+    section = preset_lib.read_section(preset, "quantization")
+    if section.get("runtime") != "litert":
+        return None
+    owners = {name: owner for owner, name in preset_lib.INT8_GRAPH_FILES.items()}
+    name = section.get("graph")
+    if name not in owners:  # the document's validation names what is valid
+        preset_lib.validate_preset({"backbone": {}, "quantization": section}, preset)
+    path = Path(preset) / name
+    verify_directory(path.parent, [name])
+    try:
+        return owners[name], path.read_bytes()
+    except OSError as e:
+        raise PresetError(f"{shown_path(path)}: cannot read the int8 graph: {e.strerror}.") from e
 
 
 def load_task_head_file(model, path):
@@ -263,7 +294,13 @@ def save_task_model(model, preset_dir, tokenizer=None, preset_info=None):
                 for k, v in model.head_variables().items()
             },
         )
-        model.backbone.save_to_preset(
-            staging, extra={"task": model.task_config()}, preset_info=info
+        backbone = model.backbone
+        save_backbone(
+            backbone,
+            staging,
+            info,
+            backbone.head_tensors,
+            extra={"task": model.task_config()},
+            int8_graph=saved_graph(model),
         )
     return preset_dir

@@ -25,6 +25,7 @@ from bertzoo.convert.bertzoo_format import (
     check_weights_file,
     load_bertzoo_weights,
     load_task_head_file,
+    read_int8_graph,
     save_backbone,
     save_task_model,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "load_task_model",
     "mlm_head_names",
     "pretraining_head_tensors",
+    "read_int8_graph",
     "resolve_preset",
     "save_backbone",
     "save_task_model",
@@ -130,9 +132,12 @@ def load_backbone(
             f"{first_line}); its sizes are too large for this machine."
         ) from e
     backbone.preset_info = {k: data[k] for k in PRESET_INFO_KEYS if k in data}
-    if "quantization" in data:
-        # int8 variables first, so the int8 weights load into them.
-        quantize(backbone, data["quantization"]["mode"])
+    quantization = data.get("quantization", {})
+    if quantization and quantization.get("runtime", "keras") == "keras":
+        # int8 variables first, so the int8 weights load into them. (A
+        # LiteRT-int8 preset holds float32 weights; its model's from_preset
+        # loads the graph: bertzoo.models.int8.)
+        quantize(backbone, quantization["mode"])
     if not load_weights:
         return backbone
     if kind == "builtin":
@@ -169,7 +174,9 @@ def load_task_model(cls, preset, load_weights=True, **kwargs):
     preset of the same kind (`task_head.safetensors`), else from a Hugging
     Face `*For<Task>` checkpoint's head, else the initialiser."""
     overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in _BACKBONE_OVERRIDES}
-    backbone = BertBackbone.from_preset(preset, load_weights=load_weights, **overrides)
+    # The loader's own load: a LiteRT-int8 graph in the preset is the task
+    # model's to take (TaskModel.from_preset), not its backbone's.
+    backbone = load_backbone(BertBackbone, preset, load_weights=load_weights, overrides=overrides)
     task = preset_lib.read_task_section(preset)
     same_kind = cls._kind_of(task) in cls.kinds
     if same_kind:

@@ -8,7 +8,9 @@ format="saved_model" | "onnx" | "litert", int8=False)`, which is what
 - `onnx` (onnxruntime) and `litert` (the LiteRT interpreter): token ids in,
   heads, softmax, pooling and normalisation inside; shipped with the
   tokenizer's files and `run.py`, which turns strings into answers with
-  numpy and the runtime only (`bertzoo/export/runner.py`). `int8`: int8
+  numpy and the runtime only (`bertzoo/export/runner.py`; a QA model's
+  windows and answers as bertzoo's serving model gives them, from
+  `qa_spans.py`, a copy of `bertzoo.tasks.qa.spans`). `int8`: int8
   weights, activations quantized per call (`convert.py`).
 
 MODEL is a fine-tuned task preset (its `config.json` records the task), or
@@ -55,11 +57,11 @@ def check_request(model_dir, format="saved_model", int8=False, **settings):
         )
     kind = model_kind(model_dir)
     given = [k for k in QA_SETTINGS if settings.get(k) is not None]
-    if given and (kind != "qa" or format != "saved_model"):
+    if given and kind != "qa":
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise ExportError(
-            f"{flags} apply to QA models exported as saved_model only (this is "
-            f"{'a ' + kind + ' model' if kind != EMBEDDER else 'an embedder'}, --format {format})."
+            f"{flags} apply to QA models only (this is "
+            f"{'a ' + kind + ' model' if kind != EMBEDDER else 'an embedder'})."
         )
     missing = [p for p in PACKAGES.get(format, ()) if importlib.util.find_spec(p) is None]
     if missing:
@@ -74,7 +76,7 @@ def export_model(model_dir, out_dir, format="saved_model", int8=False, overwrite
     """Exports `model_dir` to `out_dir` (see the module docstring); returns
     `out_dir`. `settings`: `sequence_length` (default: the run's recorded
     one, a sentence-transformers directory's, else the model's maximum),
-    and for QA SavedModels the QA serving settings."""
+    and for QA models the QA serving settings (default: the run's)."""
     kind = check_request(model_dir, format, int8, **settings)
     out_dir = Path(out_dir)
     check_target(out_dir, "export", overwrite)  # before any work

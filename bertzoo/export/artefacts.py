@@ -8,7 +8,10 @@ The folder (published atomically, with a checksum manifest):
   below;
 - the tokenizer's vocabulary file (`vocab.txt` for WordPiece) and, for
   WordPiece, `tokenizer_tables.json` (`tokenizer_files.py`);
-- `run.py`: the runner (`runner.py`), strings in, answers out.
+- `run.py`: the runner (`runner.py`, with its tokenizer `wordpiece.py`),
+  strings in, answers out; for a QA
+  model with `qa_spans.py` (`bertzoo.tasks.qa.spans`: windows and answer
+  extraction) and export.json's `qa` settings.
 
 Before publication the export is run through `run.py`'s own code on a few
 check texts: its token ids must be bertzoo's, and (float32) its outputs
@@ -26,6 +29,7 @@ import numpy as np
 from bertzoo.export import convert, runner, tokenizer_files
 from bertzoo.export.sources import OUTPUTS, PER_TOKEN, ExportError
 from bertzoo.io.publish import atomic_write_text
+from bertzoo.tasks.qa import spans
 from bertzoo.tasks.tagging.features import max_words
 from bertzoo.tokenizers.base import text_cap
 
@@ -54,6 +58,11 @@ def write_export(source, staging, format, int8):
     if tables is not None:
         atomic_write_text(staging / tokenizer_files.TABLES_FILE, json.dumps(tables) + "\n")
     shutil.copyfile(Path(runner.__file__), staging / RUNNER_FILE)
+    shutil.copyfile(
+        Path(runner.__file__).with_name(runner.TOKENIZER_FILE), staging / runner.TOKENIZER_FILE
+    )
+    if source.task == "qa":  # run.py's windows and answers: bertzoo's own code
+        shutil.copyfile(Path(spans.__file__), staging / runner.SPANS_FILE)
     description = {
         "format": format,
         "int8": bool(int8),

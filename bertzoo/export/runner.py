@@ -3,7 +3,8 @@
 model, its answers. Written by `python -m bertzoo export MODEL OUT --format
 onnx|litert` as OUT/run.py, beside the model (model.onnx or model.tflite),
 its vocabulary (vocab.txt), the tokenizer's character tables
-(tokenizer_tables.json) and what the export is (export.json).
+(tokenizer_tables.json), what the export is (export.json) and, for a QA
+model, qa_spans.py (bertzoo's windows and answer extraction).
 
 Needs Python >= 3.10, numpy and one runtime: onnxruntime for model.onnx,
 ai-edge-litert for model.tflite. Neither TensorFlow nor bertzoo.
@@ -12,6 +13,7 @@ From the command line (one JSON object per text):
 
     python OUT/run.py "A first text." "A second one."
     python OUT/run.py --pair "Its second text." "A first text."   # pair tasks
+    python OUT/run.py --pair "Ada lives in Oslo." "Where does Ada live?"  # QA
     python OUT/run.py --threads 1 --ids "A text."                 # and the token ids
 
 From Python:
@@ -23,197 +25,60 @@ From Python:
     # classification: {"probabilities" (B, C), "label_id" (B,), "label" [B]}
     # regression: {"score" (B,)}; embedder: {"embedding" (B, H)}
     # tagging: {"words": [[...]], "tags": [[...]]} (words split on whitespace)
+    # qa, model(questions, contexts): {"answer" [B], "start", "end" (B,):
+    #   the answer's characters in its context, -1 for none; "score" (B,)}
     model.encode(["A text."])               # the model's inputs, numpy int32
     model.run_ids(model.encode(["A text."]))  # the graph's own outputs
 
 The tokenizer is WordPiece (BERT, DistilBERT, ELECTRA, TinyBERT, MiniLM
 vocabularies) with the reference the checkpoint was trained with
-("google", "hf-python" or "hf-fast"), and gives the same token ids as
-bertzoo's tokenizer: the character classes and limits come from bertzoo
-(tokenizer_tables.json, export.json); lowercasing, NFD and NFC are Python's own, so
-the ids are bertzoo's exactly on the Python (Unicode) version that wrote
-the export, and may differ on code points that a later Unicode version
-assigns. Other tokenizer kinds (SentencePiece, byte-level BPE) are refused
-with one line: feed their token ids to `run_ids` (their vocabulary file is
-in OUT). Texts are cut to export.json's max_text_chars, as bertzoo cuts
-them (64 characters per token of sequence_length), then packed `[CLS] a [SEP]` (pairs `[CLS] a [SEP] b
-[SEP]`, cut longest-first by the reference's rule).
+("google", "hf-python" or "hf-fast"), and gives the same token ids (and
+byte offsets) as bertzoo's tokenizer: the character classes and limits
+come from bertzoo (tokenizer_tables.json, export.json); lowercasing, NFD
+and NFC are Python's own, so the ids are bertzoo's exactly on the Python
+(Unicode) version that wrote the export, and may differ on code points
+that a later Unicode version assigns. Other tokenizer kinds
+(SentencePiece, byte-level BPE) are refused with one line: feed their
+token ids to `run_ids` (their vocabulary file is in OUT). Texts are cut to
+export.json's max_text_chars, as bertzoo cuts them (64 characters per
+token of sequence_length), then packed `[CLS] a [SEP]` (pairs `[CLS] a
+[SEP] b [SEP]`, cut longest-first by the reference's rule). A QA model's
+contexts are cut into windows of export.json's `qa` settings, as
+bertzoo's serving model cuts them, and its answers picked by the same rule.
 
 ONNX runs batches sorted by length, each padded to its longest text;
 LiteRT (a batch-1 model with any length) runs one text at a time.
 """
 
 import argparse
-import bisect
+import importlib.util
 import json
-import re
 import sys
-import unicodedata
 from pathlib import Path
 
 import numpy as np
 
 CONFIG_FILE = "export.json"
 TABLES_FILE = "tokenizer_tables.json"
-# hf-fast normaliser templates: the code point itself; a removed starter.
-SELF, BREAK = -1, -2
-# What TensorFlow's string split (and so bertzoo) splits words on.
-_ASCII_SPACE = re.compile(r"[ \t\n\v\f\r]+")
+# Loaded by path, beside this file: the tokenizer (bertzoo/export/wordpiece.py).
+TOKENIZER_FILE = "wordpiece.py"
+# In a QA export's folder: windows and answers (bertzoo.tasks.qa.spans).
+SPANS_FILE = "qa_spans.py"
+
+
+def _load(path, name):
+    """A Python file of the export, by path (neither is on sys.path)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+wordpiece = _load(Path(__file__).with_name(TOKENIZER_FILE), "export_wordpiece")
 
 
 class RunnerError(Exception):
     """A one-line error: what is wrong, and what works."""
-
-
-def _char_class(ranges):
-    """A Python `re` character class of inclusive code point ranges."""
-    if not ranges:
-        return "(?!)"  # matches nothing
-    parts = (f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
-    return "[" + "".join(parts) + "]"
-
-
-def _split_words(text):
-    return [w for w in _ASCII_SPACE.split(text) if w]
-
-
-def _special_pattern(tokens):
-    """Leftmost, then longest first (Hugging Face's added-token matching)."""
-    ordered = sorted(set(tokens), key=lambda t: (-len(t), t))
-    return re.compile("|".join(re.escape(t) for t in ordered))
-
-
-class WordPieceTokenizer:
-    """bertzoo's `BertTokenizer` in plain Python: text -> token ids."""
-
-    def __init__(self, directory, section, tables):
-        self.reference = section["reference"]
-        self.lowercase = bool(section["lowercase"])
-        self.strip_accents = bool(section["strip_accents"])
-        vocabulary = (directory / section["vocabulary_file"]).read_text(encoding="utf-8")
-        tokens = vocabulary.split("\n")
-        if tokens and tokens[-1] == "":
-            tokens.pop()
-        self.vocabulary = {t.rstrip("\r"): i for i, t in enumerate(tokens)}
-        self.special = {role: section[f"{role}_token"] for role in ("cls", "sep", "pad", "unk")}
-        self.ids = {role: self.vocabulary[token] for role, token in self.special.items()}
-        self.max_chars = int(section["max_chars_per_word"])
-        specials = []
-        if self.reference != "google":  # the Hugging Face references match them in text
-            roles = ("cls", "sep", "pad", "unk", "mask")
-            specials = [section[f"{r}_token"] for r in roles] + list(section["added_tokens"])
-        self.specials = frozenset(specials)
-        self.special_pattern = _special_pattern(specials) if specials else None
-        if self.reference == "hf-fast":
-            self.starts, self.ends, self.which = tables["starts"], tables["ends"], tables["which"]
-            values, splits = tables["values"], tables["splits"]
-            self.templates = [values[a:b] for a, b in zip(splits, splits[1:])]
-            self.ccc = {cp: c for cp, c in tables["ccc"]}
-            self.memo = {}
-            self.punct = re.compile(f"({_char_class(tables['punct'])})")
-            self.space = re.compile(_char_class(tables["whitespace"]))
-        else:
-            self.classes = {
-                name: re.compile(f"({_char_class(tables[name])})")
-                for name in ("drop", "space", "cjk", "punct", "mark")
-            }
-
-    def tokenize(self, text):
-        """One string -> its token ids (no [CLS]/[SEP])."""
-        ids = []
-        for word in self.words(text):
-            ids.extend(self.wordpiece(word))
-        return ids
-
-    def words(self, text):
-        """The words WordPiece sees (a special token matched in the text is
-        one word, itself)."""
-        if self.special_pattern is None:
-            return self._plain_words(text)
-        words, start = [], 0
-        for m in self.special_pattern.finditer(text):
-            words.extend(self._plain_words(text[start : m.start()]))
-            words.append(m.group())
-            start = m.end()
-        words.extend(self._plain_words(text[start:]))
-        return words
-
-    def _plain_words(self, text):
-        if not text:
-            return []
-        if self.reference == "hf-fast":
-            text = self.punct.sub(r" \1 ", self._normalize_fast(text))
-            return _split_words(self.space.sub(" ", text))
-        c = self.classes
-        text = c["drop"].sub("", text)
-        text = c["space"].sub(" ", text)
-        text = c["cjk"].sub(r" \1 ", text)
-        if self.reference != "hf-python":
-            return self._lower_split(text)
-        text = unicodedata.normalize("NFC", text)
-        if not self.specials:
-            return self._lower_split(text)
-        # The Python port keeps a word that is a special token once cleaned whole.
-        words = []
-        for word in _split_words(text):
-            words.extend([word] if word in self.specials else self._lower_split(word))
-        return words
-
-    def _lower_split(self, text):
-        c = self.classes
-        if self.lowercase:
-            text = text.lower()
-        if self.strip_accents:
-            text = c["mark"].sub("", unicodedata.normalize("NFD", text))
-        return _split_words(c["punct"].sub(r" \1 ", text))
-
-    def _normalize_fast(self, text):
-        """The Rust BertNormalizer as per-code-point templates (bertzoo's
-        `hf_fast` tables), then canonical reordering of kept marks."""
-        out = []
-        for char in text:
-            mapped = self.memo.get(char)
-            if mapped is None:
-                cp = ord(char)
-                i = bisect.bisect_right(self.starts, cp) - 1
-                template = self.templates[self.which[i]] if cp <= self.ends[i] else [SELF]
-                mapped = [cp if x == SELF else x for x in template]
-                self.memo[char] = mapped
-            out.extend(mapped)
-        if self.ccc:
-            out = self._reorder(out)
-        return "".join(chr(c) for c in out if c != BREAK)
-
-    def _reorder(self, chars):
-        out, run = [], []
-        for c in [*chars, BREAK]:
-            if self.ccc.get(c, 0):
-                run.append(c)
-                continue
-            out.extend(sorted(run, key=self.ccc.__getitem__))
-            run = []
-            out.append(c)
-        return out[:-1]
-
-    def wordpiece(self, word):
-        """Greedy longest-match-first; [UNK] for a word over the length limit
-        or one the vocabulary cannot cover."""
-        vocabulary, unk = self.vocabulary, [self.ids["unk"]]
-        if len(word) > self.max_chars:
-            return unk
-        ids, start = [], 0
-        while start < len(word):
-            end = len(word)
-            while end > start:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
-                if piece in vocabulary:
-                    ids.append(vocabulary[piece])
-                    break
-                end -= 1
-            else:
-                return unk
-            start = end
-        return ids
 
 
 def truncate_longest_first(len_a, len_b, budget, rule):
@@ -255,7 +120,7 @@ def load_tokenizer(directory, section):
         )
     directory = Path(directory)
     tables = json.loads((directory / TABLES_FILE).read_text(encoding="utf-8"))
-    return WordPieceTokenizer(directory, section, tables)
+    return wordpiece.WordPieceTokenizer(directory, section, tables)
 
 
 def _check_text(text, index):
@@ -277,6 +142,20 @@ def _check_text(text, index):
             "which has no UTF-8 form."
         ) from None
     return text
+
+
+def _checked(texts, pairs):
+    """Texts (a string or a list) and their pairs (or None) as checked
+    lists of str, one pair per text."""
+    texts = [texts] if isinstance(texts, str | bytes) else list(texts)
+    texts = [_check_text(t, i) for i, t in enumerate(texts)]
+    if pairs is None:
+        return texts, None
+    pairs = [pairs] if isinstance(pairs, str | bytes) else list(pairs)
+    pairs = [_check_text(t, i) for i, t in enumerate(pairs)]
+    if len(pairs) != len(texts):
+        raise RunnerError(f"Got {len(texts)} texts and {len(pairs)} pairs; give one each.")
+    return texts, pairs
 
 
 class Model:
@@ -315,12 +194,9 @@ class Model:
         )
 
     def _packed(self, texts, pairs):
-        texts = [_check_text(t, i) for i, t in enumerate(texts)]
+        texts, pairs = _checked(texts, pairs)
         if pairs is None:
             return [self.pack(t) for t in texts]
-        pairs = [_check_text(t, i) for i, t in enumerate(pairs)]
-        if len(pairs) != len(texts):
-            raise RunnerError(f"Got {len(texts)} texts and {len(pairs)} pairs; give one each.")
         return [self.pack(t, p) for t, p in zip(texts, pairs)]
 
     def _pad(self, rows):
@@ -339,8 +215,6 @@ class Model:
 
     def encode(self, texts, pairs=None):
         """Texts (and pairs) -> the model's inputs, padded to the longest."""
-        texts = [texts] if isinstance(texts, str | bytes) else list(texts)
-        pairs = [pairs] if isinstance(pairs, str | bytes) else pairs
         rows = self._packed(texts, pairs)
         if not rows:
             return {k: np.zeros((0, 0), np.int32) for k in self.config["inputs"]}
@@ -377,10 +251,14 @@ class Model:
         for name, parts in results.items():
             shape = parts[0][1].shape[2:] if parts[0][1].ndim > 2 else ()
             per_token = name in self.config.get("per_token_outputs", ())
-            full = np.zeros(
+            # Positions past a row's length: bertzoo's fill (its
+            # `batching.pad_positions`), so that padding never ranks among
+            # the best positions.
+            full = np.full(
                 (len(order), mask.shape[1], *shape)
                 if per_token
                 else (len(order), *parts[0][1].shape[1:]),
+                np.finfo(np.float32).min / 2 if per_token else 0.0,
                 np.float32,
             )
             for rows, value, width in parts:
@@ -394,11 +272,7 @@ class Model:
     def __call__(self, texts, pairs=None, batch_size=32):
         """Strings in, answers out (see the module docstring)."""
         if self.task == "qa":
-            raise RunnerError(
-                "run.py does not answer questions (windows, offsets): run_ids() gives "
-                "start_logits and end_logits; bertzoo's SavedModel export (--format "
-                "saved_model) answers from strings."
-            )
+            return self._answers(texts, pairs, batch_size)
         if self.task == "tagging":
             return self._tags(texts, batch_size)
         outputs = self.run_ids(self.encode(texts, pairs), batch_size)
@@ -415,14 +289,13 @@ class Model:
     def _tags(self, texts, batch_size):
         """Words split on whitespace, each tagged at its first token, as
         bertzoo's serving model tags them."""
-        texts = [texts] if isinstance(texts, str | bytes) else list(texts)
-        texts = [_check_text(t, i) for i, t in enumerate(texts)]
+        texts, _ = _checked(texts, None)
         length = self.sequence_length
         tok = self.tokenizer
         rows, words_of, starts_of = [], [], []
         for text in texts:
             cap, most = self.config["max_text_chars"], self.config["max_words"]
-            words = _split_words(text[:cap])[:most]
+            words = wordpiece.split_words(text[:cap])[:most]
             ids, starts = [tok.ids["cls"]], []
             for word in words:
                 pieces = tok.tokenize(word)
@@ -443,6 +316,27 @@ class Model:
             for i, starts in enumerate(starts_of)
         ]
         return {"words": words_of, "tags": tags}
+
+    def _answers(self, questions, contexts, batch_size):
+        """Questions and their contexts -> answers, as bertzoo's serving
+        model answers them (`qa_spans.py`: bertzoo's windows and rules)."""
+        if contexts is None:
+            raise RunnerError("A QA model answers questions about contexts: give one each.")
+        questions, contexts = _checked(questions, contexts)
+
+        def logits(features):
+            return self.run_ids({k: features[k] for k in self.config["inputs"]}, batch_size)
+
+        settings = {**self.config["qa"], "pair_segment_id": int(self.config["pair_segment_id"])}
+        spans = _load_spans(self.directory)
+        return spans.answer_questions(
+            self.tokenizer, logits, questions, contexts, self.sequence_length, **settings
+        )
+
+
+def _load_spans(directory):
+    """The export's qa_spans.py (bertzoo's `bertzoo.tasks.qa.spans`)."""
+    return _load(Path(directory) / SPANS_FILE, "export_qa_spans")
 
 
 class _OnnxRuntime:

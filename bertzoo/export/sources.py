@@ -23,6 +23,14 @@ OUTPUTS = {
     EMBEDDER: ("embedding",),
 }
 PER_TOKEN = {"tagging": ("logits",), "qa": ("start_logits", "end_logits")}
+# A QA serving model's settings that an export records for run.py.
+QA_SERVING = (
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "null_score_diff_threshold",
+    "version_2",
+)
 
 
 class ExportError(BertzooError, ValueError):
@@ -105,6 +113,12 @@ def load_source(model_dir, sequence_length=None, **settings):
     from bertzoo.serving import serving_model_from_preset
 
     serving = serving_model_from_preset(model_dir, sequence_length=sequence_length, **settings)
+    details = {"pairs": serving.pairs}
+    if serving.kind == "qa":  # how run.py windows contexts and picks answers
+        details["qa"] = {
+            **{k: getattr(serving, k) for k in QA_SERVING},
+            "separators": serving.tokenizer.pair_separators,
+        }
     return ExportSource(
         task=serving.kind,
         model=serving.task_model,
@@ -112,5 +126,5 @@ def load_source(model_dir, sequence_length=None, **settings):
         sequence_length=serving.sequence_length,
         label_names=serving.label_names,
         pair_segment_id=segment_inputs(serving.num_segments)["pair_segment_id"],
-        details={"pairs": serving.pairs},
+        details=details,
     )

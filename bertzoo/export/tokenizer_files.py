@@ -42,9 +42,19 @@ def tokenizer_tables(tokenizer):
     point ranges (None for other kinds): "hf-fast" the Rust normaliser's
     per-code-point templates and its pre-tokenizer classes; the Python
     references the classes of the cleaning, CJK, punctuation and accent
-    steps."""
+    steps. Both add the classes `tokenize_with_offsets` splits a text at
+    (`offset_space`, dropped, and `offset_kept`, pieces of their own)."""
     if tokenizer.kind not in RUNNER_KINDS:
         return None
+    space, kept = tokenizer.offset_classes()
+    offsets = {
+        "offset_space": re2_class_ranges(space),
+        "offset_kept": sorted(r for c in kept for r in re2_class_ranges(c)),
+    }
+    return {**_reference_tables(tokenizer), **offsets}
+
+
+def _reference_tables(tokenizer):
     if tokenizer.reference == "hf-fast":
         starts, ends, which, values, splits, ccc = hf_fast._tf_tables(
             tokenizer.lowercase, tokenizer.strip_accents

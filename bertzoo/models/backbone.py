@@ -16,8 +16,10 @@ from bertzoo.layers import (
 )
 from bertzoo.layers.common import constructor_args, constructor_config, group_of_layer
 from bertzoo.loader_registry import preset_loader
+from bertzoo.models import litert
+from bertzoo.models.int8 import QuantizeMethods, predict_litert, saved_graph, use_saved_graph
 from bertzoo.models.lora import LoraMethods
-from bertzoo.models.quantize import QuantizeMethods, quantization_mode, quantize
+from bertzoo.models.quantize import layer_quantization_mode, quantize
 
 # from_preset(..., **overrides) may change only these: they do not change the
 # architecture or the meaning of loaded weights.
@@ -217,7 +219,12 @@ class InputChecks:
     per_token_outputs = None
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        check_predict_inputs(self, x)
+        for batch in x if isinstance(x, list) else [x]:
+            check_predict_inputs(self, batch)
+        if litert.attached_runner(self) is not None:  # quantize("int8") on LiteRT
+            if callbacks:
+                raise TypeError("A LiteRT-int8 model's predict() takes no callbacks.")
+            return predict_litert(self, x, steps)
         if self.per_token_outputs is not None and steps is None and callbacks is None:
             from bertzoo import batching
 
@@ -342,6 +349,7 @@ class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
     """
 
     presets = _PresetsDescriptor()
+    int8_graph_owner = "backbone"
 
     def __init__(
         self,
@@ -593,7 +601,7 @@ class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             **constructor_config(self),
         }
-        mode = quantization_mode(self)
+        mode = layer_quantization_mode(self)
         if mode is not None:
             # Not a constructor argument: from_config quantizes the built
             # layers, so a `.keras` file's int8 weights load into int8 variables.
@@ -656,15 +664,20 @@ class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
                     "the architecture, build BertBackbone(**config) directly."
                 )
         # Every file read comes from one published version of a directory.
-        with preset_lib.pinned(preset) as preset:
-            return preset_loader().load_backbone(
+        with preset_lib.pinned(preset) as source:
+            loader = preset_loader()
+            backbone = loader.load_backbone(
                 cls,
-                preset,
+                source,
                 load_weights=load_weights,
                 allow_partial=allow_partial,
                 allow_pickle=allow_pickle,
                 overrides=overrides,
             )
+            if load_weights:  # a LiteRT-int8 preset's graph (bertzoo.models.int8)
+                changed = "dtype" if "dtype" in overrides else None
+                use_saved_graph(backbone, loader.read_int8_graph(source), preset, changed)
+            return backbone
 
     def save_to_preset(self, preset_dir, extra=None, preset_info=None, head_tensors=None):
         """Writes `config.json`, `model.weights.h5` and (when there are task
@@ -696,4 +709,5 @@ class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
             self.preset_info if preset_info is None else preset_info,
             self.head_tensors if head_tensors is None else head_tensors,
             extra=extra,
+            int8_graph=saved_graph(self),
         )

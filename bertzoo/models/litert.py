@@ -15,11 +15,15 @@ cut to its own length (no padding is computed), and rows are shared out
 over several interpreters of one thread each (the interpreter releases
 the GIL while it runs, so they run in parallel). No shape is compiled:
 a new length costs a tensor reallocation (well under a millisecond), so
-the first pass of a process runs at the speed of the next ones.
+the first pass of a process runs at the speed of the next ones. Outputs
+per row (pooled embeddings, class logits) are stacked; outputs per token
+(tagging logits, QA start and end logits, a backbone's sequence output)
+are padded back to the inputs' width as `bertzoo.batching.pad_positions`
+pads them.
 
-This is what `TextEmbedder.quantize("int8")` runs (`bertzoo.embedder`),
-and what `python -m bertzoo export --format litert` writes
-(`bertzoo.export.convert`).
+This is what `model.quantize("int8")` runs on backbones, task models and
+the embedder (`bertzoo.models.quantize`), and what `python -m bertzoo
+export --format litert` writes (`bertzoo.export.convert`).
 """
 
 import os
@@ -28,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from bertzoo.batching import pad_positions
 from bertzoo.errors import BertzooError
 
 PACKAGE = "ai_edge_litert"
@@ -91,6 +96,28 @@ def flatbuffer(outputs, input_names, int8=False):
         raise LiteRTError(f"The LiteRT converter failed: {first}") from e
 
 
+# Set in a model's __dict__ (out of Keras' tracking) when its inference
+# runs a LiteRT graph (`bertzoo.models.quantize`): the `LiteRTRunner`.
+RUNNER_ATTRIBUTE = "_bertzoo_int8_runtime"
+
+
+def attached_runner(model):
+    """The `LiteRTRunner` that runs `model`'s inference, or None."""
+    runner = getattr(model, "__dict__", {}).get(RUNNER_ATTRIBUTE)
+    return runner if isinstance(runner, LiteRTRunner) else None
+
+
+def check_interpreters(interpreters):
+    """`interpreters` if it is None or an integer >= 1, else a ValueError."""
+    if interpreters is not None and (
+        isinstance(interpreters, bool)
+        or not isinstance(interpreters, int | np.integer)
+        or interpreters < 1
+    ):
+        raise ValueError(f"interpreters must be an integer >= 1, got {interpreters!r}.")
+    return interpreters
+
+
 def default_interpreters():
     """One interpreter per core this process may use, at most 4."""
     try:
@@ -104,20 +131,24 @@ class LiteRTRunner:
     """Runs a batch-1 flatbuffer (bytes) on rows of token ids.
 
     `interpreters`: how many run side by side, one thread each (default:
-    one per core, at most 4)."""
+    one per core, at most 4). `per_token`: the names of the outputs that
+    have a position axis (padded back to the inputs' width by `run`)."""
 
     name = "litert"
 
-    def __init__(self, model, interpreters=None):
+    def __init__(self, model, interpreters=None, per_token=()):
         if not available():
             raise LiteRTError(f"The LiteRT runtime is not installed: {INSTALL}.")
         self.model = bytes(model)
-        self.interpreters = int(interpreters or default_interpreters())
-        if self.interpreters < 1:
-            raise ValueError(f"interpreters must be at least 1, got {interpreters}.")
+        self.interpreters = int(check_interpreters(interpreters) or default_interpreters())
+        self.per_token = frozenset(per_token)
         self._local = threading.local()
         self._pool = None
-        self._runner()  # the model loads here, or fails here
+        try:
+            self._runner()  # the model loads here, or fails here
+        except (ValueError, RuntimeError) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise LiteRTError(f"Not a LiteRT model bertzoo can run: {first}") from e
 
     def _runner(self):
         runner = getattr(self._local, "runner", None)
@@ -137,12 +168,14 @@ class LiteRTRunner:
         return {k: v[0] for k, v in out.items()}
 
     def run(self, inputs, lengths=None):
-        """Row outputs (e.g. pooled embeddings) for a dict of int32 (B, S)
-        arrays: each row cut to `lengths` (default: its padding mask's
-        sum, at least 1), rows shared out over the interpreters. Returns
-        a dict of (B, ...) float32 arrays, in the rows' order."""
+        """The graph's outputs for a dict of int32 (B, S) arrays: each row
+        cut to `lengths` (default: its padding mask's sum, at least 1),
+        rows shared out over the interpreters. Returns a dict of (B, ...)
+        float32 arrays in the rows' order, the `per_token` ones (B, S, ...)
+        with the positions past each row's length filled as
+        `bertzoo.batching.pad_positions` fills them."""
         inputs = {k: np.asarray(v, np.int32) for k, v in inputs.items()}
-        rows = len(inputs["padding_mask"])
+        rows, width = inputs["padding_mask"].shape
         if lengths is None:
             lengths = np.maximum(inputs["padding_mask"].sum(axis=1), 1)
 
@@ -165,4 +198,9 @@ class LiteRTRunner:
                     results[i] = out
         if not results:
             return {}
-        return {k: np.stack([r[k] for r in results]).astype(np.float32) for k in results[0]}
+        return {k: self._stack(k, [r[k] for r in results], width) for k in results[0]}
+
+    def _stack(self, name, values, width):
+        if name in self.per_token:
+            values = [pad_positions(v[None].astype(np.float32), width)[0] for v in values]
+        return np.stack(values).astype(np.float32)

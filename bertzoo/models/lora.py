@@ -35,6 +35,7 @@ import numpy as np
 from bertzoo.errors import BertzooError, IntegrityError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import publish_directory
+from bertzoo.models import litert
 
 TARGET_SETS = {
     "all": ("query", "key", "value", "attention_output", "intermediate_dense", "output_dense"),
@@ -118,6 +119,11 @@ def enable_lora(model, rank, alpha=None, targets=DEFAULT_TARGETS):
         raise LoraError(
             f"{backbone.name} is quantized ({len(quantized)} layers, e.g. {quantized[0]}): "
             "enable LoRA on the float model, and quantize after merging."
+        )
+    if litert.attached_runner(model) is not None:
+        raise LoraError(
+            f"{model.name} is quantized (int8, run by LiteRT): enable LoRA on the float "
+            "model, and quantize after merging."
         )
     if lora_layers(model):
         raise LoraError(

@@ -1,7 +1,9 @@
-"""int8 models: `model.quantize("int8")` on a backbone, a task model or a
-`TextEmbedder`.
+"""Keras' int8 layers: what `model.quantize("int8", runtime="keras")` does
+on a backbone, a task model or a `TextEmbedder` (the runtime under any
+backend; `bertzoo.models.int8` chooses the runtime, and runs the default,
+LiteRT, where it can be had).
 
-    classifier.quantize("int8")            # Keras' name and mechanism
+    classifier.quantize("int8", runtime="keras")
     classifier.predict(texts)              # int8 weights, int8 activations
     classifier.save_to_preset("int8")      # loads back quantized
 
@@ -34,6 +36,7 @@ import gc
 import keras
 
 from bertzoo.errors import BertzooError
+from bertzoo.models import litert
 from bertzoo.models.lora import lora_settings
 from bertzoo.presets import QUANTIZATION_MODES as SUPPORTED_MODES
 
@@ -68,26 +71,29 @@ def _layers(backbone):
     ]
 
 
-# Set in a model's __dict__ (out of Keras' tracking) when its inference
-# runs an int8 graph of another runtime (`TextEmbedder.quantize`: LiteRT).
-RUNTIME_ATTRIBUTE = "_bertzoo_int8_runtime"
-
-
 def int8_runtime(model):
     """The runtime that runs `model`'s int8 inference ("litert", "keras"),
     or None for a float model."""
-    runtime = getattr(model, "__dict__", {}).get(RUNTIME_ATTRIBUTE)
-    if runtime is not None:
-        return runtime.name
+    runner = litert.attached_runner(model)
+    if runner is not None:
+        return runner.name
     return "keras" if quantization_mode(model) is not None else None
 
 
 def quantization_mode(model):
-    """The quantization mode of a bertzoo model's backbone ("int8"), or
-    None when its weights are float. (A function, not a model attribute:
-    Keras reads a layer's `quantization_mode` to route its calls.)"""
-    if RUNTIME_ATTRIBUTE in getattr(model, "__dict__", {}):
+    """The quantization mode of a bertzoo model ("int8"), whichever runtime
+    runs it, or None when it runs float. (A function, not a model
+    attribute: Keras reads a layer's `quantization_mode` to route its
+    calls.)"""
+    if litert.attached_runner(model) is not None:
         return "int8"
+    return layer_quantization_mode(model)
+
+
+def layer_quantization_mode(model):
+    """The quantization mode of the layers of a model's backbone (what its
+    weights files and configs hold), or None when they are float: a model
+    run by LiteRT keeps float layers."""
     for layer in _layers(_backbone(model)):
         if layer.quantization_mode is not None:
             return layer.quantization_mode
@@ -167,28 +173,3 @@ def quantize(model, mode="int8"):
             layer.quantize(mode)
     _forget_compiled(model)
     return model
-
-
-class QuantizeMethods:
-    """`quantize(mode)` on bertzoo's models, in place of Keras'
-    `Model.quantize` (whose per-layer walk would also quantize task heads
-    and whose errors name modes bertzoo does not support)."""
-
-    def __new__(cls, *args, **kwargs):
-        instance = super().__new__(cls, *args, **kwargs)
-        # Keras sets a wrapper around `quantize` on each instance that runs
-        # its own checks first (its list of modes); bertzoo's method checks.
-        instance.__dict__.pop("quantize", None)
-        return instance
-
-    def quantize(self, mode="int8", **kwargs):
-        """Quantizes this model's backbone to int8 in place
-        (`bertzoo.models.quantize`): int8 weights with per-channel scales,
-        activations quantized per token at run time. Only `mode="int8"`."""
-        if kwargs:
-            raise QuantizationError(
-                f"quantize() takes only the mode on bertzoo models, not "
-                f"{', '.join(sorted(kwargs))}: the backbone's Dense and Embedding layers "
-                "are quantized, the task head stays float32."
-            )
-        return quantize(self, mode)

@@ -35,8 +35,9 @@ from bertzoo.layers.common import get_activation, kernel_initializer
 from bertzoo.layers.losses import IGNORE_LABEL, weighted_mean
 from bertzoo.layers.pooling import TokenPooling
 from bertzoo.loader_registry import preprocessor_factory, preset_loader
-from bertzoo.models import text_inputs
+from bertzoo.models import litert, text_inputs
 from bertzoo.models.backbone import InputChecks
+from bertzoo.models.int8 import QuantizeMethods, use_saved_graph
 from bertzoo.models.lora import LoraMethods
 from bertzoo.models.pretrainer import (
     compile_from_saved_config,
@@ -44,7 +45,7 @@ from bertzoo.models.pretrainer import (
     masked_lm_loss,
     shuffle_default,
 )
-from bertzoo.models.quantize import QuantizeMethods, check_float
+from bertzoo.models.quantize import check_float
 from bertzoo.presets import read_task_section
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
         return self.backbone.embeddings_layer
 
     kinds = ()
+    int8_graph_owner = "task"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -286,7 +288,19 @@ class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's raw outputs: logits (see the class docstring), for a
         dict of token ids, a dataset, or texts when the model has a
-        preprocessor (see `fit`). `predict_proba` gives probabilities."""
+        preprocessor (see `fit`). `predict_proba` gives probabilities.
+        In-memory texts are packed by one traced function (not a dataset
+        per call) and run as token ids: in length-sorted batches through a
+        forward pass compiled once, or after `quantize("int8")` on LiteRT
+        through the int8 graph (`bertzoo.models.int8`)."""
+        if text_inputs.is_texts(x) and steps is None and callbacks is None:
+            cache = self.__dict__.setdefault("_bertzoo_text_pack", {})
+            chunks = text_inputs.packed_chunks(self._texts_preprocessor(x), x, cache)
+            if litert.attached_runner(self) is not None:
+                return super().predict(chunks)
+            if chunks:
+                parts = [super(TaskModel, self).predict(c, batch_size) for c in chunks]
+                return keras.tree.map_structure(lambda *a: np.concatenate(a), *parts)
         x, _, _, converted = self._data_inputs(x, batch_size=batch_size)
         return super().predict(
             x,
@@ -339,19 +353,28 @@ class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
         `BertPreprocessor` when the task takes texts and the directory holds
         a vocabulary, packing to `sequence_length` (default: the backbone's
         maximum); None attaches none; or pass your own.
+
+        A LiteRT-int8 task preset (`quantize("int8")`, then
+        `save_to_preset`) loads with its int8 graph, not converted again,
+        under any backend; with a `dtype` or a head other than the saved
+        one, the float32 model runs instead, and a warning says so.
         """
         # The backbone, the task section, the head and the vocabulary come
         # from one published version of a directory.
         preprocessor = kwargs.pop("preprocessor", "auto")
         sequence_length = kwargs.pop("sequence_length", None)
-        with preset_lib.pinned(preset) as preset:
-            model = preset_loader().load_task_model(
-                cls, preset, load_weights=load_weights, **kwargs
-            )
+        with preset_lib.pinned(preset) as source:
+            loader = preset_loader()
+            model = loader.load_task_model(cls, source, load_weights=load_weights, **kwargs)
             if isinstance(preprocessor, str) and preprocessor == "auto":
                 factory = preprocessor_factory() if cls.takes_texts else None
-                preprocessor = factory(preset, sequence_length) if factory else None
+                preprocessor = factory(source, sequence_length) if factory else None
             model.preprocessor = preprocessor
+            if load_weights:
+                changed = "dtype" if kwargs.get("dtype") is not None else None
+                if not model.head_loaded:
+                    changed = changed or "a head other than the saved one"
+                use_saved_graph(model, loader.read_int8_graph(source), preset, changed)
             return model
 
     @classmethod

@@ -339,17 +339,22 @@ class BertTokenizer(Tokenizer):
         punctuation after normalisation (U+1FEF GREEK VARIA -> "`" under
         strip_accents) stay inside their piece: still the same tokens, with
         the piece's span."""
-        if self.reference == "hf-fast":
-            space, kept = _hf_fast_offset_classes(self.lowercase, self.strip_accents)
-        else:
-            p = self._patterns
-            space, punct = p["space"], p["punct"]
-            if self.reference == "hf-python":
-                punct = _hf_python_kept_punctuation()
-            kept = f"{punct}|{_kept_cjk_class(self._control_chars)}"
+        space, kept = self.offset_classes()
+        kept = "|".join(kept)
         if self._special_pattern:
             kept = f"{self._special_pattern}|{kept}"
         return f"{space}|{kept}", kept
+
+    def offset_classes(self):
+        """(whitespace class, [kept classes]): the RE2 character classes of
+        `_offset_split_patterns` (without the special tokens), which an
+        export's runner also splits on (`bertzoo.export.tokenizer_files`)."""
+        if self.reference == "hf-fast":
+            space, kept = _hf_fast_offset_classes(self.lowercase, self.strip_accents)
+            return space, [kept]
+        p = self._patterns
+        punct = _hf_python_kept_punctuation() if self.reference == "hf-python" else p["punct"]
+        return p["space"], [punct, _kept_cjk_class(self._control_chars)]
 
     def _offset_pieces(self, strings):
         """Under "hf-python" a whitespace-delimited word that is a special

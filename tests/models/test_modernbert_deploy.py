@@ -1,6 +1,6 @@
 """ModernBERT deployed: the serving export (a SavedModel that takes raw
 strings, and the `.keras` file) of a ModernBERT classifier answers as the
-Keras model, and `quantize("int8")` quantizes its GeGLU's fused input
+Keras model, and `quantize("int8", runtime="keras")` quantizes its GeGLU's fused input
 projection (one Dense of 2 x intermediate_dim) and its attention
 projections (transformers' fused Wqkv, three Dense layers here) and stays
 close to float32, on the random ModernBERT checkpoints of
@@ -91,7 +91,7 @@ def test_int8_modernbert_quantizes_geglu_and_attention_and_stays_close(name, bui
     model = build(FIXTURES / "modernbert" / name)
     backbone = getattr(model, "backbone", model)
     before = _outputs(model, name)
-    model.quantize("int8")
+    model.quantize("int8", runtime="keras")
     assert quantization_mode(model) == "int8"
     layers = {
         layer.path: layer

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import bertzoo
+from benchmarks.probes import softmax_probe
 from benchmarks.texts import short_texts
 from bertzoo import batching
 from bertzoo.data.readers.common import LabelSet, TaggedSentence
@@ -83,7 +84,7 @@ def test_task_models_quantize_their_backbone_and_load_back_quantized(tmp_path):
     x = _ids()
     for i, model in enumerate(_task_models()):
         before = _numpy(model(x))
-        model.quantize("int8")
+        model.quantize("int8", runtime="keras")
         assert quantization_mode(model) == "int8"
         modes = _quantized_layers(model.backbone)
         assert modes and set(modes.values()) == {"int8"}, modes
@@ -116,7 +117,7 @@ def test_a_quantized_model_round_trips_through_a_keras_file(tmp_path):
     """ELECTRA's head (a hidden Dense of its own) stays float32 too."""
     backbone = bertzoo.BertBackbone(**TINY_ALBERT)
     model = bertzoo.BertClassifier(backbone, num_classes=3, head="electra")
-    model.quantize("int8")
+    model.quantize("int8", runtime="keras")
     assert [layer.quantization_mode for layer in model.head_layers()] == [None, None]
     x = _ids()
     expected = np.asarray(model(x))
@@ -141,7 +142,9 @@ def test_unsupported_modes_and_states_are_refused_in_one_line(tmp_path):
         message = str(e.value)
         assert "\n" not in message and "support: int8." in message, message
         assert why is None or why in message
-    with pytest.raises(QuantizationError, match="takes only the mode.*not config, filters"):
+    with pytest.raises(
+        QuantizationError, match="takes mode, runtime and interpreters.*not config, filters"
+    ):
         backbone.quantize("int8", config=None, filters="query")
     assert quantization_mode(backbone) is None  # nothing was changed
 
@@ -152,7 +155,7 @@ def test_unsupported_modes_and_states_are_refused_in_one_line(tmp_path):
     assert quantization_mode(with_lora) is None
 
     model = bertzoo.BertClassifier(bertzoo.BertBackbone(**TINY), num_classes=2)
-    model.quantize("int8")
+    model.quantize("int8", runtime="keras")
     with pytest.raises(QuantizationError, match="already int8-quantized"):
         model.quantize("int8")
     with pytest.raises(QuantizationError, match="fit needs float weights"):
@@ -224,30 +227,14 @@ def test_int8_embedder_stays_within_the_cosine_bars_and_loads_back(minilm_dir, t
     np.testing.assert_array_equal(loaded.embed(texts, batch_size=len(texts)), got)
 
 
-def _probe(features, labels, classes, steps=300, rate=0.5, l2=0.1):
-    """A softmax regression on `features` by full-batch gradient descent
-    (deterministic, numpy): `(kernel, bias)` of one Dense layer."""
-    mean, scale = features.mean(0), features.std(0) + 1e-6
-    z = (features - mean) / scale
-    w, b = np.zeros((z.shape[1], classes)), np.zeros(classes)
-    onehot = np.eye(classes)[labels]
-    for _ in range(steps):
-        logits = z @ w + b
-        p = np.exp(logits - logits.max(1, keepdims=True))
-        p /= p.sum(1, keepdims=True)
-        w -= rate * (z.T @ (p - onehot) / len(z) + l2 * w)
-        b -= rate * (p - onehot).mean(0)
-    # Folded back onto the raw features.
-    return (w / scale[:, None]).astype("float32"), (b - (mean / scale) @ w).astype("float32")
-
-
 @pytest.mark.slow
 def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
     """MiniLM task models on the fine-tuning recipe's built-in tasks
     (sentiment with adjectives, and person and location names, that
     training never shows), each head trained on the float32 features (a
     linear probe: fine-tuning the encoder costs minutes here), then the
-    model quantized. Measured, float32 and int8 alike: classifier accuracy
+    model quantized with Keras' int8 layers (the LiteRT graph's bars:
+    test_int8_litert.py, benchmarks/int8_tasks.py). Measured, float32 and int8 alike: classifier accuracy
     0.9922 on 256 sentences (no prediction changes), tagger entity F1
     0.9896 on 64 sentences (no word's tag changes)."""
     backbone = bertzoo.BertBackbone.from_preset(minilm_dir)
@@ -260,7 +247,7 @@ def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
     classifier = bertzoo.BertClassifier(backbone, num_classes=2, dropout=0.0)
     pooled = keras.Model(classifier.input, classifier.get_layer("classifier_dropout").input)
     features = batching.predict_by_length(batching.compiled_forward(pooled), ids, 512, 32)
-    kernel, bias = _probe(features[:256], labels[:256], 2)
+    kernel, bias = softmax_probe(features[:256], labels[:256], 2)
     classifier.head.set_weights([kernel, bias])
     float_predictions = (features[256:] @ kernel + bias).argmax(-1)  # the head on them
 
@@ -274,7 +261,7 @@ def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
     tokens = keras.Model(tagger.input, tagger.get_layer("tagger_dropout").input)
     token_features = batching.compiled_forward(tokens)(tagged)  # (n, 32, 384)
     scored = tags[:192] >= 0
-    kernel, bias = _probe(token_features[:192][scored], tags[:192][scored], len(names))
+    kernel, bias = softmax_probe(token_features[:192][scored], tags[:192][scored], len(names))
     tagger.head.set_weights([kernel, bias])
     truth = [s.tags for s in sentences[192:]]
     lengths = [len(s.words) for s in sentences[192:]]
@@ -282,7 +269,7 @@ def test_int8_classifier_and_tagger_keep_accuracy_and_f1(minilm_dir):
         token_features[192:] @ kernel + bias, starts[192:], lengths, names
     )
 
-    classifier.quantize("int8")  # the backbone both share
+    classifier.quantize("int8", runtime="keras")  # the backbone both share
     assert quantization_mode(tagger) == "int8"
     test = {k: v[256:] for k, v in ids.items()}
     int8_predictions = classifier.predict(test, batch_size=256, verbose=0).argmax(-1)

@@ -1,186 +1,19 @@
 """Extractive question answering: model logits over windows -> answers.
 
-`extract_answers` (numpy) follows the reference run_squad.py's candidate
-rule and n-best list; `best_span_tf` and `serve_answers` are its in-graph
-counterparts for serving, and pick the same top answer. The windows and
-their byte offsets come from `bertzoo.tasks.qa.features`.
+`extract_answers` (numpy, `bertzoo.tasks.qa.spans`) follows the reference
+run_squad.py's candidate rule and n-best list; `best_span_tf` and
+`serve_answers` are its in-graph counterparts for serving, and pick the
+same top answer. The windows and their byte offsets come from
+`bertzoo.tasks.qa.features`.
 """
-
-import dataclasses
 
 import numpy as np
 import tensorflow as tf
 
+from bertzoo.tasks.qa.spans import extract_answers
 from bertzoo.tokenizers.base import to_string_tensor
 
-
-def _as_numpy(x):
-    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
-
-
-def _context_bytes(context):
-    if isinstance(context, bytes):
-        return context
-    if hasattr(context, "numpy"):
-        return context.numpy()
-    return str(context).encode("utf-8")
-
-
-_WINDOW_KEYS = ("example_index", "context_mask", "offset_start", "offset_end", "max_context")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Scored:
-    """Windows with their logits (float64 numpy, (N, seq)) and the features
-    extraction reads (numpy, `_WINDOW_KEYS`).
-
-    A candidate is `(score, start_logit, end_logit, window, start, end)`;
-    the version-2 null answer has window, start and end -1."""
-
-    start: np.ndarray
-    end: np.ndarray
-    features: dict
-
-    def by_example(self, num_examples):
-        """The windows of every example, in order."""
-        windows_of = [[] for _ in range(num_examples)]
-        for w, e in enumerate(self.features["example_index"].tolist()):
-            windows_of[e].append(w)
-        return windows_of
-
-    def candidates(self, w, k, max_answer_length):
-        """Window w's spans: start among its k highest start logits and its
-        max-context tokens, end among its k highest end logits, both context
-        tokens, end >= start, at most max_answer_length tokens."""
-        s_log, e_log = self.start[w], self.end[w]
-        starts = np.argsort(-s_log, kind="stable")[:k]
-        ends = np.argsort(-e_log, kind="stable")[:k]
-        ctx = self.features["context_mask"][w] == 1
-        ok_start = ctx & (self.features["max_context"][w] == 1)
-        s_grid, e_grid = np.meshgrid(starts, ends, indexing="ij")
-        valid = (
-            ok_start[s_grid]
-            & ctx[e_grid]
-            & (e_grid >= s_grid)
-            & (e_grid - s_grid + 1 <= max_answer_length)
-        )
-        return [
-            (s_log[s] + e_log[t], s_log[s], e_log[t], w, s, t)
-            for s, t in zip(s_grid[valid].tolist(), e_grid[valid].tolist())
-        ]
-
-    def null(self, windows):
-        """The null candidate: the lowest [CLS] score over `windows` (the
-        first window on ties); None without windows."""
-        best = None
-        for w in windows:
-            score = self.start[w][0] + self.end[w][0]
-            if best is None or score < best[0]:
-                best = (score, self.start[w][0], self.end[w][0], -1, -1, -1)
-        return best
-
-    def offsets(self, candidate):
-        """[start, end) byte offsets of a span candidate's text."""
-        _, _, _, w, s, t = candidate
-        return int(self.features["offset_start"][w, s]), int(self.features["offset_end"][w, t])
-
-
-def _nbest(candidates, context, scored, n_best_size):
-    """Up to n_best_size distinct answers of sorted candidates, as dicts."""
-    entries, seen = [], set()
-    for candidate in candidates:
-        score, s_logit, e_logit, w, _, _ = candidate
-        if w < 0:
-            text, b0, b1 = "", -1, -1
-        else:
-            b0, b1 = scored.offsets(candidate)
-            text = context[b0:b1].decode("utf-8", errors="replace")
-        if text in seen:
-            continue
-        seen.add(text)
-        entries.append(
-            {
-                "text": text,
-                "score": float(score),
-                "start_logit": float(s_logit),
-                "end_logit": float(e_logit),
-                "start_offset": b0,
-                "end_offset": b1,
-            }
-        )
-        if len(entries) >= n_best_size:
-            break
-    return entries
-
-
-def _best_answer(candidates, context, scored, null, null_score_diff_threshold):
-    """The best span's text; "" with no span, or when the null candidate
-    (version 2) beats it by more than the threshold."""
-    best = next((c for c in candidates if c[3] >= 0), None)
-    if best is None:
-        return ""
-    if null is not None and null[0] - best[0] > null_score_diff_threshold:
-        return ""
-    b0, b1 = scored.offsets(best)
-    return context[b0:b1].decode("utf-8", errors="replace")
-
-
-def extract_answers(
-    start_logits,
-    end_logits,
-    features,
-    contexts,
-    n_best_size=20,
-    max_answer_length=30,
-    version_2=False,
-    null_score_diff_threshold=0.0,
-):
-    """Model logits over windows -> one answer string per example (numpy).
-
-    As the reference run_squad.py: per example, over all its windows, the
-    candidate spans are (start, end) with start among the `n_best_size`
-    highest start logits of the window and end among the highest end logits,
-    both context tokens, end >= start, at most `max_answer_length` tokens,
-    and the window being the start token's max-context window; score =
-    start_logit + end_logit. The answer text is the context's bytes
-    `[offset_start[start], offset_end[end])`, decoded as UTF-8.
-
-    With `version_2` (SQuAD 2.0) the null score is the lowest
-    `start_logits[w, 0] + end_logits[w, 0]` ([CLS]) over the example's
-    windows, and the answer is "" when null score - best span score >
-    `null_score_diff_threshold`. With no valid span the answer is "".
-
-    Args:
-        start_logits, end_logits: (N, seq) arrays (numpy, TF or JAX).
-        features: the dict of `encode_qa` / `qa_training_features` (uses
-            example_index, context_mask, offset_start, offset_end,
-            max_context).
-        contexts: the examples' contexts (str or UTF-8 bytes), in order.
-
-    Returns `(answers, nbest)`: `answers[i]` the answer of example i;
-    `nbest[i]` up to `n_best_size` distinct answers, best first, as dicts
-    {text, score, start_logit, end_logit, start_offset, end_offset} (byte
-    offsets; the null answer of version 2, "", has offsets -1).
-    """
-    start_logits = _as_numpy(start_logits).astype(np.float64)
-    scored = _Scored(
-        start=start_logits,
-        end=_as_numpy(end_logits).astype(np.float64),
-        features={k: _as_numpy(features[k]) for k in _WINDOW_KEYS},
-    )
-    contexts = [_context_bytes(c) for c in contexts]
-    seq = start_logits.shape[1] if start_logits.ndim == 2 else 0
-    k = min(int(n_best_size), seq)
-    answers, nbest = [], []
-    for context, windows in zip(contexts, scored.by_example(len(contexts))):
-        candidates = [c for w in windows for c in scored.candidates(w, k, max_answer_length)]
-        null = scored.null(windows) if version_2 else None
-        if null is not None:
-            candidates.append(null)
-        candidates.sort(key=lambda c: -c[0])  # stable: window, then rank order
-        nbest.append(_nbest(candidates, context, scored, n_best_size))
-        answers.append(_best_answer(candidates, context, scored, null, null_score_diff_threshold))
-    return answers, nbest
+__all__ = ["best_span_tf", "extract_answers", "serve_answers"]
 
 
 @tf.autograph.experimental.do_not_convert
