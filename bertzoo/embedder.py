@@ -17,8 +17,15 @@ from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
 from bertzoo.loader_registry import preset_loader
 from bertzoo.models import litert
 from bertzoo.models.backbone import BertBackbone, check_predict_inputs
-from bertzoo.models.int8 import QuantizeMethods, predict_litert, saved_graph, use_saved_graph
+from bertzoo.models.int8 import (
+    SINGLE_OUTPUT,
+    QuantizeMethods,
+    predict_litert,
+    saved_graph,
+    use_saved_graph,
+)
 from bertzoo.preprocessing import BertPreprocessor
+from bertzoo.tokenizers import python_wordpiece
 from bertzoo.tokenizers.base import (
     VOCABULARY_FILES,
     check_utf8,
@@ -39,6 +46,11 @@ _ST_POOLING_KEYS = {
 # transformers' "no limit" `model_max_length` (int(1e30)): any length above
 # this is no length at all.
 _NO_LENGTH = 1_000_000
+# On the LiteRT path, batches of up to this many texts are packed in plain
+# Python (`bertzoo.tokenizers.python_wordpiece`, for WordPiece: 0.07 ms a
+# short text), larger ones by the tokenizer's TensorFlow graph (about 0.4 ms
+# a call, then little per text): a single text's latency is the model's.
+PYTHON_PACK_MAX_TEXTS = 8
 
 
 def _pooling_mode(config):
@@ -116,6 +128,17 @@ def _embedder_section(directory):
             f"{', '.join(POOLING_MODES)}, got {pooling!r}."
         )
     return section
+
+
+def _encodes(text):
+    """A str with a UTF-8 form (no lone surrogate)."""
+    if type(text) is not str:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_text(x):
@@ -310,6 +333,8 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         return backbone, preprocessor, settings
 
     def _litert_ready(self):
+        python = getattr(getattr(self.preprocessor, "tokenizer", None), "python_tokenizer", None)
+        self.__dict__["_python_tokenizer"] = python() if python is not None else None  # WordPiece
         if self.preprocessor is not None:
             # The tokenizer's graph is traced and first run here, at load,
             # not in the first call (the LiteRT graph needs no compiling).
@@ -369,19 +394,43 @@ class TextEmbedder(QuantizeMethods, keras.Model):
                 "Pairs are a tuple (texts_a, texts_b) of two equally long batches of "
                 f"strings; got batches of {' and '.join(map(str, sizes))} texts."
             )
-        self._count_cut(segments)
-        return segments
-
-    def _count_cut(self, segments):
-        """The preprocessor cuts each text to `max_text_chars` in the graph;
-        the first batch with a cut text says so once."""
         limit = self.preprocessor.max_text_chars
         cut = sum(count_long_texts(s, limit) for s in segments)
+        self._log_cut(cut, sum(int(s.shape[0]) for s in segments))
+        return segments
+
+    def _log_cut(self, cut, total):
+        """The preprocessor cuts each text to `max_text_chars`; the first
+        batch with a cut text says so once."""
         if cut and not self.__dict__.get("_cut_logged"):
             self.__dict__["_cut_logged"] = True
-            total = sum(int(s.shape[0]) for s in segments)
-            length = self.preprocessor.sequence_length
+            limit, length = self.preprocessor.max_text_chars, self.preprocessor.sequence_length
             logger.warning(cut_message(cut, total, limit, length, "TextEmbedder: "))
+
+    def _python_rows(self, x):
+        """A small batch of texts (a list of at most `PYTHON_PACK_MAX_TEXTS`
+        str) packed in plain Python, one unpadded row each (dicts of int32
+        (1, S) arrays), with the graph's ids; None where the graph packs:
+        pairs, bytes, arrays, larger batches, text with no UTF-8 form (the
+        graph's error names it), tokenizers with no Python form."""
+        tokenizer = self.__dict__.get("_python_tokenizer")
+        if tokenizer is None or not isinstance(x, list) or not 0 < len(x) <= PYTHON_PACK_MAX_TEXTS:
+            return None
+        if not all(_encodes(text) for text in x):
+            return None
+        preprocessor = self.preprocessor
+        limit = preprocessor.max_text_chars
+        self._log_cut(sum(len(text) > limit for text in x), len(x))
+        rows = []
+        for text in x:
+            ids, _ = python_wordpiece.pack(
+                tokenizer, text, None, preprocessor.sequence_length, max_text_chars=limit
+            )
+            ids = np.asarray([ids], np.int32)
+            row = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+            row["segment_ids"] = np.zeros_like(ids)  # one text: segment 0
+            rows.append({k: row[k] for k in self.input})
+        return rows
 
     def _text_function(self, what, segments):
         """A `tf.function` over 1-D string batches, traced once per segment
@@ -413,8 +462,12 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         return cache[key]
 
     def _embed_texts(self, x, batch_size):
+        runner = litert.attached_runner(self)
+        rows = None if runner is None else self._python_rows(x)
+        if rows is not None:
+            return runner.run_feeds(rows)[SINGLE_OUTPUT]
         segments = self._string_segments(x)
-        if litert.attached_runner(self) is not None:
+        if runner is not None:
             packed = self._text_function("pack", len(segments))(*segments)
             return predict_litert(self, {k: v.numpy() for k, v in packed.items()})
         if keras.backend.backend() == "tensorflow" and segments[0].shape[0] <= batch_size:

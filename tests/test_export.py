@@ -147,6 +147,8 @@ def test_runner_tokenizer_gives_bertzoos_ids(settings, minilm_dir, texts, tmp_pa
     fuzz = texts["fuzz"] + ["[unused5] Straße ΟΔΟΣ. [SEP][MASK]x 東京", "ΟΔΟΣ.Χ a[\u200bSEP] İΣ"]
     expected = tokenizer.tokenize_ids(fuzz).to_list()
     assert [mine.tokenize(t) for t in fuzz] == expected
+    # The same class built in memory: what TextEmbedder's int8 path packs with.
+    assert [tokenizer.python_tokenizer().tokenize(t) for t in fuzz] == expected
     # With each token's byte span (QA answers are cut out of contexts by them).
     ids, starts, ends = (x.to_list() for x in tokenizer.tokenize_with_offsets(fuzz))
     assert [mine.tokenize_with_offsets(t) for t in fuzz] == list(zip(ids, starts, ends))
@@ -154,7 +156,7 @@ def test_runner_tokenizer_gives_bertzoos_ids(settings, minilm_dir, texts, tmp_pa
     a, b = texts["pairs"]
     packed = _packed(tokenizer, a, b)
     for i, (x, y) in enumerate(zip(a, b)):
-        ids, segments = runner.pack(mine, x, y, SEQUENCE_LENGTH)
+        ids, segments = runner.wordpiece.pack(mine, x, y, SEQUENCE_LENGTH)
         n = len(ids)
         assert (
             ids == packed["token_ids"][i, :n].tolist() and packed["padding_mask"][i, n:].sum() == 0

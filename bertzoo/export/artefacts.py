@@ -8,7 +8,8 @@ The folder (published atomically, with a checksum manifest):
   below;
 - the tokenizer's vocabulary file (`vocab.txt` for WordPiece) and, for
   WordPiece, `tokenizer_tables.json` (`tokenizer_files.py`);
-- `run.py`: the runner (`runner.py`, with its tokenizer `wordpiece.py`),
+- `run.py`: the runner (`runner.py`), with its tokenizer `wordpiece.py`
+  (`bertzoo.tokenizers.python_wordpiece`),
   strings in, answers out; for a QA
   model with `qa_spans.py` (`bertzoo.tasks.qa.spans`: windows and answer
   extraction) and export.json's `qa` settings.
@@ -31,6 +32,7 @@ from bertzoo.export.sources import OUTPUTS, PER_TOKEN, ExportError
 from bertzoo.io.publish import atomic_write_text
 from bertzoo.tasks.qa import spans
 from bertzoo.tasks.tagging.features import max_words
+from bertzoo.tokenizers import python_wordpiece
 from bertzoo.tokenizers.base import text_cap
 
 MODEL_FILES = {"onnx": "model.onnx", "litert": "model.tflite"}
@@ -58,9 +60,7 @@ def write_export(source, staging, format, int8):
     if tables is not None:
         atomic_write_text(staging / tokenizer_files.TABLES_FILE, json.dumps(tables) + "\n")
     shutil.copyfile(Path(runner.__file__), staging / RUNNER_FILE)
-    shutil.copyfile(
-        Path(runner.__file__).with_name(runner.TOKENIZER_FILE), staging / runner.TOKENIZER_FILE
-    )
+    shutil.copyfile(Path(python_wordpiece.__file__), staging / runner.TOKENIZER_FILE)
     if source.task == "qa":  # run.py's windows and answers: bertzoo's own code
         shutil.copyfile(Path(spans.__file__), staging / runner.SPANS_FILE)
     description = {

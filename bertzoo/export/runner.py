@@ -60,7 +60,7 @@ import numpy as np
 
 CONFIG_FILE = "export.json"
 TABLES_FILE = "tokenizer_tables.json"
-# Loaded by path, beside this file: the tokenizer (bertzoo/export/wordpiece.py).
+# Beside run.py in an export: the tokenizer (bertzoo.tokenizers.python_wordpiece).
 TOKENIZER_FILE = "wordpiece.py"
 # In a QA export's folder: windows and answers (bertzoo.tasks.qa.spans).
 SPANS_FILE = "qa_spans.py"
@@ -74,40 +74,22 @@ def _load(path, name):
     return module
 
 
-wordpiece = _load(Path(__file__).with_name(TOKENIZER_FILE), "export_wordpiece")
+def _wordpiece():
+    """The plain-Python WordPiece tokenizer: the copy an export ships
+    beside run.py, else (this file inside bertzoo) bertzoo's own."""
+    beside = Path(__file__).with_name(TOKENIZER_FILE)
+    if beside.is_file():
+        return _load(beside, "export_wordpiece")
+    from bertzoo.tokenizers import python_wordpiece
+
+    return python_wordpiece
+
+
+wordpiece = _wordpiece()
 
 
 class RunnerError(Exception):
     """A one-line error: what is wrong, and what works."""
-
-
-def truncate_longest_first(len_a, len_b, budget, rule):
-    """Pair lengths cut to `budget` tokens (bertzoo.preprocessing)."""
-    if len_a + len_b <= budget:
-        return len_a, len_b
-    half_up = (budget + 1) // 2
-    if rule == "hf-fast" and len_a <= len_b:
-        half_up = budget // 2
-    keep_a = min(len_a, max(half_up, budget - len_b))
-    return keep_a, min(len_b, budget - keep_a)
-
-
-def pack(tokenizer, text, pair=None, sequence_length=128, pair_segment_id=1, max_text_chars=None):
-    """One text (and its pair) -> (token_ids, segment_ids), unpadded:
-    `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, each text first cut to
-    `max_text_chars` characters (export.json's: bertzoo's cut, 64 per
-    token of sequence_length), as bertzoo packs."""
-    cap = 64 * sequence_length if max_text_chars is None else max_text_chars
-    a = tokenizer.tokenize(text[:cap])
-    cls, sep = tokenizer.ids["cls"], tokenizer.ids["sep"]
-    if pair is None:
-        ids = [cls, *a[: sequence_length - 2], sep]
-        return ids, [0] * len(ids)
-    b = tokenizer.tokenize(pair[:cap])
-    rule = "hf-fast" if tokenizer.reference == "hf-fast" else "google"
-    keep_a, keep_b = truncate_longest_first(len(a), len(b), sequence_length - 3, rule)
-    ids = [cls, *a[:keep_a], sep, *b[:keep_b], sep]
-    return ids, [0] * (keep_a + 2) + [pair_segment_id] * (keep_b + 1)
 
 
 def load_tokenizer(directory, section):
@@ -120,7 +102,10 @@ def load_tokenizer(directory, section):
         )
     directory = Path(directory)
     tables = json.loads((directory / TABLES_FILE).read_text(encoding="utf-8"))
-    return wordpiece.WordPieceTokenizer(directory, section, tables)
+    tokens = (directory / section["vocabulary_file"]).read_text(encoding="utf-8").split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    return wordpiece.WordPieceTokenizer([t.rstrip("\r") for t in tokens], section, tables)
 
 
 def _check_text(text, index):
@@ -184,7 +169,7 @@ class Model:
 
     def pack(self, text, pair=None):
         """One text (and its pair) -> (token_ids, segment_ids), unpadded."""
-        return pack(
+        return wordpiece.pack(
             self.tokenizer,
             text,
             pair,

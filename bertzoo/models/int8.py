@@ -13,7 +13,8 @@
   quantized per call and per row (`bertzoo.models.litert`), and `predict`
   runs it on token-id dicts, datasets of them and, with a preprocessor,
   texts: each row cut to its own length, rows shared out over
-  `interpreters` interpreters of one thread each. Nothing is compiled per
+  `interpreters` interpreters of one thread each (a single row: one
+  interpreter with that many threads). Nothing is compiled per
   shape. Outputs per token come back padded to the inputs' width as the
   float32 `predict` pads them. Converting takes seconds for a tiny model,
   10-30 s for a MiniLM; it needs the TensorFlow backend, and running needs

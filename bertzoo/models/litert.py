@@ -131,8 +131,11 @@ class LiteRTRunner:
     """Runs a batch-1 flatbuffer (bytes) on rows of token ids.
 
     `interpreters`: how many run side by side, one thread each (default:
-    one per core, at most 4). `per_token`: the names of the outputs that
-    have a position axis (padded back to the inputs' width by `run`)."""
+    one per core, at most 4); a call with one row runs on the calling
+    thread's own interpreter, which uses that many threads, so a single
+    text's latency gets every core and a batch one core per row.
+    `per_token`: the names of the outputs that have a position axis
+    (padded back to the inputs' width by `run`)."""
 
     name = "litert"
 
@@ -145,59 +148,69 @@ class LiteRTRunner:
         self._local = threading.local()
         self._pool = None
         try:
-            self._runner()  # the model loads here, or fails here
+            self._runner(self.interpreters)  # the model loads here, or fails here
         except (ValueError, RuntimeError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise LiteRTError(f"Not a LiteRT model bertzoo can run: {first}") from e
 
-    def _runner(self):
+    def _runner(self, threads):
+        """This thread's signature runner, made on first use with `threads`
+        threads (the pool's workers: 1)."""
         runner = getattr(self._local, "runner", None)
         if runner is None:
             from ai_edge_litert.interpreter import Interpreter
 
-            interpreter = Interpreter(model_content=self.model, num_threads=1)
+            interpreter = Interpreter(model_content=self.model, num_threads=threads)
             runner = self._local.runner = interpreter.get_signature_runner()
             self._local.inputs = tuple(runner.get_input_details())
         return runner
 
-    def run_row(self, feed):
+    def run_row(self, feed, threads=None):
         """One row: a dict of int32 (1, S) arrays -> the graph's outputs,
         each without its batch dimension."""
-        runner = self._runner()
+        runner = self._runner(threads or self.interpreters)
         out = runner(**{k: feed[k] for k in self._local.inputs})
         return {k: v[0] for k, v in out.items()}
 
     def run(self, inputs, lengths=None):
         """The graph's outputs for a dict of int32 (B, S) arrays: each row
-        cut to `lengths` (default: its padding mask's sum, at least 1),
-        rows shared out over the interpreters. Returns a dict of (B, ...)
-        float32 arrays in the rows' order, the `per_token` ones (B, S, ...)
-        with the positions past each row's length filled as
-        `bertzoo.batching.pad_positions` fills them."""
+        cut to `lengths` (default: its padding mask's sum, at least 1); see
+        `run_feeds`. The `per_token` outputs are (B, S, ...)."""
         inputs = {k: np.asarray(v, np.int32) for k, v in inputs.items()}
         rows, width = inputs["padding_mask"].shape
         if lengths is None:
             lengths = np.maximum(inputs["padding_mask"].sum(axis=1), 1)
+        feeds = [
+            {k: v[i : i + 1, : int(n)] for k, v in inputs.items()} for i, n in enumerate(lengths)
+        ]
+        return self.run_feeds(feeds, width)
 
-        def one(i):
-            width = int(lengths[i])
-            return self.run_row({k: v[i : i + 1, :width] for k, v in inputs.items()})
-
-        if rows <= 1 or self.interpreters == 1:
-            results = [one(i) for i in range(rows)]
+    def run_feeds(self, feeds, width=None):
+        """The graph's outputs for rows given one by one (dicts of int32
+        (1, S_i) arrays), shared out over the interpreters (one row: the
+        calling thread's). Returns a dict of (B, ...) float32 arrays in the
+        rows' order ({} for no rows), the `per_token` ones (B, width, ...)
+        (default: the longest row's) with the positions past each row's
+        length filled as `bertzoo.batching.pad_positions` fills them."""
+        lengths = [next(iter(feed.values())).shape[1] for feed in feeds]
+        if len(feeds) <= 1 or self.interpreters == 1:
+            results = [self.run_row(feed) for feed in feeds]
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.interpreters, "bertzoo-litert")
             # Longest rows first, dealt round-robin: the workers finish together.
             order = np.argsort(-np.asarray(lengths), kind="stable")
             shares = [order[k :: self.interpreters] for k in range(self.interpreters)]
-            parts = self._pool.map(lambda share: [(i, one(i)) for i in share], shares)
-            results = [None] * rows
+            parts = self._pool.map(
+                lambda share: [(i, self.run_row(feeds[i], threads=1)) for i in share], shares
+            )
+            results = [None] * len(feeds)
             for part in parts:
                 for i, out in part:
                     results[i] = out
         if not results:
             return {}
+        width = max(lengths) if width is None else width
         return {k: self._stack(k, [r[k] for r in results], width) for k in results[0]}
 
     def _stack(self, name, values, width):

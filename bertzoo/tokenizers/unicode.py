@@ -15,6 +15,7 @@ release, and recomputes them for any other.
 
 import functools
 import json
+import re
 import unicodedata
 from pathlib import Path
 
@@ -34,6 +35,17 @@ def ranges_class(ranges):
         return "[^\\x00-\\x{10ffff}]"
     parts = [f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in ranges]
     return "[" + "".join(parts) + "]"
+
+
+_RE2_RANGE = re.compile(r"\\x\{([0-9a-f]+)\}(?:-\\x\{([0-9a-f]+)\})?")
+
+
+def class_ranges(pattern):
+    """[(lo, hi)] of a class written by `ranges_class`
+    (`[\\x{a}-\\x{d}\\x{20}]`; the class that matches nothing: [])."""
+    if pattern.startswith("[^"):
+        return []
+    return [(int(lo, 16), int(hi or lo, 16)) for lo, hi in _RE2_RANGE.findall(pattern.strip("[]"))]
 
 
 def code_point_class(code_points):

@@ -26,7 +26,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bertzoo.io.publish import atomic_write_text
-from bertzoo.tokenizers import basic, hf_fast, unicode
+from bertzoo.tokenizers import basic, hf_fast, python_wordpiece, unicode
 from bertzoo.tokenizers.base import (
     SPECIAL_ROLES,
     Tokenizer,
@@ -264,6 +264,49 @@ class BertTokenizer(Tokenizer):
         if self.added_tokens:
             section["added_tokens"] = list(self.added_tokens)
         return section
+
+    def python_settings(self):
+        """(section, tables): this tokenizer's settings and character
+        tables as plain JSON values, for `python_wordpiece` (see there);
+        an export writes them beside its `run.py`."""
+        section = {
+            "kind": self.kind,
+            "vocabulary_file": self.vocabulary_file,
+            **{f"{r}_token": getattr(self, f"{r}_token") for r in SPECIAL_ROLES},
+            "lowercase": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "reference": self.reference,
+            "added_tokens": list(self.added_tokens),
+            "max_chars_per_word": self._max_chars,
+        }
+        if self.reference != "hf-fast":
+            tables = {name: unicode.class_ranges(p) for name, p in self._patterns.items()}
+            return section, tables
+        starts, ends, which, values, splits, ccc = hf_fast._tf_tables(
+            self.lowercase, self.strip_accents
+        )
+        classes = hf_fast.tables()
+        tables = {
+            "starts": starts,
+            "ends": ends,
+            "which": which,
+            "values": values,
+            "splits": splits,
+            "ccc": [list(pair) for pair in ccc],
+            "punct": classes["punct"],
+            "whitespace": classes["whitespace"],
+        }
+        return section, tables
+
+    def python_tokenizer(self):
+        """This tokenizer in plain Python (`python_wordpiece`): the same
+        ids for a string, without TensorFlow's cost per call. Built once."""
+        cached = self.__dict__.get("_python_tokenizer")
+        if cached is None:
+            section, tables = self.python_settings()
+            cached = python_wordpiece.WordPieceTokenizer(self.vocabulary, section, tables)
+            self.__dict__["_python_tokenizer"] = cached
+        return cached
 
     def words(self, strings):
         """The reference BasicTokenizer in graph ops: a 1-D string batch ->
