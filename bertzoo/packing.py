@@ -96,10 +96,9 @@ def packing_plan(lengths, batch_size, row_length, max_sequences=None, sequence_l
     (`pack_lengths`); a longer one (up to `sequence_length`, default the
     longest) gets a row of its own, and these come last, shortest first,
     as on the padded path. A batch holds a power of two of rows (the last
-    may hold fewer): the one nearest below `batch_size` times the mean
-    length over the row width, at least 1, so a batch holds about the
-    tokens a padded batch of `batch_size` sequences holds without its
-    padding. `width`: the bucket (`batching.bucket_length`) of the batch's
+    may hold fewer): the one nearest to `batch_size` times the mean length
+    over the row width, at least 1, so a batch holds about the tokens a
+    padded batch of `batch_size` sequences holds without its padding. `width`: the bucket (`batching.bucket_length`) of the batch's
     fullest row, capped at `row_length` where that row fits it."""
     lengths = np.asarray(lengths, np.int64)
     sequence_length = int(sequence_length or max(row_length, lengths.max()))
@@ -115,7 +114,7 @@ def packing_plan(lengths, batch_size, row_length, max_sequences=None, sequence_l
 
     tokens, plan, start = int(batch_size) * float(lengths.mean()), [], 0
     while start < len(rows):
-        per_batch = 1 << max(int(np.log2(max(tokens / width(fill[start]), 1.0))), 0)
+        per_batch = 1 << max(round(np.log2(max(tokens / width(fill[start]), 1.0))), 0)
         plan.append((rows[start : start + per_batch], width(fill[start : start + per_batch].max())))
         start += per_batch
     return plan

@@ -68,9 +68,9 @@ MUTATIONS = {
         "        )",
     ),
     "position ids off by one": (
-        "bertzoo/layers/sequence_numbers.py",
-        'ops.arange(seq_len, dtype="int32")[None, :] - tokens_before_sequence',
-        'ops.arange(seq_len, dtype="int32")[None, :] + 1 - tokens_before_sequence',
+        "bertzoo/layers/embeddings.py",
+        "ops.slice(table, (0, 0), (seq_len, self.embedding_dim))",
+        "ops.slice(table, (1, 0), (seq_len, self.embedding_dim))",
     ),
     "pair truncation rules swapped": (
         "bertzoo/preprocessing.py",

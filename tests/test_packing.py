@@ -3,6 +3,8 @@ each sequence's outputs equal those it has alone; a 0/1 mask computes
 exactly what it did before packing existed; the packer and the embedder's
 packed path."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from keras import ops
@@ -47,6 +49,7 @@ MODERNBERT = dict(
 )
 LENGTHS = [9, 4, 13, 2, 7]  # five sequences, packed into two rows of 18 below
 ROWS = [[2, 1], [0, 4, 3]]
+WIDTH = 20  # one width for every batch: JAX compiles each eager op once
 
 
 def _np(x):
@@ -56,7 +59,7 @@ def _np(x):
 def _sequences(config, seed=0):
     """Right-padded one-sequence-per-row inputs of LENGTHS tokens."""
     rng = np.random.default_rng(seed)
-    n, width = len(LENGTHS), max(LENGTHS)
+    n, width = len(LENGTHS), WIDTH
     mask = (np.arange(width)[None, :] < np.array(LENGTHS)[:, None]).astype("int32")
     pad = config.get("position_padding_id") or 0
     ids = np.where(mask == 1, rng.integers(2, config["vocabulary_size"], (n, width)), pad)
@@ -88,15 +91,18 @@ def test_packed_rows_equal_each_sequence_alone(name, config, path):
     past the padding id) and ModernBERT (rotary positions; a global and a
     local layer, sequences longer than the window, local layers banded and
     in blocks): each sequence of a packed row, at every token, equals the
-    sequence run on its own (one sequence per row, padded)."""
+    sequence run on its own (one sequence per row, padded). The packed
+    rows share their batch with three one-sequence rows."""
     backbone = bertzoo.BertBackbone(**config)
     _set_local_path(backbone, path)
     alone = _sequences(config)
     reference = _np(backbone(alone)["sequence_output"])
     fill = {"token_ids": config.get("position_padding_id") or 0}
-    packed = packing.pack_rows(alone, ROWS, LENGTHS, 20, fill)
+    packed = packing.pack_rows(alone, ROWS, LENGTHS, WIDTH, fill)
     assert packed["padding_mask"].tolist()[1] == [1] * 9 + [2] * 7 + [3] * 2 + [0, 0]
-    out = _np(backbone(packed)["sequence_output"])
+    mixed = {k: np.concatenate([v, alone[k][2:]]) for k, v in packed.items()}
+    out = _np(backbone(mixed)["sequence_output"])
+    np.testing.assert_allclose(out[2:], reference[2:], atol=PACKED_TOLERANCE)
     for r, members in enumerate(ROWS):
         start = 0
         for index in members:
@@ -242,12 +248,12 @@ def test_packing_plan_and_its_errors():
     assert (packing.check_packing(False), packing.check_packing(64)) == (None, 64)
 
 
-def test_packing_refuses_a_litert_embedder(monkeypatch):
+@pytest.mark.backend_independent
+def test_packing_refuses_a_litert_embedder():
     """A LiteRT-int8 embedder runs each text at its own length: packing
-    does not apply, and says so before any work."""
-    from tests.conftest import tiny_backbone
-
-    embedder = bertzoo.TextEmbedder(tiny_backbone())
-    monkeypatch.setattr(bertzoo.TextEmbedder, "_litert", property(lambda self: object()))
+    does not apply, and `predict` says so first thing."""
+    litert = SimpleNamespace(_litert=object())
     with pytest.raises(InputError, match="int8 LiteRT graph runs each text at its own length"):
-        embedder.predict({"token_ids": np.ones((1, 3), "int32")}, packing=True)
+        bertzoo.TextEmbedder._packing_choice(litert, True)
+    assert bertzoo.TextEmbedder._packing_choice(litert, False) is None
+    assert bertzoo.TextEmbedder._packing_choice(SimpleNamespace(_litert=None), 24) == 24

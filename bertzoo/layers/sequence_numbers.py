@@ -61,4 +61,7 @@ def token_positions(padding_mask):
     `0 .. S-1` under a 0/1 mask (padding included), restarting at 0 where
     each packed sequence starts."""
     seq_len = ops.shape(padding_mask)[1]
-    return ops.arange(seq_len, dtype="int32")[None, :] - tokens_before_sequence(padding_mask)
+    positions = ops.arange(seq_len, dtype="int32")[None, :] - tokens_before_sequence(padding_mask)
+    # Another layout than the documented one (unchecked in graphs) must not
+    # give a position below 0 (a learned table's row -1).
+    return ops.maximum(positions, 0)
