@@ -18,8 +18,10 @@ the longest sequence, on two length spreads:
 
 Paths: `naive` (input order, every batch padded to the longest
 sequence's bucket), `buckets` (sorted, each batch padded to its own
-bucket), `packed` (rows as wide as the longest sequence's bucket) and
-`packed_W` (rows of W tokens; longer sequences in rows of their own).
+bucket), `packed` (`packing=True`: rows of the 90th percentile length's
+bucket, `bertzoo.packing.default_row_length`), `packed_longest` (rows as
+wide as the longest sequence's bucket) and `packed_W` (rows of W tokens);
+sequences longer than the rows run in rows of their own.
 
 For each path the script also states, from its batch plan, what the
 forward passes compute: token slots (rows x width, rows rounded up to a
@@ -84,7 +86,7 @@ MINILM = dict(
     dropout=0.0,
 )
 WORKLOADS = {
-    "short_texts": {"batch_size": 32, "widths": [64, 128]},
+    "short_texts": {"batch_size": 32, "widths": [128]},
     "long_documents": {"batch_size": 4, "widths": [512, 1024]},
 }
 
@@ -110,11 +112,20 @@ def _plans(path, lengths, batch_size, sequence_length):
     if path == "buckets":
         plan = batching.inference_plan(lengths, batch_size, sequence_length)
         return [(rows(len(r)), width) for r, width in plan]
-    row_length = None if path == "packed" else int(path.split("_")[1])
-    if row_length is None:
-        row_length = batching.bucket_length(int(lengths.max()), sequence_length)
+    row_length = _row_length(path, lengths, sequence_length)
     plan = packing.packing_plan(lengths, batch_size, row_length, None, sequence_length)
     return [(rows(len(r)), width) for r, width in plan] if plan else [(0, int(np.max(lengths)))]
+
+
+def _row_length(path, lengths, sequence_length):
+    """The row width of a packed path."""
+    from bertzoo import batching, packing
+
+    if path == "packed":
+        return packing.default_row_length(lengths, sequence_length)
+    if path == "packed_longest":
+        return batching.bucket_length(int(lengths.max()), sequence_length)
+    return int(path.split("_")[1])
 
 
 def _layer_flops(config, keys, local):
@@ -254,6 +265,7 @@ def _paths(embedder, features, batch_size, widths):
         "naive": naive,
         "buckets": lambda: embedder.predict(features, batch_size=batch_size, verbose=0),
         "packed": lambda: embedder.predict(features, batch_size=batch_size, packing=True),
+        "packed_longest": lambda: embedder.predict(features, batch_size, packing=longest),
     }
     for w in widths:
         calls[f"packed_{w}"] = lambda w=w: embedder.predict(features, batch_size, packing=w)
@@ -294,6 +306,9 @@ def measure(workload, count, rounds):
         paths[name] = {
             **accounting(config, name, lengths, setting["batch_size"], sequence_length, backend),
             "first_call_s": first[name],
+            "row_length": (
+                _row_length(name, lengths, sequence_length) if name.startswith("packed") else None
+            ),
             "median_s": round(median, 3),
             "timed_calls": len(times[name]),
             "tokens_per_s": round(real / median),

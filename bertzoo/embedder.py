@@ -515,10 +515,11 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         pass compiled once (`bertzoo.batching`); the result is in the input
         order. Datasets and generators go through Keras' `predict`.
 
-        `packing=True` (or a row length, e.g. 256) packs texts (or
+        `packing=True` (or a row length, e.g. 128) packs texts (or
         right-padded token-id rows) end to end into rows instead
-        (`bertzoo.packing`; default width: the bucket of the longest text),
-        the backbone attending within each text, and pools each text; the
+        (`bertzoo.packing`; default width: the bucket of the 90th
+        percentile length, longer texts in rows of their own), the
+        backbone attending within each text, and pools each text; the
         embeddings equal the padded path's to float rounding (about 1e-6).
         Not with a LiteRT-int8 embedder, which runs each text at its own
         length already (an `InputError`)."""

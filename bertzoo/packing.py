@@ -175,12 +175,22 @@ def pack_rows(features, rows, lengths, width, fill=None):
     return packed
 
 
+def default_row_length(lengths, sequence_length):
+    """The row width `predict_packed` picks: the bucket of the 90th
+    percentile length. Wider rows cost every packed token more attention
+    (it meets the whole row's keys); the longest tenth runs in rows of
+    its own, sorted, as on the padded path. Measured (BENCHMARKS.md,
+    "Packing"): on short real texts this width beat the bucket of the
+    longest on both backends, which JAX ran slower than sorted buckets."""
+    return batching.bucket_length(int(np.ceil(np.percentile(lengths, 90))), sequence_length)
+
+
 def predict_packed(forward, features, batch_size, row_length=None, max_sequences=None):
     """Runs `forward(inputs, num_sequences)` (packed inputs -> an array
     `(rows, num_sequences, ...)`, slot k - 1 of a row holding its sequence
     k) over `features` (a dict of right-padded `(n, L)` arrays, one
     sequence per row) packed into rows of `row_length` tokens (default:
-    the bucket of the longest sequence, at most L), and returns its
+    `default_row_length`), and returns its
     per-sequence outputs in the input order, `(n, ...)`. Sequences longer
     than `row_length` run in rows of their own (`packing_plan`).
     `num_sequences` is the batch's most sequences in a row, rounded up to
@@ -189,7 +199,7 @@ def predict_packed(forward, features, batch_size, row_length=None, max_sequences
     lengths = right_padded_lengths(features)
     width = features["padding_mask"].shape[1]
     if row_length is None:
-        row_length = batching.bucket_length(int(lengths.max()), width)
+        row_length = default_row_length(lengths, width)
     fill = {k: _padding_value(v, features["padding_mask"]) for k, v in features.items()}
     out = None
     plan = packing_plan(lengths, batch_size, row_length, max_sequences, width)
