@@ -38,22 +38,43 @@ def attention_mask(query_numbers, key_numbers):
     return ops.logical_and(ops.not_equal(k, 0), same)
 
 
+def sequence_starts(padding_mask):
+    """`(B, S)` int32: for each token of sequence 2, 3, ... of a packed
+    row, the index where its sequence starts; 0 for sequence 1 and for
+    padding, so 0 everywhere under a 0/1 mask.
+
+    A sequence starts where the number rises to 2 or more. The starts of a
+    row, in order, are its first entries once sorted (keys `t` for a start,
+    `S + t` otherwise), and a token's own start is the one counted by a
+    cumulative sum up to it: `O(S log S)` per row, no `S x S` tensor, so it
+    costs little beside the window of a local layer at 8,192 tokens.
+    Another layout than the documented one still gives a start at or
+    before each token."""
+    numbers = ops.cast(padding_mask, "int32")
+    index = ops.arange(ops.shape(numbers)[1], dtype="int32")[None, :]  # (1, S)
+    previous = ops.pad(numbers[:, :-1], [[0, 0], [1, 0]])  # (B, S): the number before
+    starts = ops.logical_and(ops.greater_equal(numbers, 2), ops.not_equal(numbers, previous))
+    count = ops.cumsum(ops.cast(starts, "int32"), axis=1)  # starts up to and including t
+    in_order = ops.sort(ops.where(starts, index, index + ops.shape(numbers)[1]), axis=1)
+    start = ops.take_along_axis(in_order, ops.maximum(count - 1, 0), axis=1)
+    return ops.where(
+        ops.logical_and(ops.greater_equal(count, 1), ops.greater_equal(numbers, 2)), start, 0
+    )
+
+
 def tokens_before_sequence(padding_mask, counted=None):
     """`(B, S)` int32: for each token, how many tokens of the row belong to
-    sequences numbered below its own (1 <= number < its number): where its
-    sequence starts, in the documented layout. 0 for sequence 1 and for
-    padding, so 0 everywhere under a 0/1 mask. `counted` `(B, S)` (bool or
-    0/1): count only those tokens (RoBERTa's positions count the tokens
-    whose id is not the padding id).
-
-    `B x S x S` comparisons, summed without keeping them under XLA: less
-    than the attention scores of one global layer."""
-    numbers = ops.cast(padding_mask, "int32")
-    keys, queries = numbers[:, None, :], numbers[:, :, None]
-    earlier = ops.logical_and(ops.greater_equal(keys, 1), ops.less(keys, queries))  # (B, S, S)
-    if counted is not None:
-        earlier = ops.logical_and(earlier, ops.cast(counted, "bool")[:, None, :])
-    return ops.sum(ops.cast(earlier, "int32"), axis=-1)
+    sequences numbered below its own, in the documented layout: where its
+    sequence starts (`sequence_starts`). 0 for sequence 1 and for padding,
+    so 0 everywhere under a 0/1 mask. `counted` `(B, S)` (bool or 0/1):
+    count only those tokens (RoBERTa's positions count the tokens whose id
+    is not the padding id)."""
+    start = sequence_starts(padding_mask)
+    if counted is None:
+        return start
+    counted = ops.cast(ops.cast(counted, "bool"), "int32")
+    before = ops.cumsum(counted, axis=1) - counted  # counted tokens before t
+    return ops.where(ops.equal(start, 0), 0, ops.take_along_axis(before, start, axis=1))
 
 
 def token_positions(padding_mask):
