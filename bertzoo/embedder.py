@@ -9,8 +9,9 @@ import numpy as np
 import tensorflow as tf
 
 from bertzoo import batching
+from bertzoo import packing as packing_lib
 from bertzoo import presets as preset_lib
-from bertzoo.errors import InputTypeError
+from bertzoo.errors import InputError, InputTypeError
 from bertzoo.input_checks import check_model_inputs
 from bertzoo.io.publish import publish_directory
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
@@ -461,12 +462,15 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             )
         return cache[key]
 
-    def _embed_texts(self, x, batch_size):
+    def _embed_texts(self, x, batch_size, packing=None):
         runner = litert.attached_runner(self)
         rows = None if runner is None else self._python_rows(x)
         if rows is not None:
             return runner.run_feeds(rows)[SINGLE_OUTPUT]
         segments = self._string_segments(x)
+        if packing:
+            packed = self._text_function("pack", len(segments))(*segments)
+            return self._packed({k: v.numpy() for k, v in packed.items()}, batch_size, packing)
         if runner is not None:
             packed = self._text_function("pack", len(segments))(*segments)
             return predict_litert(self, {k: v.numpy() for k, v in packed.items()})
@@ -475,7 +479,7 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         packed = self._text_function("pack", len(segments))(*segments)
         return self._by_length({k: v.numpy() for k, v in packed.items()}, batch_size)
 
-    def predict(self, x, batch_size=32, verbose="auto", **kwargs):
+    def predict(self, x, batch_size=32, verbose="auto", packing=False, **kwargs):
         """Strings (a list, a tuple of two lists for pairs, or a string
         tensor) or preprocessed inputs -> embeddings, `(n, hidden_dim)`; a
         single string (or a tuple of two) -> one embedding `(hidden_dim,)`,
@@ -487,7 +491,17 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         each padded only to its longest text's bucket, through a forward
         pass compiled once (`bertzoo.batching`); the result is in the input
         order. Datasets and generators go through Keras' `predict` (after
-        `quantize("int8")` on LiteRT, datasets through the LiteRT graph)."""
+        `quantize("int8")` on LiteRT, datasets through the LiteRT graph).
+
+        `packing=True` (or a row length, e.g. 128) packs texts (or
+        right-padded token-id rows) end to end into rows instead
+        (`bertzoo.packing`; default width: the bucket of the 90th
+        percentile length, longer texts in rows of their own), the
+        backbone attending within each text, and pools each text; the
+        embeddings equal the padded path's to float rounding (about 1e-6).
+        Not with a LiteRT-int8 embedder, which runs each text at its own
+        length already (an `InputError`)."""
+        packing = self._packing_choice(packing)
         if x is None:
             raise InputTypeError(
                 f"TextEmbedder takes {_TEXTS}; got None."
@@ -501,18 +515,26 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             return np.zeros((0, self.outputs[0].shape[-1]), "float32")
         if _is_text(x):
             if isinstance(x, str | bytes):
-                return self.predict([x], batch_size, verbose, **kwargs)[0]
+                return self.predict([x], batch_size, verbose, packing, **kwargs)[0]
             if isinstance(x, tuple) and all(isinstance(s, str | bytes) for s in x):
                 # One pair (or a 1-tuple) of single strings.
-                return self.predict(tuple([s] for s in x), batch_size, verbose, **kwargs)[0]
+                return self.predict(tuple([s] for s in x), batch_size, verbose, packing, **kwargs)[
+                    0
+                ]
             if kwargs:
                 raise TypeError(f"predict() on texts takes no {', '.join(kwargs)} argument.")
-            return self._embed_texts(x, batch_size or 32)
+            return self._embed_texts(x, batch_size or 32, packing)
         check_predict_inputs(self.backbone, x)  # a dict of ids: keys, dtypes, ranges
         if litert.attached_runner(self) is not None and not kwargs:
             return predict_litert(self, x)
         if not kwargs and batching.is_array_batch(x):
-            return self._by_length(x, batch_size)
+            return (
+                self._packed(x, batch_size, packing) if packing else self._by_length(x, batch_size)
+            )
+        if packing:
+            raise InputError(
+                f"packing=True takes texts or a dict of token-id arrays, not {x!r:.60}."
+            )
         return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
 
     def _by_length(self, features, batch_size):
@@ -535,6 +557,28 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         check_model_inputs(inputs, self.input, self.name)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
-    def embed(self, texts, batch_size=32):
+    def embed(self, texts, batch_size=32, packing=False):
         """`predict` without a progress bar: texts -> numpy embeddings."""
-        return np.asarray(self.predict(texts, batch_size=batch_size, verbose=0))
+        return np.asarray(self.predict(texts, batch_size=batch_size, verbose=0, packing=packing))
+
+    # === Packed rows (bertzoo.packing) ===
+
+    def _packing_choice(self, packing):
+        packing = packing_lib.check_packing(packing)
+        if packing and litert.attached_runner(self) is not None:
+            raise InputError(
+                "packing=True does not apply to this embedder: its int8 LiteRT graph runs "
+                "each text at its own length (no padding to pack away). Use packing=False."
+            )
+        return packing
+
+    def _packed(self, features, batch_size, packing):
+        """Embeddings of right-padded features packed into rows, pooled per
+        text (`bertzoo.packing.pooled_forward`, compiled once per shape)."""
+        forward = self.__dict__.get("_packed_forward")
+        if forward is None:
+            forward = packing_lib.pooled_forward(self.backbone, self.get_layer("pooling"))
+            self.__dict__["_packed_forward"] = forward
+        features = {k: features[k] for k in self.input}
+        row_length = None if packing is True else packing
+        return packing_lib.predict_packed(forward, features, batch_size or 32, row_length)

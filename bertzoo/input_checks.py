@@ -12,6 +12,8 @@ input that would silently change the answer is a clear error instead.
   `BertEmbeddings` turns the embedding of an out-of-range id into NaN
   (`in_range`), so that a wrong id gives a loud result, never a finite
   wrong one.
+- `check_padding_mask`: 0/1, or the sequence numbers of packed rows in
+  their documented layout (`bertzoo.layers.sequence_numbers`).
 - `check_sequence_length`: an int (not a bool, not 5.7) with room for
   `[CLS] text [SEP]`.
 """
@@ -155,6 +157,60 @@ def check_model_inputs(inputs, expected, owner):
         if inputs[key] is None:
             raise InputError(f"{owner} input {key!r} is None; expected exactly the keys {keys}.")
         check_integer_ids(key, inputs[key], allow_bool=key == "padding_mask")
+
+
+_PACKED_LAYOUT = (
+    "padding_mask holds 0/1 (one sequence per row, any pattern) or, in a packed row, "
+    "the numbers 1, 2, ..., k of its sequences: sequence 1 from the row's first "
+    "position, each sequence one contiguous run in increasing order, padding (0) "
+    "only after the last"
+)
+
+
+def _numpy(x):
+    if isinstance(x, np.ndarray | np.generic | int | list | tuple):
+        return np.asarray(x)
+    return keras.ops.convert_to_numpy(x)
+
+
+def check_padding_mask(mask):
+    """Raises `InputError` when the (known) values of `mask` are negative,
+    or when a row that numbers packed sequences (a value above 1) has
+    another layout than `1..1 2..2 ... k..k 0..0` (see
+    `bertzoo.layers.sequence_numbers`). 0/1 rows pass whatever their
+    pattern. Does nothing for symbolic tensors: inside compiled graphs
+    other layouts are undefined. Costs one reduction for a 0/1 tensor;
+    rows are read only when they hold numbers."""
+    if not values_known(mask) or in_symbolic_scope():
+        return
+    if _dtype_name(mask) == "bool" or 0 in tuple(np.shape(mask)):
+        return
+    if not isinstance(mask, np.ndarray | np.generic | int | list | tuple):
+        low, high = keras.ops.min(mask), keras.ops.max(mask)
+        if 0 <= int(keras.ops.convert_to_numpy(low)) and int(keras.ops.convert_to_numpy(high)) <= 1:
+            return
+    array = _numpy(mask).astype(np.int64)
+    if array.ndim != 2:
+        return  # the model's own shape checks speak for other ranks
+    if array.min() < 0:
+        row, col = (int(i) for i in np.argwhere(array < 0)[0])
+        raise InputError(
+            f"padding_mask holds {array[row, col]} at position [{row}, {col}]; {_PACKED_LAYOUT}."
+        )
+    packed = array.max(axis=1) > 1
+    rows = array[packed]
+    if not len(rows):
+        return
+    real = rows > 0
+    steps = np.diff(rows, axis=1)
+    ok = (rows[:, 0] == 1) & np.all(real[:, :-1] >= real[:, 1:], axis=1)
+    ok &= np.all(((steps == 0) | (steps == 1)) | ~real[:, 1:], axis=1)
+    if not ok.all():
+        row = int(np.flatnonzero(packed)[np.flatnonzero(~ok)[0]])
+        shown = " ".join(map(str, array[row][:24])) + (" ..." if array.shape[1] > 24 else "")
+        raise InputError(
+            f"padding_mask row {row} ({shown}) is not a valid layout: {_PACKED_LAYOUT}."
+        )
 
 
 def check_sequence_length(value, minimum=3, name="sequence_length"):

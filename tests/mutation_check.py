@@ -50,9 +50,9 @@ MUTATIONS = {
         1,  # one scale for the explicit, fused and blocked paths
     ),
     "padding mask sign flipped": (
-        "bertzoo/layers/attention.py",
-        'mask = ops.cast(padding_mask, "bool")[:, None, None, :]',
-        'mask = ops.logical_not(ops.cast(padding_mask, "bool"))[:, None, None, :]',
+        "bertzoo/layers/sequence_numbers.py",
+        "return ops.logical_and(ops.not_equal(k, 0), same)",
+        "return ops.logical_and(ops.equal(k, 0), same)",
     ),
     "segment embeddings dropped": (
         "bertzoo/layers/embeddings.py",
@@ -69,8 +69,8 @@ MUTATIONS = {
     ),
     "position ids off by one": (
         "bertzoo/layers/embeddings.py",
-        "ops.slice(table, (0, 0), (ops.shape(token_ids)[1], self.embedding_dim))",
-        "ops.slice(table, (1, 0), (ops.shape(token_ids)[1], self.embedding_dim))",
+        "ops.slice(table, (0, 0), (seq_len, self.embedding_dim))",
+        "ops.slice(table, (1, 0), (seq_len, self.embedding_dim))",
     ),
     "pair truncation rules swapped": (
         "bertzoo/preprocessing.py",

@@ -11,7 +11,7 @@ import pytest
 import bertzoo
 from benchmarks.texts import short_texts
 from bertzoo.embedder import PYTHON_PACK_MAX_TEXTS
-from bertzoo.errors import IntegrityError
+from bertzoo.errors import InputError, IntegrityError
 from bertzoo.models import litert
 from bertzoo.models.int8 import use_litert
 from bertzoo.models.quantize import QuantizationError, int8_runtime
@@ -67,6 +67,9 @@ def test_litert_int8_on_a_tiny_model_matches_float32_on_every_input_form(tmp_pat
         embedder.embed(["a", "b\ud800"])
     np.testing.assert_array_equal(embedder.predict(ids), got)
     assert embedder.embed([]).shape == (0, 10)
+    # Each text already runs at its own length: packing does not apply.
+    with pytest.raises(InputError, match="int8 LiteRT graph runs each text at its own length"):
+        embedder.embed(MESSY, packing=True)
     use_litert(embedder, litert.attached_runner(embedder).model, interpreters=1)
     np.testing.assert_array_equal(embedder.embed(MESSY), got)
 

@@ -31,6 +31,7 @@ FLOORS = {
     "bertzoo.loader_registry": 1,
     "bertzoo.input_checks": 1,
     "bertzoo.batching": 1,
+    "bertzoo.packing": 1,
     "bertzoo.metrics": 1,
     "bertzoo.local_layout": 1,
     # 2: graphs only

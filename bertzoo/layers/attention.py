@@ -1,4 +1,5 @@
-"""Bidirectional multi-head self-attention with a key-side padding mask."""
+"""Bidirectional multi-head self-attention under a padding mask that may
+number the sequences of packed rows (`bertzoo.layers.sequence_numbers`)."""
 
 import math
 
@@ -11,6 +12,7 @@ from bertzoo.layers.local_attention import (
     blocked_sliding_window_attention,
 )
 from bertzoo.layers.rotary import apply_rotary, rotary_inverse_frequencies, sliding_window_mask
+from bertzoo.layers.sequence_numbers import attention_mask, token_positions
 
 # Added to masked logits before the softmax. Finite (not -inf) so a row that is
 # entirely masked gives a uniform distribution instead of NaNs, and the same
@@ -28,6 +30,12 @@ def _scores(q, k, scale):
 class BertSelfAttention(keras.layers.Layer):
     """Multi-head self-attention: `query`, `key`, `value` and `attention_output`
     Dense layers, scores `QK^T / sqrt(head_dim)`, padding masked on the key side.
+
+    `padding_mask` `(B, S)`: 1 for tokens, 0 for padding; or, in packed
+    rows, 1..k numbering the row's sequences: a token then sees only its
+    own sequence's tokens and rotary positions restart with each sequence
+    (`bertzoo.layers.sequence_numbers`). A 0/1 mask computes what the
+    key-side mask alone computes, to the bit.
 
     The default path is `keras.ops.dot_product_attention`: under JAX on a
     GPU with cuDNN (Ampere or newer, float16/bfloat16) cuDNN's flash
@@ -139,8 +147,9 @@ class BertSelfAttention(keras.layers.Layer):
         k = self._split_heads(self.key(inputs))
         v = self._split_heads(self.value(inputs))
         if self._inverse_frequencies is not None:
-            q = apply_rotary(q, self._inverse_frequencies)
-            k = apply_rotary(k, self._inverse_frequencies)
+            positions = None if padding_mask is None else token_positions(padding_mask)
+            q = apply_rotary(q, self._inverse_frequencies, positions)
+            k = apply_rotary(k, self._inverse_frequencies, positions)
         use_dropout = bool(training) and self.attention_dropout > 0
         scale = 1.0 / math.sqrt(self.head_dim)
         scores = _scores(q, k, scale) if return_attention_scores else None  # (B, heads, T, S)
@@ -164,9 +173,9 @@ class BertSelfAttention(keras.layers.Layer):
         else:
             mask = None
             if padding_mask is not None:
-                # Key side only: (B, S) -> (B, 1, 1, S), broadcast over heads
-                # and query positions.
-                mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+                # (B, S) -> (B, 1, S, S), broadcast over heads: real keys of
+                # the query's own sequence (0/1 masks: the key side only).
+                mask = attention_mask(padding_mask, padding_mask)
             if self.attention_window is not None:
                 # (S, S) band -> (1, 1, S, S); with padding (B, 1, S, S).
                 band = sliding_window_mask(ops.shape(q)[1], self.attention_window)[None, None]

@@ -4,8 +4,9 @@ RoBERTa's padding-aware positions and ModernBERT's tokens-only embeddings."""
 import keras
 from keras import ops
 
-from bertzoo.input_checks import check_id_range, check_integer_ids, in_range
+from bertzoo.input_checks import check_id_range, check_integer_ids, check_padding_mask, in_range
 from bertzoo.layers.common import constructor_config, kernel_initializer
+from bertzoo.layers.sequence_numbers import token_positions, tokens_before_sequence
 
 
 @keras.saving.register_keras_serializable(package="bertzoo")
@@ -24,6 +25,11 @@ class BertEmbeddings(keras.layers.Layer):
     `create_position_ids_from_input_ids` do: `cumsum(id != p) * (id != p) + p`.
     Rows `0 .. p` of the table then serve padding only, so a sequence may be
     `max_sequence_length - p - 1` tokens long (RoBERTa: 514 rows, 512 tokens).
+
+    Given a `padding_mask` that numbers the sequences of packed rows
+    (`bertzoo.layers.sequence_numbers`), positions restart with each
+    sequence: `0 ..` for BERT, `p + 1 ..` counted over the sequence's own
+    tokens for RoBERTa. A 0/1 mask (or none) gives the positions above.
 
     With `learned_positions=False` there is no position table (ModernBERT:
     the attention layers rotate queries and keys by their positions
@@ -126,7 +132,7 @@ class BertEmbeddings(keras.layers.Layer):
                 name="embedding_projection",
             )
 
-    def build(self, token_ids_shape, segment_ids_shape=None):
+    def build(self, token_ids_shape, segment_ids_shape=None, padding_mask_shape=None):
         self.token_embedding.build(token_ids_shape)
         self.position_embeddings = None
         if self.learned_positions:
@@ -150,15 +156,32 @@ class BertEmbeddings(keras.layers.Layer):
             return self.max_sequence_length
         return self.max_sequence_length - self.position_padding_id - 1
 
-    def _positions(self, token_ids):
-        """Position vectors `(B or 1, S, E)` for `token_ids`."""
+    def _positions(self, token_ids, padding_mask=None):
+        """Position vectors `(B or 1, S, E)` for `token_ids`; with a
+        `padding_mask`, restarting with each sequence of a packed row."""
         table = ops.convert_to_tensor(self.position_embeddings)
         if self.position_padding_id is None:
-            positions = ops.slice(table, (0, 0), (ops.shape(token_ids)[1], self.embedding_dim))
-            return positions[None, :, :]  # (1, S, E)
+            seq_len = ops.shape(token_ids)[1]
+            rows = ops.slice(table, (0, 0), (seq_len, self.embedding_dim))[None, :, :]  # (1, S, E)
+            if padding_mask is None:
+                return rows
+            # Packed rows: each sequence from position 0. Where no sequence
+            # restarts (everywhere under a 0/1 mask) the sliced rows
+            # themselves are selected: XLA then compiles the sum it compiled
+            # before packing, to the bit (a gather in their place moved
+            # MiniLM's compiled outputs by 2e-6).
+            before = tokens_before_sequence(padding_mask)  # (B, S)
+            restarted = ops.take(table, token_positions(padding_mask), axis=0)  # (B, S, E)
+            return ops.where(ops.equal(before, 0)[:, :, None], rows, restarted)
         pad = self.position_padding_id
         real = ops.cast(ops.not_equal(token_ids, pad), "int32")  # (B, S)
-        position_ids = ops.cumsum(real, axis=1) * real + pad  # (B, S)
+        counts = ops.cumsum(real, axis=1)  # (B, S)
+        if padding_mask is not None:
+            # Packed rows: count each sequence's own tokens only.
+            counts = counts - tokens_before_sequence(padding_mask, counted=real)
+        # A packed row of another layout than the documented one (unchecked
+        # in graphs) must not index before the table.
+        position_ids = ops.maximum(counts * real + pad, 0)  # (B, S)
         return ops.take(table, position_ids, axis=0)  # (B, S, E)
 
     @property
@@ -167,10 +190,12 @@ class BertEmbeddings(keras.layers.Layer):
         MLM heads tie their output projection to."""
         return self.token_embedding.embeddings
 
-    def call(self, token_ids, segment_ids=None, training=None, project=True):
-        """`project=False` returns the `embedding_dim`-wide vectors before the
-        E->H projection: ELECTRA's generator reads the discriminator's
-        embeddings this way, through its own projection."""
+    def call(self, token_ids, segment_ids=None, padding_mask=None, training=None, project=True):
+        """`padding_mask` (optional) restarts the positions of each
+        sequence of a packed row (see above). `project=False` returns the
+        `embedding_dim`-wide vectors before the E->H projection: ELECTRA's
+        generator reads the discriminator's embeddings this way, through its
+        own projection."""
         seq_len = token_ids.shape[1]
         if seq_len is not None and seq_len > self.max_input_length:
             reserved = ""
@@ -197,8 +222,10 @@ class BertEmbeddings(keras.layers.Layer):
         check_id_range("token_ids", token_ids, self.vocabulary_size, "vocabulary_size")
         valid = in_range(token_ids, self.vocabulary_size)
         x = self.token_embedding(ops.where(valid, token_ids, 0))  # (B, S, E)
+        if padding_mask is not None:
+            check_padding_mask(padding_mask)
         if self.learned_positions:
-            x = x + ops.cast(self._positions(token_ids), x.dtype)
+            x = x + ops.cast(self._positions(token_ids, padding_mask), x.dtype)
         if self.segment_embedding is not None:
             check_integer_ids("segment_ids", segment_ids)
             check_id_range("segment_ids", segment_ids, self.num_segments, "num_segments")
@@ -214,7 +241,9 @@ class BertEmbeddings(keras.layers.Layer):
             x = self.projection(x)  # (B, S, E) -> (B, S, H)
         return x
 
-    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+    def compute_output_shape(
+        self, token_ids_shape, segment_ids_shape=None, padding_mask_shape=None
+    ):
         return tuple(token_ids_shape) + (self.hidden_dim,)
 
     def get_config(self):

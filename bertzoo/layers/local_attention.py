@@ -11,10 +11,14 @@ equals the banded `S x S` computation (float summation order aside:
 within 1e-6 in float32) for any length, padding included: a query with no
 visible key (in a padded tail longer than `half`) gets the average of all
 values, as the banded form's softmax over `S` equally masked logits gives.
+In packed rows (a padding mask numbering sequences) a query's keys are
+those of its own sequence within the window, in both forms alike.
 """
 
 import numpy as np
 from keras import ops
+
+from bertzoo.layers.sequence_numbers import attention_mask
 
 # The layout's length switch and block length live without Keras, for the
 # planner too.
@@ -36,7 +40,8 @@ def _block_band(window):
 def blocked_sliding_window_attention(query, key, value, padding_mask, window, attend):
     """Local attention of `query`, `key`, `value` `(B, S, heads, D)` (rotary
     positions already applied) in blocks; `padding_mask` `(B, S)` (1: a
-    token, 0: padding) or None.
+    token, 0: padding; or packed rows' sequence numbers, a query seeing its
+    own sequence only) or None.
 
     `attend(q, k, v, mask)` computes the attention of `q` `(B', T, heads, D)`
     over `k`, `v` `(B', S', heads, D)` under a bool `mask` broadcastable to
@@ -49,9 +54,9 @@ def blocked_sliding_window_attention(query, key, value, padding_mask, window, at
     num_blocks = (seq_len + b - 1) // b
     tail = num_blocks * b - seq_len  # queries and keys past the end, masked
     if padding_mask is None:
-        valid = ops.ones((batch, seq_len), "int32")
+        numbers = ops.ones((batch, seq_len), "int32")
     else:
-        valid = ops.cast(ops.cast(padding_mask, "bool"), "int32")
+        numbers = ops.cast(padding_mask, "int32")
 
     def pad(x, before, after):
         widths = [[0, 0], [before, after]] + [[0, 0]] * (len(x.shape) - 2)
@@ -67,7 +72,8 @@ def blocked_sliding_window_attention(query, key, value, padding_mask, window, at
 
     q = ops.reshape(pad(query, 0, tail), (-1, b, heads, depth))  # (B * blocks, b, heads, D)
     k, v = spans(key), spans(value)  # (B * blocks, 3b, heads, D)
-    visible = ops.cast(spans(valid), "bool")[:, None, None, :]  # (B * blocks, 1, 1, 3b)
+    query_numbers = ops.reshape(pad(numbers, 0, tail), (-1, b))  # (B * blocks, b)
+    visible = attention_mask(query_numbers, spans(numbers))  # (B * blocks, 1, b, 3b)
     mask = ops.logical_and(visible, ops.convert_to_tensor(_block_band(window))[None, None])
     context = attend(q, k, v, mask)  # (B * blocks, b, heads, D)
     context = ops.reshape(context, (batch, num_blocks * b, heads, depth))[:, :seq_len]

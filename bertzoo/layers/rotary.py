@@ -12,18 +12,23 @@ def rotary_inverse_frequencies(head_dim, theta):
     return (1.0 / (np.float32(theta) ** exponents)).astype("float32")  # (D/2,)
 
 
-def apply_rotary(x, inverse_frequencies):
-    """Rotates `x` `(B, S, heads, D)` by its positions `0 .. S-1`, the
-    "rotate half" form of GPT-NeoX and transformers: the first and second
-    halves of each head's features are the pairs rotated together.
+def apply_rotary(x, inverse_frequencies, positions=None):
+    """Rotates `x` `(B, S, heads, D)` by its positions, the "rotate half"
+    form of GPT-NeoX and transformers: the first and second halves of each
+    head's features are the pairs rotated together. `positions`: None for
+    `0 .. S-1` in every row, or `(B, S)` integers (packed rows: each
+    sequence from 0, `bertzoo.layers.sequence_numbers.token_positions`).
 
     The angles and the rotation are computed in float32; the result has
     `x`'s dtype."""
     dtype = x.dtype
     x = ops.cast(x, "float32")
-    positions = ops.cast(ops.arange(ops.shape(x)[1]), "float32")  # (S,)
-    angles = positions[:, None] * ops.convert_to_tensor(inverse_frequencies)[None, :]  # (S, D/2)
-    angles = ops.concatenate([angles, angles], axis=-1)[None, :, None, :]  # (1, S, 1, D)
+    if positions is None:
+        positions = ops.arange(ops.shape(x)[1])[None, :]  # (1, S)
+    positions = ops.cast(positions, "float32")  # (B or 1, S)
+    frequencies = ops.convert_to_tensor(inverse_frequencies)[None, None, :]
+    angles = positions[:, :, None] * frequencies  # (B or 1, S, D/2)
+    angles = ops.concatenate([angles, angles], axis=-1)[:, :, None, :]  # (B or 1, S, 1, D)
     half = x.shape[-1] // 2
     rotated = ops.concatenate([-x[..., half:], x[..., :half]], axis=-1)
     return ops.cast(x * ops.cos(angles) + rotated * ops.sin(angles), dtype)

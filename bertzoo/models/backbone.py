@@ -7,7 +7,7 @@ import keras
 import numpy as np
 
 from bertzoo import presets as preset_lib
-from bertzoo.input_checks import check_id_range, check_model_inputs
+from bertzoo.input_checks import check_id_range, check_model_inputs, check_padding_mask
 from bertzoo.layers import (
     ACTIVATION_NAMES,
     BertEmbeddings,
@@ -62,7 +62,7 @@ def _encode(inputs, embeddings, blocks, pooler, final_norm, num_layers, num_grou
     objects. Called by the constructor and by `feature_model()`, so both models
     share the same layers and weights."""
     padding_mask = inputs["padding_mask"]
-    x = embeddings(inputs["token_ids"], inputs.get("segment_ids"))
+    x = embeddings(inputs["token_ids"], inputs.get("segment_ids"), padding_mask=padding_mask)
     hidden_states = [x]
     attention_scores = []
     if features:
@@ -192,6 +192,7 @@ def check_predict_inputs(model, x):
     check_id_range("token_ids", x["token_ids"], embeddings.vocabulary_size, "vocabulary_size")
     if "segment_ids" in x:
         check_id_range("segment_ids", x["segment_ids"], embeddings.num_segments, "num_segments")
+    check_padding_mask(x["padding_mask"])
 
 
 class InputChecks:
@@ -277,12 +278,24 @@ class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
     `(batch, seq, hidden_dim)` and, with a pooler, `pooled_output`
     `(batch, hidden_dim)`.
 
+    Packed rows: `padding_mask` may number several sequences in one row
+    (`1 1 1 2 2 3 3 0`: sequences 1, 2, 3, then padding). Each token then
+    attends only to its own sequence, and positions (learned, RoBERTa's
+    offset ones, rotary) restart with each sequence, so every sequence's
+    `sequence_output` is the one it has alone (float rounding aside);
+    `bertzoo.packing` packs, `TextEmbedder.predict(..., packing=True)`
+    embeds that way. A 0/1 mask computes exactly what it did before.
+    `pooled_output` is the row's first token (sequence 1's [CLS]); the task
+    models, their losses and the distillers take 0/1 masks.
+
     Inputs are checked (`bertzoo.errors.InputError`, a ValueError): exactly
     these keys (an extra one such as `label` would silently reorder Keras'
     inputs), integer dtypes (a bool padding mask too), and, where the values
     are known (eager calls, `predict` on arrays), ids in
-    `[0, vocabulary_size)` and `[0, num_segments)`. Inside compiled graphs an
-    out-of-range id makes its sequence's outputs NaN (see `BertEmbeddings`).
+    `[0, vocabulary_size)` and `[0, num_segments)`, and a packed mask's
+    layout (`bertzoo.input_checks.check_padding_mask`). Inside compiled
+    graphs an out-of-range id makes its sequence's outputs NaN (see
+    `BertEmbeddings`).
 
     Per-layer hidden states and pre-softmax attention scores come from
     `feature_model()`, a second functional model over the same layers.

@@ -199,7 +199,11 @@ class ElectraPretrainer(DatasetFit, keras.Model):
         embeddings (E-wide) through its own projection."""
         gen = self.generator
         x = self.discriminator.embeddings_layer(
-            inputs["token_ids"], inputs.get("segment_ids"), training=training, project=False
+            inputs["token_ids"],
+            inputs.get("segment_ids"),
+            padding_mask=inputs["padding_mask"],
+            training=training,
+            project=False,
         )
         if gen.embeddings_layer.projection is not None:
             x = gen.embeddings_layer.projection(x)  # (B, S, E) -> (B, S, H_gen)
