@@ -111,21 +111,48 @@ def filled(tokenizer, text, span, token_id, max_chars):
 def _encode(tokenizer, text, max_length):
     """Token ids `[CLS] ... [SEP]` with the mask token's id at each mask, the
     mask positions and the masks' spans in the text (`mask_spans`)."""
-    spans = mask_spans(tokenizer, text)
-    if not spans:
-        raise ValueError(
-            f"{text!r} has no {tokenizer.mask_token}: fill-mask predicts the token at each "
-            f"{tokenizer.mask_token} of a text."
-        )
-    bounds = [0, *(i for span in spans for i in span), len(text)]
-    pieces = [text[a:b] for a, b in zip(bounds[::2], bounds[1::2])]
+    return _encode_all(tokenizer, [text], max_length)[0]
+
+
+# Pieces per tokenizer call in `_encode_all`: one call per text cost a
+# TensorFlow dispatch (about 17 ms) per text; a batch bounds the memory.
+_PIECES_PER_CALL = 4096
+
+
+def _encode_all(tokenizer, texts, max_length):
+    """`_encode` of each of `texts`, the pieces around their masks
+    tokenized in a few batched calls (each piece alone, as one text's
+    pieces would be)."""
+    cap = text_cap(max_length)
+    split = []
+    for text in texts:
+        spans = mask_spans(tokenizer, text)
+        if not spans:
+            raise ValueError(
+                f"{text!r} has no {tokenizer.mask_token}: fill-mask predicts the token at each "
+                f"{tokenizer.mask_token} of a text."
+            )
+        bounds = [0, *(i for span in spans for i in span), len(text)]
+        split.append((text, spans, [text[a:b] for a, b in zip(bounds[::2], bounds[1::2])]))
     # A piece longer than 64 characters per token the model reads cannot
     # fit: tokenizing its cut (not all of a 10 MB text) tells so.
-    cap = text_cap(max_length)
-    cut = any(len(p) > cap for p in pieces)
-    rows = tokenizer.tokenize_ids(_as_tensor([p[:cap] for p in pieces])).to_list()
-    if cut and sum(map(len, rows)) + len(rows) + 1 <= max_length:  # spread-out text: all of it
-        rows = tokenizer.tokenize_ids(_as_tensor(pieces)).to_list()
+    flat = [piece[:cap] for _, _, pieces in split for piece in pieces]
+    rows = []
+    for start in range(0, len(flat), _PIECES_PER_CALL):
+        chunk = _as_tensor(flat[start : start + _PIECES_PER_CALL])
+        rows += tokenizer.tokenize_ids(chunk).to_list()
+    encoded, at = [], 0
+    for text, spans, pieces in split:
+        own, at = rows[at : at + len(pieces)], at + len(pieces)
+        cut = any(len(p) > cap for p in pieces)
+        if cut and sum(map(len, own)) + len(own) + 1 <= max_length:  # spread-out text: all of it
+            own = tokenizer.tokenize_ids(_as_tensor(pieces)).to_list()
+        encoded.append(_with_masks(tokenizer, text, own, spans, cut, max_length))
+    return encoded
+
+
+def _with_masks(tokenizer, text, rows, spans, cut, max_length):
+    """`_encode`'s result from the token ids of the pieces between masks."""
     ids, positions = [tokenizer.cls_token_id], []
     for i, row in enumerate(rows):
         if i:
@@ -198,7 +225,7 @@ def fill_mask(model, texts, top_k=5, tokenizer=None, batch_size=32):
     texts = [texts] if single else list(texts)
     backbone = model.discriminator if isinstance(model, ElectraPretrainer) else model.backbone
     top_k = min(top_k, backbone.vocabulary_size)
-    encoded = [_encode(tokenizer, text, backbone.max_sequence_length) for text in texts]
+    encoded = _encode_all(tokenizer, texts, backbone.max_sequence_length)
     cap = text_cap(backbone.max_sequence_length)
     results = []
     for start in range(0, len(encoded), batch_size):
