@@ -147,7 +147,10 @@ class BertSelfAttention(keras.layers.Layer):
         k = self._split_heads(self.key(inputs))
         v = self._split_heads(self.value(inputs))
         if self._inverse_frequencies is not None:
-            positions = None if padding_mask is None else token_positions(padding_mask)
+            # Packed rows restart rotary positions at inference only (see
+            # BertEmbeddings: a training step takes 0/1 masks).
+            restart = padding_mask is not None and not training
+            positions = token_positions(padding_mask) if restart else None
             q = apply_rotary(q, self._inverse_frequencies, positions)
             k = apply_rotary(k, self._inverse_frequencies, positions)
         use_dropout = bool(training) and self.attention_dropout > 0

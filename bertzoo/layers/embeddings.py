@@ -225,7 +225,12 @@ class BertEmbeddings(keras.layers.Layer):
         if padding_mask is not None:
             check_padding_mask(padding_mask)
         if self.learned_positions:
-            x = x + ops.cast(self._positions(token_ids, padding_mask), x.dtype)
+            # Packed rows are for inference: a training step takes 0/1 masks
+            # (the task models, pre-training and distillation write no other)
+            # and skips the restart, whose gather of the table has a scatter
+            # for its gradient (4x XLA's CPU step of bert_tiny).
+            packed_mask = None if training else padding_mask
+            x = x + ops.cast(self._positions(token_ids, packed_mask), x.dtype)
         if self.segment_embedding is not None:
             check_integer_ids("segment_ids", segment_ids)
             check_id_range("segment_ids", segment_ids, self.num_segments, "num_segments")

@@ -285,8 +285,10 @@ class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
     `sequence_output` is the one it has alone (float rounding aside);
     `bertzoo.packing` packs, `TextEmbedder.predict(..., packing=True)`
     embeds that way. A 0/1 mask computes exactly what it did before.
-    `pooled_output` is the row's first token (sequence 1's [CLS]); the task
-    models, their losses and the distillers take 0/1 masks.
+    `pooled_output` is the row's first token (sequence 1's [CLS]). Packed
+    rows are for inference: in training (`training=True`) positions do not
+    restart, and the task models, pre-training and the distillers feed 0/1
+    masks (a restart's gather would cost a training step a scatter).
 
     Inputs are checked (`bertzoo.errors.InputError`, a ValueError): exactly
     these keys (an extra one such as `label` would silently reorder Keras'
