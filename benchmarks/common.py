@@ -1,7 +1,11 @@
-"""What every benchmark records: the machine and the software versions."""
+"""What every benchmark records: the machine and the software versions;
+and a child process per backend."""
 
+import json
 import os
 import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -62,3 +66,22 @@ def latency(call, calls):
         "median_ms": round(float(np.median(times)) * 1000, 2),
         "p90_ms": round(float(np.percentile(times, 90)) * 1000, 2),
     }
+
+
+def backend_child(script, backend, task):
+    """Runs `script --child TASK` (`task` as JSON) in a fresh process under
+    Keras `backend`, the checkout first on the path, and returns the JSON
+    of its last output line; exits with its error output if it fails."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, str(script), "--child", json.dumps(task)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        sys.exit(f"{backend} {task}: failed\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -40,13 +40,11 @@ import argparse
 import json
 import os
 import resource
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-from common import RESULTS, cpu_info, versions
+from common import RESULTS, backend_child, cpu_info, versions
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHS = ("blocked", "banded")
@@ -251,18 +249,7 @@ def crossover(lengths, repeats):
 
 
 def _child(backend, task):
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(task)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        sys.exit(f"{backend} {task}: failed\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return backend_child(__file__, backend, task)
 
 
 def main():
