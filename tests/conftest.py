@@ -1,6 +1,17 @@
 import gc
 import os
+import sys
 from pathlib import Path
+
+# pytest-xdist runs one test process per core (`-n 2` on 2 cores). Each
+# process, and the recipes it starts, gets its share of the cores for
+# TensorFlow's thread pools instead of pools as wide as the machine (set
+# before TensorFlow starts; measured on 2 cores: 189 s against 235 s for the
+# pre-training recipe and batching tests).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _share)
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", _share)
 
 import keras
 import numpy as np
@@ -22,15 +33,34 @@ TINY = dict(
 )
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--every-slow-test",
+        action="store_true",
+        help="under a backend other than TensorFlow, also run the slow tests not marked `jax`",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `backend_independent` run once, in the TensorFlow pass:
-    under another backend their result could not differ."""
+    under another backend their result could not differ. Under another
+    backend, a slow test runs only if it is also marked `jax` (one whole run
+    of each recipe and the real checkpoints; the fast tests cover every
+    layer, model, train step and resume under each backend), or with
+    `--every-slow-test`."""
     if keras.backend.backend() == "tensorflow":
         return
-    skip = pytest.mark.skip(reason="backend-independent: runs in the TensorFlow pass")
+    independent = pytest.mark.skip(reason="backend-independent: runs in the TensorFlow pass")
+    slow = pytest.mark.skip(
+        reason="slow and not marked `jax`: runs in the TensorFlow pass (--every-slow-test runs it)"
+    )
+    every_slow = config.getoption("--every-slow-test")
     for item in items:
         if item.get_closest_marker("backend_independent"):
-            item.add_marker(skip)
+            item.add_marker(independent)
+        elif item.get_closest_marker("slow") and not item.get_closest_marker("jax"):
+            if not every_slow:
+                item.add_marker(slow)
 
 
 def pytest_collection_finish(session):
@@ -89,8 +119,11 @@ def make_inputs(batch=BATCH, seq=SEQ, vocab=61, num_segments=2, lengths=None, se
 
 def subprocess_env(tf_log_level="2"):
     """The environment for running a recipe or the CLI in a subprocess:
-    this checkout first on the path, this test run's Keras backend."""
+    this checkout first on the path, this test run's Keras backend, and
+    this test run's Python first on PATH (a shell's `python` is the one
+    running the tests, activated or not)."""
     env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = (
         str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
     )

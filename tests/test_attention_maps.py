@@ -112,6 +112,7 @@ def test_grid_and_single_head_pictures(maps, tmp_path):
     assert not (tmp_path / "bad.png").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.backend_independent  # the command around attention_maps and plot_attention
 def test_command_line(minilm_dir, tmp_path, capsys, monkeypatch):
     out = tmp_path / "attn.png"

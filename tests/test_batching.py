@@ -152,6 +152,7 @@ def _packed(minilm_dir, texts, sequence_length=128):
     return {k: keras.ops.convert_to_numpy(v) for k, v in pre(texts).items()}
 
 
+@pytest.mark.slow
 def test_task_predictions_match_fixed_padding_on_messy_text(minilm_dir):
     import bertzoo
 
@@ -174,6 +175,7 @@ def test_task_predictions_match_fixed_padding_on_messy_text(minilm_dir):
                 np.testing.assert_allclose(a, b, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_embedder_matches_fixed_padding_and_traces_once(minilm_dir):
     import bertzoo
 
@@ -197,6 +199,7 @@ def test_embedder_matches_fixed_padding_and_traces_once(minilm_dir):
             assert function.experimental_get_tracing_count() == 1
 
 
+@pytest.mark.slow
 def test_padded_training_equals_fixed_padding_step_for_step():
     """The same seed gives the same batches in "padded" and "fixed" mode;
     without dropout the two train the same weights up to float rounding

@@ -122,6 +122,7 @@ def _resumed_from(caplog):
     return None
 
 
+@pytest.mark.jax
 @pytest.mark.slow
 @pytest.mark.parametrize("run", list(RECIPES))
 def test_interrupted_runs_resume_and_finish(fixture_copy, run, monkeypatch, caplog):

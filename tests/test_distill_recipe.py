@@ -222,6 +222,7 @@ def test_tinybert_task_distillation_keeps_the_teachers_accuracy(tmp_path, setup,
     assert result["validation"]["accuracy"] >= 0.85, result["validation"]
 
 
+@pytest.mark.jax
 @pytest.mark.slow
 def test_general_and_distilbert_methods_run_on_a_corpus(tmp_path, setup):
     common = dict(

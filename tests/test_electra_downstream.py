@@ -57,6 +57,7 @@ def electra_setup(tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 def test_finetune_from_an_electra_preset_uses_and_keeps_electras_head(electra_setup):
     result = electra_setup["finetune"]
     print("fine-tuned from ELECTRA:", result["validation"], "best epoch", result["best_epoch"])

@@ -28,6 +28,7 @@ def _weights(directory):
     return bertzoo.BertBackbone.from_preset(directory).get_weights()
 
 
+@pytest.mark.slow
 def test_electra_run_learns_saves_both_models_and_resumes_exactly(tmp_path):
     out = tmp_path / "run"
     metrics = run_pretraining(PretrainConfig(**ELECTRA, output=str(out)))

@@ -32,6 +32,8 @@ def _worst(got, ref):
     return min(c.min() for c in cosines), max(e.max() for e in errors)
 
 
+@pytest.mark.jax
+@pytest.mark.slow
 def test_minilm_embeddings_from_strings(minilm_dir):
     """Strings -> bertzoo tokenizer -> backbone -> mean pooling -> L2, against
     the reference embeddings (HF transformers + sentence-transformers'
@@ -129,6 +131,7 @@ def _tiny(vocabulary_size, **overrides):
     return bertzoo.BertBackbone(vocabulary_size=vocabulary_size, **{**config, **overrides})
 
 
+@pytest.mark.slow
 def test_albert_and_distilbert_hf_directories_end_to_end(tmp_path):
     """save_hf with a tokenizer, then the tokenizer, preprocessor and embedder
     from that HF directory: ALBERT with its spiece.model, DistilBERT (no

@@ -36,6 +36,7 @@ def embedder():
     return bertzoo.TextEmbedder.from_preset(DIR)
 
 
+@pytest.mark.slow
 def test_modernbert_sentence_transformers_directory(embedder):
     """The directory sentence-transformers 6 saved, embedded. Measured
     (TensorFlow): cosine >= 1 - 1.2e-7, max abs error 3.6e-7."""

@@ -43,6 +43,7 @@ def _worst(mine, expected):
     return float(cosine.min()), float(np.abs(mine - expected).max())
 
 
+@pytest.mark.slow
 def test_xlmr_sentence_transformers_directory():
     """The released layout, embedded. Measured (TensorFlow): cosine
     >= 1 - 1.2e-7, max abs error 1.2e-7."""

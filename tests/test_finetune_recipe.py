@@ -188,6 +188,7 @@ def _config(tiny_preset, task_files, output, case, **changes):
     return FinetuneConfig(**settings)
 
 
+@pytest.mark.jax
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_task_learns_its_synthetic_task(tmp_path, tiny_preset, task_files, case):
@@ -360,6 +361,7 @@ def _cli(args, cwd):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.backend_independent
 @TF_ONLY
 def test_bad_inputs_fail_with_file_and_line_and_write_nothing(tmp_path, tiny_preset, task_files):

@@ -363,6 +363,7 @@ def test_pretrain_auto_batch_size(tmp_path):
         _auto_batch_size(PretrainConfig(batch_size="auto", objective="electra"), distribution)
 
 
+@pytest.mark.slow
 def test_recipe_refuses_an_auto_batch_that_cannot_fit(tmp_path):
     import subprocess
     import sys

@@ -131,6 +131,7 @@ def test_errors(small_preprocessor, minilm_dir):
         bertzoo.BertPreprocessor("vocab.txt")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",
     reason="string inputs in a Keras graph need the TensorFlow backend",

@@ -65,6 +65,7 @@ def _event_tags(log_dir):
     return tags
 
 
+@pytest.mark.jax
 @pytest.mark.slow
 def test_small_default_run_learns_and_writes_a_preset(tmp_path):
     out = tmp_path / "run"

@@ -98,6 +98,7 @@ def _int8_kernels(graph):
     return [d["name"] for d in details if d["dtype"] == np.int8 and len(d["shape"]) == 2]
 
 
+@pytest.mark.slow
 @on_tensorflow
 @needs_litert
 def test_litert_int8_follows_float32_per_row_and_per_token(int8_models):

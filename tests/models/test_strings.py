@@ -144,6 +144,7 @@ def test_text_pairs_and_datasets_of_strings():
     assert logits.shape == (12, 2) and from_pairs.shape == (12, 2)
 
 
+@pytest.mark.slow
 def test_validation_split_and_validation_data_on_strings():
     model = tiny_classifier()
     history = model.fit(
@@ -168,6 +169,7 @@ def test_fit_compiles_with_the_documented_defaults():
     assert float(model.optimizer.learning_rate) == pytest.approx(5e-5)
 
 
+@pytest.mark.slow
 def test_token_id_dicts_still_work_and_strings_without_a_preprocessor_are_refused():
     model = BertClassifier(tiny_backbone(vocabulary_size=len(VOCABULARY)), 2)
     assert model.preprocessor is None
@@ -214,6 +216,7 @@ def test_regression_probabilities_are_refused_in_one_line():
         model.predict_proba(["good film"], verbose=0)
 
 
+@pytest.mark.slow
 def test_saving_with_a_preprocessor(tmp_path):
     model = tiny_classifier()
     model.compile(optimizer=keras.optimizers.Adam(1e-3))

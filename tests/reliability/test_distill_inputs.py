@@ -53,6 +53,7 @@ def finished(files, distill_args, tmp_path_factory):
     return d, args, _main(args)
 
 
+@pytest.mark.slow
 def test_the_printout_has_the_speedup_on_validation_and_the_wall_time(finished):
     d, _, (rc, out, err, caught) = finished
     assert rc == 0, err[-3000:]

@@ -51,6 +51,7 @@ def test_export_never_deletes_a_users_files(tmp_path, task_preset, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "model_out"]
 
 
+@pytest.mark.slow
 def test_export_overwrite_replaces_only_an_earlier_export(tmp_path, task_preset, capsys):
     out = tmp_path / "export"
     assert cli.main(["export", str(task_preset), str(out), "--sequence-length", "12"]) == 0
@@ -112,6 +113,7 @@ def test_a_preset_of_another_kind_is_refused(tmp_path, task_preset):
     assert manifest_lib.verify_directory(out)["kind"] == "export"
 
 
+@pytest.mark.slow
 def test_train_vocab_does_not_replace_a_file_without_overwrite(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a small corpus\nwith a few words\n" * 5)

@@ -188,6 +188,7 @@ def _write_files(tmp_path, kind):
     return paths[0], paths[1], settings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["classification", "regression", "tagging", "qa"])
 def test_fine_tuning_klue_roberta_never_feeds_segment_id_one(tmp_path, monkeypatch, kind):
     """Every task kind fine-tunes from KLUE-RoBERTa's HF directory (one

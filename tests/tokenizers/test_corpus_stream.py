@@ -280,6 +280,7 @@ def _peak(call):
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_memory_is_bounded_by_the_settings_not_the_corpus(tmp_path):
     """tracemalloc peaks (Python allocations) of counting and sampling: a
     corpus with 10x the cap's distinct words peaks near the 1x corpus with
