@@ -3,16 +3,6 @@ import os
 import sys
 from pathlib import Path
 
-# pytest-xdist runs one test process per core (`-n 2` on 2 cores). Each
-# process, and the recipes it starts, gets its share of the cores for
-# TensorFlow's thread pools instead of pools as wide as the machine (set
-# before TensorFlow starts; measured on 2 cores: 189 s against 235 s for the
-# pre-training recipe and batching tests).
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _share)
-    os.environ.setdefault("TF_NUM_INTEROP_THREADS", _share)
-
 import keras
 import numpy as np
 import pytest
