@@ -48,9 +48,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("backend_independent"):
             item.add_marker(independent)
-        elif item.get_closest_marker("slow") and not item.get_closest_marker("jax"):
-            if not every_slow:
-                item.add_marker(slow)
+        elif (
+            not every_slow
+            and item.get_closest_marker("slow")
+            and not item.get_closest_marker("jax")
+        ):
+            item.add_marker(slow)
 
 
 def pytest_collection_finish(session):
