@@ -234,19 +234,21 @@ def trim_dataset(dataset, sequence_length):
 
 def uses_xla(model):
     """Whether `compiled_forward` compiles `model` with XLA, by measurement
-    (BENCHMARKS.md): on CPUs, XLA ran the float32 MiniLM forward pass 1.2-1.35x
-    faster than TensorFlow's oneDNN kernels, but it does not use the CPU's
-    bf16 instructions, where oneDNN ran bfloat16 1.34x faster than float32.
-    So: XLA unless the model computes in bfloat16 on a machine without a
-    GPU. JAX always compiles. An int8 model (`quantize("int8")`) always
-    compiles too: TensorFlow's own int8 matmul ran a quantized MiniLM
-    feed-forward layer 6x slower than XLA's (85 against 13 ms for
-    32 x 48 tokens), and slower than float32."""
+    (BENCHMARKS.md). On CPUs, no: TensorFlow's oneDNN kernels run a graph
+    traced once for every shape, while XLA compiles each new batch shape
+    when first seen (about 1.1 s for MiniLM on 2 cores, on the call that
+    meets it). XLA's float32 forward pass is faster once compiled (1.15x
+    warm on short texts), but a fresh process embedding 2,000 texts ran
+    2.15x faster on oneDNN (254 against 118 texts/s), and no call after
+    the first waits on a compiler (slowest 22 ms against 1.1 s). bf16 runs
+    on oneDNN anyway: XLA does not use the CPU's bf16 instructions. With a
+    GPU, XLA. JAX always compiles. An int8 model (`quantize("int8")` with
+    Keras' kernels) always compiles too: TensorFlow's own int8 matmul ran a
+    quantized MiniLM feed-forward layer 6x slower than XLA's (85 against
+    13 ms for 32 x 48 tokens), and slower than float32."""
     import keras
 
     if keras.backend.backend() != "tensorflow":
-        return True
-    if model.dtype_policy.compute_dtype != "bfloat16":
         return True
     if any(layer.quantization_mode for layer in model._flatten_layers(include_self=False)):
         return True

@@ -296,6 +296,8 @@ class TextEmbedder(QuantizeMethods, keras.Model):
                 given = (pooling, normalize, sequence_length, dtype) != (None,) * 4
                 changed = "pooling, normalize, sequence_length or dtype" if given else None
                 use_saved_graph(embedder, preset_loader().read_int8_graph(source), preset, changed)
+                if litert.attached_runner(embedder) is None:
+                    embedder._warm()
         return embedder
 
     @staticmethod
@@ -337,9 +339,11 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         python = getattr(getattr(self.preprocessor, "tokenizer", None), "python_tokenizer", None)
         self.__dict__["_python_tokenizer"] = python() if python is not None else None  # WordPiece
         if self.preprocessor is not None:
-            # The tokenizer's graph is traced and first run here, at load,
-            # not in the first call (the LiteRT graph needs no compiling).
+            # The tokenizer is traced and first run here, at load, not in
+            # the first call (the LiteRT graph needs no compiling): its
+            # plain-Python form for a few texts, its graph for more.
             self.embed([""])
+            self._pack_function(1)(tf.constant([""]))
 
     def save_to_preset(self, preset_dir):
         """Writes the backbone (see `BertBackbone.save_to_preset`; int8 after
@@ -433,34 +437,20 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             rows.append({k: row[k] for k in self.input})
         return rows
 
-    def _text_function(self, what, segments):
-        """A `tf.function` over 1-D string batches, traced once per segment
-        count and cached: "pack" -> packed features; "embed" -> packing,
-        trimming to the batch's bucket and the forward pass in one graph
-        (one call for a small batch)."""
+    def _pack_function(self, segments):
+        """A `tf.function` over 1-D string batches -> packed features,
+        traced once per segment count (1, or 2 for pairs) and cached."""
         cache = self.__dict__.setdefault("_text_functions", {})
-        key = (what, segments)
-        if key not in cache:
-            preprocessor, length = self.preprocessor, self.preprocessor.sequence_length
+        if segments not in cache:
+            preprocessor = self.preprocessor
 
             def pack(*texts):
                 return preprocessor.pack(texts if len(texts) > 1 else texts[0])
 
-            def embed(*texts):
-                packed = pack(*texts)
-                inputs = batching.trim_to_bucket({k: packed[k] for k in self.input}, length)
-                forward = batching.forward_function(self)
-                if not batching.uses_xla(self):
-                    return forward(inputs)
-                inputs, rows = batching.pad_rows(inputs)
-                return forward(inputs)[:rows]
-
-            cache[key] = tf.function(
-                pack if what == "pack" else embed,
-                input_signature=[tf.TensorSpec([None], tf.string)] * segments,
-                autograph=False,
+            cache[segments] = tf.function(
+                pack, input_signature=[tf.TensorSpec([None], tf.string)] * segments, autograph=False
             )
-        return cache[key]
+        return cache[segments]
 
     def _embed_texts(self, x, batch_size, packing=None):
         runner = litert.attached_runner(self)
@@ -468,16 +458,21 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         if rows is not None:
             return runner.run_feeds(rows)[SINGLE_OUTPUT]
         segments = self._string_segments(x)
+        packed = self._pack_function(len(segments))(*segments)
+        packed = {k: v.numpy() for k, v in packed.items()}
         if packing:
-            packed = self._text_function("pack", len(segments))(*segments)
-            return self._packed({k: v.numpy() for k, v in packed.items()}, batch_size, packing)
+            return self._packed(packed, batch_size, packing)
         if runner is not None:
-            packed = self._text_function("pack", len(segments))(*segments)
-            return predict_litert(self, {k: v.numpy() for k, v in packed.items()})
-        if keras.backend.backend() == "tensorflow" and segments[0].shape[0] <= batch_size:
-            return self._text_function("embed", len(segments))(*segments).numpy()
-        packed = self._text_function("pack", len(segments))(*segments)
-        return self._by_length({k: v.numpy() for k, v in packed.items()}, batch_size)
+            return predict_litert(self, packed)
+        return self._by_length(packed, batch_size)
+
+    def _warm(self):
+        """Traces, at load, what the first call on texts would: the
+        tokenizer's graph and the forward pass (TensorFlow: one graph for
+        every batch shape on a CPU, `batching.uses_xla`), so no later call
+        waits on tracing (about 2 s for MiniLM on 2 cores)."""
+        if self.preprocessor is not None and keras.backend.backend() == "tensorflow":
+            self.embed([""])  # packs through the graph: no runner here
 
     def predict(self, x, batch_size=32, verbose="auto", packing=False, **kwargs):
         """Strings (a list, a tuple of two lists for pairs, or a string

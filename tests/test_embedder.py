@@ -124,6 +124,44 @@ def test_edge_inputs():
         embedder.embed((["a", "b"], ["c"]))
 
 
+@pytest.mark.skipif(
+    __import__("keras").backend.backend() != "tensorflow", reason="TensorFlow's traced graphs"
+)
+def test_no_call_after_loading_traces_or_compiles(tmp_path):
+    """from_preset traces the tokenizer's graph and the forward pass once,
+    at load; on a CPU the forward pass is one graph for every batch shape
+    (no XLA, `batching.uses_xla`), so texts of every bucket length and batch
+    size, single texts included, run without tracing again, and match the
+    model called on the fully padded ids (1e-5)."""
+    import tensorflow as tf
+
+    from bertzoo import batching
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefgh", "##s", "!"]
+    pre = bertzoo.BertPreprocessor(bertzoo.BertTokenizer(vocab), sequence_length=20)
+    bertzoo.TextEmbedder(_tiny(len(vocab)), pre).save_to_preset(tmp_path / "tiny")
+    embedder = bertzoo.TextEmbedder.from_preset(tmp_path / "tiny")
+    if tf.config.list_logical_devices("GPU"):
+        pytest.skip("a GPU compiles with XLA")
+    assert not batching.uses_xla(embedder)
+    forward, pack = batching.forward_function(embedder), embedder._pack_function(1)
+    assert (forward.experimental_get_tracing_count(), pack.experimental_get_tracing_count()) == (
+        1,
+        1,
+    )
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(list("abcdefgh!"), size=n)) for n in rng.integers(0, 30, 50)]
+    for batch in (texts[:1], texts[1:2], texts[:7], texts):
+        got = embedder.embed(batch, batch_size=8)
+        direct = ops.convert_to_numpy(embedder(pre(batch)))
+        np.testing.assert_allclose(got, direct, atol=1e-5)
+    assert len({min(len(t.split()) + 2, 20) for t in texts}) > 10  # many lengths
+    assert (forward.experimental_get_tracing_count(), pack.experimental_get_tracing_count()) == (
+        1,
+        1,
+    )
+
+
 def _tiny(vocabulary_size, **overrides):
     config = dict(
         num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=12, max_sequence_length=24
