@@ -47,10 +47,10 @@ _ST_POOLING_KEYS = {
 # transformers' "no limit" `model_max_length` (int(1e30)): any length above
 # this is no length at all.
 _NO_LENGTH = 1_000_000
-# On the LiteRT path, batches of up to this many texts are packed in plain
-# Python (`bertzoo.tokenizers.python_wordpiece`, for WordPiece: 0.07 ms a
-# short text), larger ones by the tokenizer's TensorFlow graph (about 0.4 ms
-# a call, then little per text): a single text's latency is the model's.
+# Batches of up to this many texts are packed in plain Python
+# (`bertzoo.tokenizers.python_wordpiece`, for WordPiece: 0.07 ms a short
+# text), larger ones by the tokenizer's TensorFlow graph (about 0.4-2 ms a
+# call, then little per text): a single text's latency is the model's.
 PYTHON_PACK_MAX_TEXTS = 8
 
 
@@ -220,6 +220,16 @@ def _check_batch(x, which):
 # === End of input checks ===
 
 
+def _stack_rows(rows, width):
+    """Unpadded rows (dicts of int32 (1, S_i) arrays) -> a dict of
+    (rows, width) arrays, right-padded with 0."""
+    stacked = {k: np.zeros((len(rows), width), np.int32) for k in rows[0]}
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            stacked[k][i, : v.shape[1]] = v[0]
+    return stacked
+
+
 class TextEmbedder(QuantizeMethods, keras.Model):
     """A backbone plus pooling: token ids -> one vector per text, and with a
     preprocessor attached, strings -> vectors via `predict` / `embed`.
@@ -336,14 +346,21 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         return backbone, preprocessor, settings
 
     def _litert_ready(self):
+        self._warm()
+
+    def _warm(self):
+        """At load (`from_preset`, `quantize("int8")`): the tokenizer's
+        plain-Python form where it has one (WordPiece: a few texts are packed
+        without a TensorFlow call, `_python_rows`) and, on TensorFlow, a
+        first run of each path a call on texts takes, so that no later call
+        waits on tracing: the tokenizer's graph (larger batches) and the
+        forward pass (one graph for every batch shape on a CPU,
+        `batching.uses_xla`; about 2 s for MiniLM on 2 cores)."""
         python = getattr(getattr(self.preprocessor, "tokenizer", None), "python_tokenizer", None)
-        self.__dict__["_python_tokenizer"] = python() if python is not None else None  # WordPiece
-        if self.preprocessor is not None:
-            # The tokenizer is traced and first run here, at load, not in
-            # the first call (the LiteRT graph needs no compiling): its
-            # plain-Python form for a few texts, its graph for more.
-            self.embed([""])
+        self.__dict__["_python_tokenizer"] = python() if python is not None else None
+        if self.preprocessor is not None and keras.backend.backend() == "tensorflow":
             self._pack_function(1)(tf.constant([""]))
+            self.embed([""])
 
     def save_to_preset(self, preset_dir):
         """Writes the backbone (see `BertBackbone.save_to_preset`; int8 after
@@ -454,25 +471,20 @@ class TextEmbedder(QuantizeMethods, keras.Model):
 
     def _embed_texts(self, x, batch_size, packing=None):
         runner = litert.attached_runner(self)
-        rows = None if runner is None else self._python_rows(x)
-        if rows is not None:
+        rows = self._python_rows(x)
+        if rows is not None and runner is not None:
             return runner.run_feeds(rows)[SINGLE_OUTPUT]
-        segments = self._string_segments(x)
-        packed = self._pack_function(len(segments))(*segments)
-        packed = {k: v.numpy() for k, v in packed.items()}
+        if rows is not None:
+            packed = _stack_rows(rows, self.preprocessor.sequence_length)
+        else:
+            segments = self._string_segments(x)
+            packed = self._pack_function(len(segments))(*segments)
+            packed = {k: v.numpy() for k, v in packed.items()}
         if packing:
             return self._packed(packed, batch_size, packing)
         if runner is not None:
             return predict_litert(self, packed)
         return self._by_length(packed, batch_size)
-
-    def _warm(self):
-        """Traces, at load, what the first call on texts would: the
-        tokenizer's graph and the forward pass (TensorFlow: one graph for
-        every batch shape on a CPU, `batching.uses_xla`), so no later call
-        waits on tracing (about 2 s for MiniLM on 2 cores)."""
-        if self.preprocessor is not None and keras.backend.backend() == "tensorflow":
-            self.embed([""])  # packs through the graph: no runner here
 
     def predict(self, x, batch_size=32, verbose="auto", packing=False, **kwargs):
         """Strings (a list, a tuple of two lists for pairs, or a string
