@@ -370,7 +370,11 @@ def test_qa_export_answers_as_the_serving_model(classifier, texts, tmp_path):
     questions, contexts = _qa_examples(texts)
     got = _run_export(out, [("qa", questions, contexts)], tmp_path)["qa"]
     serving = serving_model_from_preset(preset, **QA_SETTINGS)
+    # Traced at load; every later batch (any size, any length) reuses it.
+    assert serving._serve_function().experimental_get_tracing_count() == 1
+    serving.answer(question=questions[0], context=contexts[0])
     expected = serving.answer(question=questions, context=contexts)
+    assert serving._serve_function().experimental_get_tracing_count() == 1
     answers = [a.decode("utf-8") for a in expected["answer"]]
     assert got["answer"] == answers and sum(a != "" for a in answers) > 60
     for i, (context, start, end) in enumerate(zip(contexts, got["start"], got["end"])):
