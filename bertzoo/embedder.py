@@ -47,11 +47,6 @@ _ST_POOLING_KEYS = {
 # transformers' "no limit" `model_max_length` (int(1e30)): any length above
 # this is no length at all.
 _NO_LENGTH = 1_000_000
-# Batches of up to this many texts are packed in plain Python
-# (`bertzoo.tokenizers.python_wordpiece`, for WordPiece: 0.07 ms a short
-# text), larger ones by the tokenizer's TensorFlow graph (about 0.4-2 ms a
-# call, then little per text): a single text's latency is the model's.
-PYTHON_PACK_MAX_TEXTS = 8
 
 
 def _pooling_mode(config):
@@ -276,6 +271,7 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         vocabulary=None,
         load_weights=True,
         dtype=None,
+        warm=True,
         **kwargs,
     ):
         """Backbone and preprocessor from a preset directory (bertzoo or
@@ -288,7 +284,10 @@ class TextEmbedder(QuantizeMethods, keras.Model):
         normalize, sequence_length or dtype is given: then the float32
         model runs, and a warning says so). `dtype`
         (e.g. "mixed_bfloat16") is the backbone's dtype policy; the pooled
-        embeddings stay float32."""
+        embeddings stay float32. `warm` (TensorFlow): trace the forward
+        pass here, so that no call waits on tracing (about 1 s);
+        `warm=False` loads faster where the embedder is only saved,
+        converted or inspected."""
         # Model, tokenizer and settings from one published version of the
         # directory, even while a run publishes the next one there.
         with preset_lib.pinned(preset) as source:
@@ -307,7 +306,7 @@ class TextEmbedder(QuantizeMethods, keras.Model):
                 changed = "pooling, normalize, sequence_length or dtype" if given else None
                 use_saved_graph(embedder, preset_loader().read_int8_graph(source), preset, changed)
                 if litert.attached_runner(embedder) is None:
-                    embedder._warm()
+                    embedder._warm(trace=warm)
         return embedder
 
     @staticmethod
@@ -348,18 +347,21 @@ class TextEmbedder(QuantizeMethods, keras.Model):
     def _litert_ready(self):
         self._warm()
 
-    def _warm(self):
+    def _warm(self, trace=True):
         """At load (`from_preset`, `quantize("int8")`): the tokenizer's
-        plain-Python form where it has one (WordPiece: a few texts are packed
-        without a TensorFlow call, `_python_rows`) and, on TensorFlow, a
-        first run of each path a call on texts takes, so that no later call
-        waits on tracing: the tokenizer's graph (larger batches) and the
-        forward pass (one graph for every batch shape on a CPU,
-        `batching.uses_xla`; about 2 s for MiniLM on 2 cores)."""
+        plain-Python form where it has one (WordPiece: lists of texts are
+        packed without a TensorFlow call, `_python_rows`) and, on
+        TensorFlow, a first run of what a call on a list of texts runs, so
+        that no later call waits on tracing: the forward pass (one graph for
+        every batch shape on a CPU, `batching.uses_xla`; about 1 s for
+        MiniLM on 2 cores), and the tokenizer's graph where there is no
+        Python form (`trace=False`: neither). Pairs, arrays and string
+        tensors pack in the graph, traced on their first call."""
         python = getattr(getattr(self.preprocessor, "tokenizer", None), "python_tokenizer", None)
         self.__dict__["_python_tokenizer"] = python() if python is not None else None
-        if self.preprocessor is not None and keras.backend.backend() == "tensorflow":
-            self._pack_function(1)(tf.constant([""]))
+        if trace and self.preprocessor is not None and keras.backend.backend() == "tensorflow":
+            if python is None:  # lists of texts are packed by the graph
+                self._pack_function(1)(tf.constant([""]))
             self.embed([""])
 
     def save_to_preset(self, preset_dir):
@@ -430,13 +432,14 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             logger.warning(cut_message(cut, total, limit, length, "TextEmbedder: "))
 
     def _python_rows(self, x):
-        """A small batch of texts (a list of at most `PYTHON_PACK_MAX_TEXTS`
-        str) packed in plain Python, one unpadded row each (dicts of int32
-        (1, S) arrays), with the graph's ids; None where the graph packs:
-        pairs, bytes, arrays, larger batches, text with no UTF-8 form (the
-        graph's error names it), tokenizers with no Python form."""
+        """A list of str packed in plain Python, one unpadded row each
+        (dicts of int32 (1, S) arrays), with the graph's ids (WordPiece:
+        0.07 ms a short text, against about 0.4 ms a call of the tokenizer's
+        graph, and no tracing); None where the graph packs: pairs, bytes,
+        arrays, tensors, text with no UTF-8 form (the graph's error names
+        it), tokenizers with no Python form."""
         tokenizer = self.__dict__.get("_python_tokenizer")
-        if tokenizer is None or not isinstance(x, list) or not 0 < len(x) <= PYTHON_PACK_MAX_TEXTS:
+        if tokenizer is None or not isinstance(x, list) or not x:
             return None
         if not all(_encodes(text) for text in x):
             return None

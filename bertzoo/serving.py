@@ -242,10 +242,12 @@ class ServingModel(keras.Model):
         return {k: np.asarray(v) for k, v in outputs.items()}
 
 
-def serving_model_from_preset(preset_dir, sequence_length=None, **settings):
+def serving_model_from_preset(preset_dir, sequence_length=None, warm=True, **settings):
     """The `ServingModel` of a fine-tuned task preset directory (written by
     the fine-tune recipe or `save_to_preset(dir, tokenizer=...)`). Settings
-    default to those the recipe recorded in `finetune.json`."""
+    default to those the recipe recorded in `finetune.json`. `warm`: trace
+    and first run the serving graph here (2-4 s for MiniLM on 2 cores), so
+    that the first `answer` does not wait on it."""
     from bertzoo.models.tasks import task_model_from_preset
     from bertzoo.tokenizers.base import from_preset as tokenizer_from_preset
 
@@ -267,9 +269,8 @@ def serving_model_from_preset(preset_dir, sequence_length=None, **settings):
         )
     settings.pop("sequence_length", None)
     serving = ServingModel(model, tokenizer, sequence_length=sequence_length, **settings)
-    # Traced and first run here, at load, not in the first call (2-4 s for
-    # MiniLM on 2 cores): one graph serves every batch shape after it.
-    if keras.backend.backend() == "tensorflow":
+    # One graph serves every batch shape after this first run.
+    if warm and keras.backend.backend() == "tensorflow":
         serving.answer(**{k: [""] for k in serving.input_names})
     return serving
 
@@ -305,7 +306,7 @@ def export_serving(preset_dir, out_dir, overwrite=False, **settings):
         return out_dir
     import tensorflow as tf
 
-    model = serving_model_from_preset(preset_dir, **settings)
+    model = serving_model_from_preset(preset_dir, warm=False, **settings)
     with publish_directory(out_dir, "export", overwrite=overwrite) as staging:
         module = tf.Module()
         module.model = model

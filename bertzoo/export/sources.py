@@ -97,7 +97,7 @@ def load_source(model_dir, sequence_length=None, **settings):
     if task == EMBEDDER:
         from bertzoo.embedder import TextEmbedder
 
-        embedder = TextEmbedder.from_preset(model_dir, sequence_length=sequence_length)
+        embedder = TextEmbedder.from_preset(model_dir, sequence_length=sequence_length, warm=False)
         if embedder.preprocessor is None:
             raise ExportError(f"{model_dir} holds no vocabulary; an export needs its tokenizer.")
         backbone = embedder.backbone
@@ -112,7 +112,9 @@ def load_source(model_dir, sequence_length=None, **settings):
         )
     from bertzoo.serving import serving_model_from_preset
 
-    serving = serving_model_from_preset(model_dir, sequence_length=sequence_length, **settings)
+    serving = serving_model_from_preset(
+        model_dir, sequence_length=sequence_length, warm=False, **settings
+    )
     details = {"pairs": serving.pairs}
     if serving.kind == "qa":  # how run.py windows contexts and picks answers
         details["qa"] = {
