@@ -2,6 +2,7 @@
 
 import json
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -124,9 +125,7 @@ def test_edge_inputs():
         embedder.embed((["a", "b"], ["c"]))
 
 
-@pytest.mark.skipif(
-    __import__("keras").backend.backend() != "tensorflow", reason="TensorFlow's traced graphs"
-)
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's traced graphs")
 def test_no_call_after_loading_traces_or_compiles(tmp_path):
     """from_preset traces the forward pass once, at load; on a CPU it is one
     graph for every batch shape (no XLA, `batching.uses_xla`), and lists of
