@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import bertzoo
+from tests import time_budget
 
 # Tiny configs with pairwise-distinct sizes (batch 3, seq 7, layers 4, heads 2,
 # hidden 10, intermediate 26, vocab 61) so that no shape passes by coincidence.
@@ -23,12 +24,55 @@ TINY = dict(
 )
 
 
+FULL_SIZE_VARIABLE = "BERTZOO_FULL_TESTS"
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--every-slow-test",
         action="store_true",
         help="under a backend other than TensorFlow, also run the slow tests not marked `jax`",
     )
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help=(
+            "run the exhaustive tests (fuzz comparisons, kill -9 and SIGTERM trials, publish "
+            f"races) at their full size, not CI's (same as {FULL_SIZE_VARIABLE}=1)"
+        ),
+    )
+    parser.addoption(
+        "--time-guard",
+        action="store_true",
+        help="fail the run when a test file takes longer than its budget "
+        "(tests/time_budget.py; on by default where CI is set)",
+    )
+
+
+def pytest_configure(config):
+    # Set before the test modules are imported, so that their module-level
+    # sizes (`size(ci=..., full=...)`) see it; xdist workers get the option too.
+    if config.getoption("--full"):
+        os.environ[FULL_SIZE_VARIABLE] = "1"
+    if not hasattr(config, "workerinput"):  # the controlling process (or no xdist)
+        config.pluginmanager.register(
+            time_budget.TimeGuard(time_budget.enforced(config)), "bertzoo-time-guard"
+        )
+
+
+def full_size():
+    """True when the exhaustive tests run at full size (`--full`, or
+    BERTZOO_FULL_TESTS=1): CONTRIBUTING.md says when to run it."""
+    return os.environ.get(FULL_SIZE_VARIABLE, "") not in ("", "0")
+
+
+def size(ci, full):
+    """An exhaustive test's count: `full` under `--full`, else `ci`, the
+    size CI runs, chosen so that it still fails on the bugs the test was
+    written for (each test's comment says which)."""
+    if ci > full:
+        raise ValueError(f"a CI size ({ci}) larger than the full size ({full})")
+    return full if full_size() else ci
 
 
 def pytest_collection_modifyitems(config, items):
