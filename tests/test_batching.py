@@ -35,6 +35,7 @@ MESSY = [
 ]
 
 
+@pytest.mark.backend_independent  # numpy and tf.data: no model
 def test_bucket_lengths_are_few_and_capped():
     assert batching.bucket_lengths(128) == [8, 12, 16, 24, 32, 48, 64, 96, 128]
     assert batching.bucket_lengths(256)[-3:] == [128, 192, 256]
@@ -54,6 +55,7 @@ def _lengths(n=1000, seed=0, maximum=128):
     return np.clip(rng.lognormal(3.3, 0.6, n).astype(int), 3, maximum)
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("mode", batching.BATCHING_MODES)
 def test_training_plan_is_full_batches_of_distinct_rows(mode):
     lengths = _lengths(1003)
@@ -73,6 +75,7 @@ def test_training_plan_is_full_batches_of_distinct_rows(mode):
     assert any((a != b).any() for (a, _), (b, _) in zip(plan, other))
 
 
+@pytest.mark.backend_independent
 def test_modes_share_rows_and_buckets_cut_padding():
     lengths = _lengths(2000)
     plans = {
@@ -101,6 +104,7 @@ def _stream(ds):
     return [keras.tree.map_structure(np.asarray, b) for b in ds.as_numpy_iterator()]
 
 
+@pytest.mark.backend_independent
 def test_training_dataset_trims_and_resumes_exactly():
     n, seq = 70, 32
     lengths = _lengths(n, maximum=seq)

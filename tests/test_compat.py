@@ -61,6 +61,7 @@ def _expected():
     return texts, {p.name[: -len(".npy")]: np.load(p) for p in (FIXTURE / "expected").glob("*.npy")}
 
 
+@pytest.mark.backend_independent  # file sizes and folders
 def test_fixture_is_small_and_complete():
     size = sum(p.stat().st_size for p in FIXTURE.rglob("*") if p.is_file())
     assert size < 2 * 1024 * 1024, size

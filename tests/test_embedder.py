@@ -33,6 +33,8 @@ def _worst(got, ref):
     return min(c.min() for c in cosines), max(e.max() for e in errors)
 
 
+# Also the JAX pass's check of the WordPiece tokenizer, strings to embeddings
+# (tests/tokenizers/test_wordpiece.py and test_fidelity.py run in the TensorFlow pass).
 @pytest.mark.jax
 @pytest.mark.slow
 def test_minilm_embeddings_from_strings(minilm_dir):
@@ -94,6 +96,7 @@ def test_embedder_without_preprocessor_takes_ids():
         embedder.embed(["text"])
 
 
+@pytest.mark.backend_independent  # reads JSON files
 def test_sentence_transformers_settings_errors(tmp_path):
     assert sentence_transformers_settings(tmp_path) == {}
     (tmp_path / "modules.json").write_text(

@@ -43,6 +43,10 @@ def _worst(mine, expected):
     return float(cosine.min()), float(np.abs(mine - expected).max())
 
 
+# Marked jax: the JAX pass's one check of the XLM-R (fairseq SentencePiece)
+# tokenizer, end to end through an XLM-R model (tests/tokenizers/test_fairseq.py
+# runs in the TensorFlow pass only).
+@pytest.mark.jax
 @pytest.mark.slow
 def test_xlmr_sentence_transformers_directory():
     """The released layout, embedded. Measured (TensorFlow): cosine

@@ -28,6 +28,7 @@ PLANNER_PAGE = Path(__file__).resolve().parent.parent / "docs" / "planner.md"
 GiB = 2**30
 
 
+@pytest.mark.backend_independent  # arithmetic on the configs
 @pytest.mark.parametrize("name", sorted(bertzoo.list_presets()))
 def test_parameter_count_is_every_presets_exact_count(name):
     # The metadata counts are checked against count_params() and against
@@ -175,6 +176,7 @@ def test_modernbert_plan_is_close_to_the_compiled_steps_peak(seq_len, batch, mod
     assert abs(predicted / measured - 1) < bar, (predicted, measured)
 
 
+@pytest.mark.backend_independent
 def test_memory_parts_and_the_largest_batch():
     p = plan("bert_base", seq_len=512, memory="12GiB")
     n = p.parameters
@@ -206,6 +208,7 @@ def test_memory_parts_and_the_largest_batch():
     assert too_small.max_batch == 0 and "0: one sequence needs" in too_small.table()
 
 
+@pytest.mark.backend_independent
 def test_flops_match_the_reference_anchors():
     # REFERENCE.md: BERT-base inference 22.35 GFLOP per 128-token sequence;
     # training with a masked-only MLM head 545 MFLOP per token (s128).
@@ -247,6 +250,7 @@ def _docs_plan_table():
     return {int(s): (int(original), int(planned)) for s, original, planned in rows}
 
 
+@pytest.mark.backend_independent
 def test_docs_12gib_table_is_what_the_planner_says():
     table = _docs_plan_table()
     assert sorted(table) == [64, 128, 256, 320, 384, 512]
@@ -269,6 +273,7 @@ def test_docs_12gib_table_is_what_the_planner_says():
         assert low <= planned / original <= high, (seq_len, planned / original)
 
 
+@pytest.mark.backend_independent
 def test_parse_memory():
     assert parse_memory("12GiB") == 12 * GiB
     assert parse_memory("16 GB") == 16 * 10**9
@@ -279,6 +284,7 @@ def test_parse_memory():
             parse_memory(bad)
 
 
+@pytest.mark.backend_independent
 def test_bad_arguments_say_what_is_valid():
     with pytest.raises(ValueError, match="max_sequence_length 512"):
         plan("bert_base", seq_len=1024)
@@ -298,6 +304,7 @@ def test_bad_arguments_say_what_is_valid():
         plan({"vocabulary_size": 100, "num_layers": 2, "hidden_dim": 8})
 
 
+@pytest.mark.backend_independent
 def test_command_line(capsys):
     assert main(["plan", "bert_base", "--seq-len", "512", "--tflops", "312"]) == 0
     table = capsys.readouterr().out
@@ -319,6 +326,7 @@ def test_command_line(capsys):
         assert err.startswith("error: ") and err.count("\n") == 1 and message in err
 
 
+@pytest.mark.backend_independent
 def test_batch_size_flag():
     assert batch_size_flag("auto") == batch_size_flag(" AUTO ") == "auto"
     assert batch_size_flag("48") == 48
@@ -326,6 +334,7 @@ def test_batch_size_flag():
         batch_size_flag("lots")
 
 
+# Runs under JAX too: without --device-memory, device_memory() asks the backend.
 def test_finetune_auto_batch_size_is_the_plans(minilm_dir, tmp_path):
     config = FinetuneConfig(
         batch_size="auto", device_memory="2GiB", sequence_length=96, output=str(tmp_path / "r")
@@ -347,6 +356,7 @@ def test_finetune_auto_batch_size_is_the_plans(minilm_dir, tmp_path):
     assert auto.batch_size > expected
 
 
+# Runs under JAX too: make_distribution() is the backend's.
 def test_pretrain_auto_batch_size(tmp_path):
     from bertzoo.training.distribute import make_distribution
 
@@ -383,6 +393,7 @@ def test_recipe_refuses_an_auto_batch_that_cannot_fit(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.backend_independent
 def test_docs_printout_and_figures_are_the_planners():
     """docs/planner.md's example printout is what the command prints, and the
     12 GiB card holds the 512-token batches the page states for flash

@@ -435,6 +435,7 @@ def test_bad_tensors(bert_dir, tmp_path, change, pattern):
     assert not (tmp_path / "out" / "config.json").exists()
 
 
+@pytest.mark.backend_independent  # errors before a model is built
 def test_bad_inputs(bert_dir, albert_dir, tmp_path):
     source, arrays = bert_dir
     small = tmp_path / "uncased_small_vocab"

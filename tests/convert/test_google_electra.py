@@ -349,6 +349,7 @@ def test_generator_variants(variant, tmp_path):
 # === Config: from the shapes, or from a config file ===
 
 
+@pytest.mark.backend_independent  # reads the checkpoint: no model
 def test_config_inferred_from_shapes(electra_dir):
     source, _ = electra_dir
     ckpt = read_google_checkpoint(source, lowercase=True)
@@ -511,6 +512,7 @@ def test_bad_tensors(electra_dir, tmp_path, change, pattern):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.backend_independent  # errors before a model is built
 def test_bad_inputs(electra_dir, tmp_path):
     source, _ = electra_dir
     # The released archives' directory names say nothing about the casing.

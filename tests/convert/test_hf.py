@@ -163,6 +163,7 @@ def test_corrupt_safetensors(tmp_path):
         read_safetensors(path)
 
 
+@pytest.mark.backend_independent  # numpy and files only: no model
 def test_safetensors_bfloat16_and_dtypes(tmp_path):
     values = np.array([1.0, -2.5, 3.140625], "float32")
     bf16 = (values.view(np.uint32) >> 16).astype("<u2")

@@ -255,6 +255,7 @@ def _copy(name, tmp_path, **config_changes):
     return directory
 
 
+@pytest.mark.backend_independent  # the config is refused before a model is built
 def test_unknown_model_type_names_the_supported_families(tmp_path):
     directory = _copy("model", tmp_path, model_type="camembert")
     with pytest.raises(CheckpointError) as info:

@@ -167,6 +167,7 @@ def _edit_tensors(directory, edit):
     write_safetensors(path, tensors)
 
 
+@pytest.mark.backend_independent  # configs refused before a model is built
 @pytest.mark.parametrize(
     "name, changes, pattern",
     [
@@ -265,6 +266,7 @@ def test_pickle_needs_opt_in(tmp_path):
         BertBackbone.from_preset(FIXTURES / "bert_mlm_bin")
 
 
+@pytest.mark.backend_independent  # numpy and files only: no model
 def test_torch_pickle_tied_weights():
     tensors = read_torch_pickle(FIXTURES / "bert_mlm_bin" / "pytorch_model.bin")
     assert all(v.dtype == np.float32 for v in tensors.values())
@@ -338,6 +340,7 @@ def _state_dict_pickle(entries):
     return out + b"u."
 
 
+@pytest.mark.backend_independent  # numpy and files only: no model
 def test_torch_pickle_dtypes_and_views(tmp_path):
     values = np.arange(12, dtype="float32") - 3.5
     bf16 = (values.view(np.uint32) >> 16).astype("<u2")  # exact: few mantissa bits
@@ -369,6 +372,7 @@ def test_torch_pickle_dtypes_and_views(tmp_path):
     assert tensors["empty"].shape == (0, 4)
 
 
+@pytest.mark.backend_independent  # numpy and files only: no model
 @pytest.mark.parametrize(
     "entry, storage, pattern",
     [
@@ -391,6 +395,7 @@ def test_torch_pickle_bad_tensors(tmp_path, entry, storage, pattern):
         read_torch_pickle(path)
 
 
+@pytest.mark.backend_independent  # numpy and files only: no model
 def test_legacy_torch_format_is_refused(tmp_path):
     path = tmp_path / "x.bin"
     path.write_bytes(pickle.dumps({"a": 1}))
@@ -477,6 +482,7 @@ def test_save_hf_tokenizer_mismatch_writes_nothing(tmp_path, name, tokenizer, pa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.backend_independent  # a stand-in backbone: no model
 @pytest.mark.parametrize(
     "config, pattern",
     [

@@ -194,6 +194,7 @@ def test_token_id_dicts_still_work_and_strings_without_a_preprocessor_are_refuse
         model.preprocessor = 3
 
 
+@pytest.mark.backend_independent  # reads a preset file
 def test_a_built_in_preset_has_no_vocabulary_so_no_preprocessor():
     from bertzoo.preprocessing import preset_preprocessor
 

@@ -159,6 +159,7 @@ def _files(tmp_path, sizes=(("train", 0, 160), ("validation", 1, 60))):
     return files
 
 
+@pytest.mark.backend_independent  # reads the module's source
 def test_the_kind_is_one_module_that_never_reads_a_run_config():
     tree = ast.parse(KIND_MODULE)
     imported = {
@@ -167,6 +168,7 @@ def test_the_kind_is_one_module_that_never_reads_a_run_config():
     assert not any(m.startswith("bertzoo.training") for m in imported), imported
 
 
+@pytest.mark.backend_independent  # flags, refused before any work
 def test_the_kind_s_setting_is_a_flag_checked_before_any_work(tmp_path, kind_module):
     files = _files(tmp_path, (("train", 0, 4), ("validation", 1, 4)))
     argv = ["--task", "multiple_choice", "--train", str(files["train"])]

@@ -45,6 +45,7 @@ def roberta_style():
     return RobertaStyle()
 
 
+@pytest.mark.backend_independent  # packing: TensorFlow ops, no model
 def test_segment_inputs_follow_the_backbone_s_segment_rows():
     assert segment_inputs(0) == {"segment_ids": False, "pair_segment_id": 0}
     assert segment_inputs(1) == {"segment_ids": True, "pair_segment_id": 0}
@@ -60,6 +61,7 @@ def _example(*texts):
     return TextExample(texts=texts, label="x", line=1)
 
 
+@pytest.mark.backend_independent
 def test_classification_pairs_pack_roberta_s_layout(roberta_style):
     """Hugging Face's RobertaTokenizer.build_inputs_with_special_tokens(A, B)
     is `<s> A </s></s> B </s>`, token_type_ids all 0."""
@@ -78,6 +80,7 @@ def test_classification_pairs_pack_roberta_s_layout(roberta_style):
     assert "segment_ids" not in sentences.example_features(examples, roberta_style, 9, 0)
 
 
+@pytest.mark.backend_independent
 def test_qa_windows_pack_roberta_s_layout(roberta_style):
     """Hugging Face's RoBERTa/XLM-R QA inputs: `<s> question </s></s> context
     </s>`, every token type 0; windows hold sequence_length - question - 4
@@ -102,6 +105,7 @@ def test_qa_windows_pack_roberta_s_layout(roberta_style):
         encode_qa(roberta_style, ["a"], ["b"], 10, 2, 4, pair_segment_id=2)
 
 
+@pytest.mark.backend_independent
 def test_qa_training_labels_point_into_the_context_after_two_separators(roberta_style):
     example = SimpleNamespace(
         id="q1", question="a", context="b c d", answers=[("d", 4)], is_impossible=False
@@ -115,6 +119,7 @@ def test_qa_training_labels_point_into_the_context_after_two_separators(roberta_
     assert not f["segment_ids"].any()
 
 
+@pytest.mark.backend_independent
 def test_the_wordpiece_layout_is_unchanged_with_one_separator():
     """KLUE's WordPiece (one separator) keeps `[CLS] q [SEP] context [SEP]`."""
     tok = bertzoo.BertTokenizer(

@@ -409,6 +409,7 @@ def test_jax_data_parallel_matches_single_device(tmp_path):
 # === In-process: names, errors, batch sizes ===
 
 
+@pytest.mark.backend_independent  # refused before the backend is asked
 def test_unknown_strategy_lists_the_valid_ones():
     with pytest.raises(ValueError, match="Unknown distribution strategy 'horovod'") as info:
         make_distribution("horovod")
@@ -447,6 +448,7 @@ def test_check_batch_size():
     make_distribution().check_batch_size(7)
 
 
+@pytest.mark.backend_independent  # the backend is an argument here
 def test_resolve_jit_compile():
     assert Distribution("default", "tensorflow").resolve_jit_compile(True) is True
     assert Distribution("mirrored", "tensorflow", num_replicas=1).resolve_jit_compile(True) is True
