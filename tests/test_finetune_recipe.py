@@ -188,26 +188,54 @@ def _config(tiny_preset, task_files, output, case, **changes):
     return FinetuneConfig(**settings)
 
 
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory, tiny_preset, task_files):
+    """One whole run per task kind, made once (on first use) and shared by
+    the tests that inspect its outputs: what it learnt, its files and (in
+    the TensorFlow pass) its serving export. `learned(case)` -> (config,
+    result, export directory or None)."""
+    runs = {}
+
+    def run(case):
+        if case not in runs:
+            seed_everything()
+            out = tmp_path_factory.mktemp(f"learned_{case}")
+            # The export needs TensorFlow (under JAX it runs a TensorFlow
+            # subprocess, tested once below): only the TensorFlow pass makes it.
+            export = out / "export" if keras.backend.backend() == "tensorflow" else None
+            config = _config(
+                tiny_preset,
+                task_files,
+                out / "run",
+                case,
+                export=str(export) if export else None,
+            )
+            runs[case] = (config, run_finetuning(config), export)
+        return runs[case]
+
+    return run
+
+
 @pytest.mark.jax
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
-def test_every_task_learns_its_synthetic_task(tmp_path, tiny_preset, task_files, case):
+def test_every_task_learns_its_synthetic_task(learned, tiny_preset, case):
     _, _, _, metric, threshold = CASES[case]
-    result = run_finetuning(_config(tiny_preset, task_files, tmp_path / "run", case))
+    config, result, _ = learned(case)
+    run_dir = Path(config.output)
     score = result["validation"][metric]
     print(
         f"{case}: validation {metric} {score:.4f} (threshold {threshold}); history {result['history']}"
     )
     assert score >= threshold, result["history"]
-    written = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    written = json.loads((run_dir / "metrics.json").read_text())
     assert written["validation"] == result["validation"] and written["main_metric"] == metric
-    assert list((tmp_path / "run" / "logs").iterdir()), "no TensorBoard events"
+    assert list((run_dir / "logs").iterdir()), "no TensorBoard events"
     # The best epoch reloads as a task model with the same validation score:
     # its files, read and evaluated afresh, give what metrics.json states.
-    best = tmp_path / "run" / "best"
+    best = run_dir / "best"
     model = bertzoo.models.task_model_from_preset(best)
     assert model.head_loaded
-    config = _config(tiny_preset, task_files, tmp_path / "run", case)
     reloaded = scores_afresh(config, best, model)
     scale = 100.0 if metric == "f1" and case == "qa" else 1.0
     assert reloaded[metric] == pytest.approx(written["validation"][metric], abs=1e-5 * scale), (
@@ -221,70 +249,92 @@ def test_every_task_learns_its_synthetic_task(tmp_path, tiny_preset, task_files,
     assert untrained < threshold - 0.2 * scale, (untrained, threshold)
 
 
-@TF_ONLY
-@pytest.mark.slow
-@pytest.mark.parametrize("case", list(CASES))
-def test_export_round_trip_in_a_fresh_process(tmp_path, tiny_preset, task_files, case):
-    """SavedModel (loaded without bertzoo) and .keras (loaded with it) in a
-    new process give the predictions of the in-memory serving model."""
-    config = _config(
-        tiny_preset, task_files, tmp_path / "run", case, epochs=1, export=str(tmp_path / "export")
-    )
-    run_finetuning(config)
-    description = json.loads((tmp_path / "export" / "serving.json").read_text())
-    inputs = {
-        "classification": {"text": ["the film was good", "a bad day", "très bien, 좋아요"]},
-        "regression": {"text": ["good great fine", "the cat"]},
-        "tagging": {
-            "text": ["Alice lives in Paris .", "yesterday  Maria said that John moved to Rome ."]
-        },
-        "qa": {
-            "question": ["Where does Alice live?", "Where was Bob born?"],
-            "context": ["Bob works in Rome. Alice lives in Paris.", "Bob was born in Berlin."],
-        },
-    }[case]
-    assert description["inputs"] == list(inputs)
-    # The reference: a serving model built here from the saved best preset.
-    expected = bertzoo.serving.serving_model_from_preset(tmp_path / "run" / "best")
-    script = f"""
+EXPORT_INPUTS = {
+    "classification": {"text": ["the film was good", "a bad day", "très bien, 좋아요"]},
+    "regression": {"text": ["good great fine", "the cat"]},
+    "tagging": {
+        "text": ["Alice lives in Paris .", "yesterday  Maria said that John moved to Rome ."]
+    },
+    "qa": {
+        "question": ["Where does Alice live?", "Where was Bob born?"],
+        "context": ["Bob works in Rome. Alice lives in Paris.", "Bob was born in Berlin."],
+    },
+}
+
+# Loads each export named in argv[1] (JSON: case -> [saved_model, model.keras,
+# inputs]) in one fresh process: the SavedModel without bertzoo, the .keras
+# file with it.
+_FRESH_PROCESS = """
 import json, sys
 import numpy as np, tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer ops
-inputs = json.loads(sys.argv[1])
-saved = tf.saved_model.load({str(tmp_path / "export" / "saved_model")!r}).signatures["serving_default"]
-a = {{k: v.numpy() for k, v in saved(**{{k: tf.constant(v) for k, v in inputs.items()}}).items()}}
+cases = json.loads(sys.argv[1])
+dump = lambda d: {k: v.tolist() if v.dtype != object else [x.decode() if isinstance(x, bytes) else [y.decode() for y in x] for x in v] for k, v in d.items()}
+out = {}
+for case, (saved_path, keras_path, inputs) in cases.items():
+    saved = tf.saved_model.load(saved_path).signatures["serving_default"]
+    a = {k: v.numpy() for k, v in saved(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
+    out[case] = {"saved_model": dump(a)}
 import keras, bertzoo
-model = keras.saving.load_model({str(tmp_path / "export" / "model.keras")!r})
-b = {{k: np.asarray(v) for k, v in model({{k: tf.constant(v) for k, v in inputs.items()}}).items()}}
-dump = lambda d: {{k: v.tolist() if v.dtype != object else [x.decode() if isinstance(x, bytes) else [y.decode() for y in x] for x in v] for k, v in d.items()}}
-print(json.dumps({{"saved_model": dump(a), "keras": dump(b)}}))
+for case, (saved_path, keras_path, inputs) in cases.items():
+    model = keras.saving.load_model(keras_path)
+    b = {k: np.asarray(v) for k, v in model({k: tf.constant(v) for k, v in inputs.items()}).items()}
+    out[case]["keras"] = dump(b)
+print(json.dumps(out))
 """
+
+
+@TF_ONLY
+@pytest.mark.slow
+def test_export_round_trip_in_a_fresh_process(tmp_path, learned):
+    """SavedModel (loaded without bertzoo) and .keras (loaded with it) in a
+    new process give the predictions of the in-memory serving model, for
+    every task kind's run (one process loads the four exports)."""
+    import tensorflow as tf
+
+    cases = {}
+    for case, inputs in EXPORT_INPUTS.items():
+        config, _, export = learned(case)
+        description = json.loads((export / "serving.json").read_text())
+        assert description["inputs"] == list(inputs)
+        cases[case] = [str(export / "saved_model"), str(export / "model.keras"), inputs]
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
     done = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(inputs)],
+        [sys.executable, "-c", _FRESH_PROCESS, json.dumps(cases)],
         capture_output=True,
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=300,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     fresh = json.loads(done.stdout.strip().splitlines()[-1])
-    import tensorflow as tf
-
-    here = expected({k: tf.constant(v) for k, v in inputs.items()})
-    for source in ("saved_model", "keras"):
-        got = fresh[source]
-        assert sorted(got) == sorted(description["outputs"])
-        for key, value in here.items():
-            value = value.numpy()
-            if value.dtype == object:
-                text = [
-                    x.decode() if isinstance(x, bytes) else [y.decode() for y in x] for x in value
-                ]
-                assert got[key] == text, (source, key)
-            else:
-                # Same graph, same weights: equal up to float32 rounding.
-                np.testing.assert_allclose(np.asarray(got[key]), value, rtol=1e-5, atol=1e-6)
+    assert sorted(fresh) == sorted(EXPORT_INPUTS)
+    for case, inputs in EXPORT_INPUTS.items():
+        config, _, export = learned(case)
+        description = json.loads((export / "serving.json").read_text())
+        # The reference: a serving model built here from the saved best preset.
+        expected = bertzoo.serving.serving_model_from_preset(Path(config.output) / "best")
+        here = expected({k: tf.constant(v) for k, v in inputs.items()})
+        for source in ("saved_model", "keras"):
+            got = fresh[case][source]
+            assert sorted(got) == sorted(description["outputs"]), (case, source)
+            for key, value in here.items():
+                value = value.numpy()
+                if value.dtype == object:
+                    text = [
+                        x.decode() if isinstance(x, bytes) else [y.decode() for y in x]
+                        for x in value
+                    ]
+                    assert got[key] == text, (case, source, key)
+                else:
+                    # Same graph, same weights: equal up to float32 rounding.
+                    np.testing.assert_allclose(
+                        np.asarray(got[key]),
+                        value,
+                        rtol=1e-5,
+                        atol=1e-6,
+                        err_msg=f"{case} {source}",
+                    )
 
 
 @pytest.mark.slow

@@ -2,12 +2,12 @@
 of the recipes or `python -m bertzoo` (BERTZOO_TF_LOGS=1 brings them back),
 and the commands that need no model answer without importing TensorFlow."""
 
+import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -166,98 +166,104 @@ def test_help_names_the_switch():
 
 # === Commands that need no model import no TensorFlow ===
 
-_WRAPPER = (
-    "import runpy, sys\n"
-    "sys.argv = ['bertzoo'] + sys.argv[1:]\n"
-    "try:\n"
-    "    runpy.run_module('bertzoo', run_name='__main__', alter_sys=True)\n"
-    "except SystemExit as e:\n"
-    "    code = e.code\n"
-    "loaded = sorted(m for m in ('tensorflow', 'keras', 'jax') if m in sys.modules)\n"
-    "print('LOADED', ','.join(loaded) or '-', 'STATUS', code, file=sys.stderr)\n"
-)
+# One process runs every case in turn (each fresh interpreter costs about a
+# second): a command's own modules stay loaded for the next, so the check
+# after each case is what that case added. A case that loads TensorFlow is
+# named; the ones after it are still run and reported.
+_WRAPPER = """
+import contextlib, io, json, runpy, sys, time
+cases = json.loads(sys.argv[1])
+results = []
+for kind, target, args in cases:
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            if kind == "module":
+                sys.argv = [target] + args
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                sys.argv = [target] + args
+                runpy.run_path(target, run_name="__main__")
+        except SystemExit as e:
+            code = e.code
+    seconds = time.perf_counter() - start
+    loaded = sorted(m for m in ("tensorflow", "keras", "jax") if m in sys.modules)
+    results.append([out.getvalue(), err.getvalue(), ",".join(loaded) or "-", code, seconds])
+print(json.dumps(results), file=sys.__stdout__)
+"""
+
+
+def _run_in_one_process(cases):
+    """[(kind, target, args)] -> [(stdout, stderr, loaded modules, status,
+    seconds)] for each case, all run by one fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, json.dumps(cases)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [tuple(r) for r in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
 def _run_cli(*args):
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", _WRAPPER, *args],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    seconds = time.perf_counter() - start
-    *err, last = done.stderr.rstrip("\n").splitlines()
-    _, loaded, _, status = last.split()
-    return done.stdout, "\n".join(err), loaded, int(status), seconds
+    ((out, err, loaded, status, seconds),) = _run_in_one_process([("module", "bertzoo", args)])
+    return out, err.rstrip("\n"), loaded, int(status or 0), seconds
+
+
+CLI_CASES = [
+    (("--help",), 0, "plan"),
+    (("presets",), 0, "| `bert_tiny` |"),
+    (("plan", "bert_base", "--seq-len", "128"), 0, "largest batch"),
+    (("plan", "nope"), 2, "error: Unknown preset 'nope'"),
+    (("demo", "--preset", "nope"), 2, "error: Unknown preset 'nope'"),
+    (("fill-mask", "nope", "a [MASK] b"), 2, "error: Unknown preset 'nope'"),
+    (("attention", "nope", "a b", "--out", "/nonexistent/x.png"), 2, "error: Unknown preset"),
+    (("demo", "--seq", "0"), 2, "error: --seq must be >= 1, got 0."),
+]
 
 
 @pytest.mark.backend_independent
-@pytest.mark.parametrize(
-    "args, status, needle",
-    [
-        (("--help",), 0, "plan"),
-        (("presets",), 0, "| `bert_tiny` |"),
-        (("plan", "bert_base", "--seq-len", "128"), 0, "largest batch"),
-        (("plan", "nope"), 2, "error: Unknown preset 'nope'"),
-        (("demo", "--preset", "nope"), 2, "error: Unknown preset 'nope'"),
-        (("fill-mask", "nope", "a [MASK] b"), 2, "error: Unknown preset 'nope'"),
-        (("attention", "nope", "a b", "--out", "/nonexistent/x.png"), 2, "error: Unknown preset"),
-        (("demo", "--seq", "0"), 2, "error: --seq must be >= 1, got 0."),
-    ],
-)
-def test_no_model_commands_do_not_import_tensorflow(args, status, needle):
-    out, err, loaded, code, seconds = _run_cli(*args)
-    assert code == status, (out, err)
-    assert needle in (out if status == 0 else err), (out, err)
-    if status:
-        assert err.count("\n") == 0, err  # one line, no traceback
-    assert loaded == "-", f"{args} imported {loaded}"
-    assert seconds < 5, seconds  # generous: the proof is that TensorFlow stayed out
+def test_no_model_commands_do_not_import_tensorflow():
+    results = _run_in_one_process([("module", "bertzoo", list(a)) for a, _, _ in CLI_CASES])
+    for (args, status, needle), (out, err, loaded, code, seconds) in zip(
+        CLI_CASES, results, strict=True
+    ):
+        err = err.rstrip("\n")
+        assert int(code or 0) == status, (args, out, err)
+        assert needle in (out if status == 0 else err), (args, out, err)
+        if status:
+            assert err.count("\n") == 0, (args, err)  # one line, no traceback
+        assert loaded == "-", f"{args} imported {loaded}"
+        assert seconds < 5, (args, seconds)  # generous: the proof is that TensorFlow stayed out
 
 
-_RECIPE_WRAPPER = (
-    "import runpy, sys\n"
-    "path = sys.argv[1]\n"
-    "sys.argv = sys.argv[1:]\n"
-    "try:\n"
-    "    runpy.run_path(path, run_name='__main__')\n"
-    "except SystemExit as e:\n"
-    "    code = e.code\n"
-    "loaded = sorted(m for m in ('tensorflow', 'keras', 'jax') if m in sys.modules)\n"
-    "print('LOADED', ','.join(loaded) or '-', 'STATUS', code, file=sys.stderr)\n"
-)
+RECIPE_CASES = [
+    ("pretrain", ("--help",), 0, "BERTZOO_TF_LOGS=1"),
+    ("pretrain", ("--optimizer", "sgd"), 2, "invalid choice: 'sgd'"),
+    ("finetune", ("--help",), 0, "--doc-stride"),  # a task kind's own setting
+    ("finetune", ("--task", "nope"), 2, "invalid choice: 'nope'"),
+    ("finetune", ("--epochs", "x"), 2, "invalid int value: 'x'"),
+    ("distill", ("--help",), 0, "--layer-map"),
+    ("distill", ("--method", "nope"), 2, "invalid choice: 'nope'"),
+    ("distill", ("--layer-map", "a,b"), 2, "argument --layer-map"),
+]
 
 
 @pytest.mark.backend_independent
-@pytest.mark.parametrize(
-    "recipe, args, status, needle",
-    [
-        ("pretrain", ("--help",), 0, "BERTZOO_TF_LOGS=1"),
-        ("pretrain", ("--optimizer", "sgd"), 2, "invalid choice: 'sgd'"),
-        ("finetune", ("--help",), 0, "--doc-stride"),  # a task kind's own setting
-        ("finetune", ("--task", "nope"), 2, "invalid choice: 'nope'"),
-        ("finetune", ("--epochs", "x"), 2, "invalid int value: 'x'"),
-        ("distill", ("--help",), 0, "--layer-map"),
-        ("distill", ("--method", "nope"), 2, "invalid choice: 'nope'"),
-        ("distill", ("--layer-map", "a,b"), 2, "argument --layer-map"),
-    ],
-)
-def test_recipe_help_does_not_import_tensorflow(recipe, args, status, needle):
-    done = subprocess.run(
-        [sys.executable, "-c", _RECIPE_WRAPPER, str(ROOT / "recipes" / f"{recipe}.py"), *args],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
+def test_recipe_help_does_not_import_tensorflow():
+    results = _run_in_one_process(
+        [("path", str(ROOT / "recipes" / f"{r}.py"), list(a)) for r, a, _, _ in RECIPE_CASES]
     )
-    *err, last = done.stderr.rstrip("\n").splitlines()
-    _, loaded, _, code = last.split()
-    assert int(code) == status and needle in (done.stdout + "\n".join(err)), done
-    assert loaded == "-", f"recipes/{recipe}.py {args} imported {loaded}"
+    for (recipe, args, status, needle), (out, err, loaded, code, _) in zip(
+        RECIPE_CASES, results, strict=True
+    ):
+        assert int(code or 0) == status and needle in (out + err), (recipe, args, out, err)
+        assert loaded == "-", f"recipes/{recipe}.py {args} imported {loaded}"
 
 
 @pytest.mark.backend_independent
