@@ -2,7 +2,8 @@
 bytes overwritten at many offsets of every kind of file bertzoo writes.
 
 Each test prints its tally (run with -s to see it): N of N kills left a
-loadable directory, N of N corruptions detected.
+loadable directory, N of N corruptions detected. CI runs KILL_TRIALS and
+OFFSETS at their CI size; `--full` at the size docs/files.md quotes.
 """
 
 import importlib.util
@@ -22,13 +23,22 @@ import bertzoo
 from bertzoo.errors import IntegrityError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.training.checkpoint import CheckpointManager
+from tests.conftest import size
 
 pytestmark = pytest.mark.backend_independent
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "kill_worker.py"
-KILL_TRIALS = 20
-OFFSETS = 21  # overwrite positions per file, first and last byte included
+# kill -9 per kind of write (two chains of half each): 20 under `--full`, 4
+# in CI. MUTATION-COUNTS-TODO
+KILL_TRIALS = size(ci=4, full=20)
+# Overwrite positions per file, first and last byte included: 21 under
+# `--full`, 5 in CI, which still fail on the bugs they are for (planted,
+# 2026-12-07): a SHA-256 of each file's first 4 KiB only (all three tests
+# fail; export: 18 of 30 detected, 68 of 126 at full size), a cache of
+# verified files blind to a rewrite of the same size (the preset and
+# checkpoint tests fail at either size).
+OFFSETS = size(ci=5, full=21)
 
 
 def _worker_module():
@@ -91,8 +101,8 @@ def _kill_chain(kind, target, trials, window, seed, check, outcomes):
 def _run_kills(kind, tmp_path, window, check):
     """Two chains of trials on two targets at once (the machine has two
     cores); returns the outcomes and how many kills landed mid-write, which
-    must be at least half of them (measured on 2 cores: preset 20 of 20,
-    checkpoint 16 of 20, export 19 of 20)."""
+    must be at least half of them (measured on 2 cores at full size: preset
+    20 of 20, checkpoint 16 of 20, export 19 of 20)."""
     outcomes, threads = [], []
     for chain in range(2):
         target = tmp_path / f"chain{chain}" / "target"
@@ -291,7 +301,7 @@ def test_damaged_preset_files_are_an_error_naming_the_file(tmp_path, worker):
         return True
 
     detected, total = _report("preset files", _corruptions(tmp_path / "p", names, attempt))
-    assert detected == total == 5 * OFFSETS  # 105 of 105, as docs/files.md says
+    assert detected == total == 5 * OFFSETS  # 105 of 105 at full size, as docs/files.md says
     # Repaired, it loads again; and the opt-out skips the check.
     assert _which(bertzoo.BertClassifier.from_preset(tmp_path / "p"), {"A": model}) == "A"
 
@@ -314,7 +324,7 @@ def test_damaged_checkpoint_falls_back_to_the_one_before(tmp_path, worker):
         return state["step"] == 1 and all(np.array_equal(a, b) for a, b in zip(restored, first))
 
     detected, total = _report("checkpoint files", _corruptions(newest, names, attempt))
-    assert detected == total == 3 * OFFSETS  # 63 of 63
+    assert detected == total == 3 * OFFSETS  # 63 of 63 at full size
 
 
 def test_damaged_export_is_found_by_verify(tmp_path, worker):
@@ -334,5 +344,5 @@ def test_damaged_export_is_found_by_verify(tmp_path, worker):
         return False
 
     detected, total = _report("export files", _corruptions(tmp_path / "export", names, attempt))
-    assert detected == total == len(names) * OFFSETS == 126  # 126 of 126
+    assert detected == total == len(names) * OFFSETS == 6 * OFFSETS  # 126 of 126 at full size
     assert cli.main(["verify", str(tmp_path / "export")]) == 0

@@ -7,9 +7,9 @@ tests/fixtures/make_byte_bpe_fixtures.py.
   "<mask>" absorbing the whitespace before it, whitespace runs,
   contractions, multi-byte characters, NUL) with ids and offsets;
 - reference.npz: a digest of the ids of each of the 100,000 fuzz texts
-  `fuzz_texts(100_000, seed=0)` (every one is checked), the ids and
-  character offsets of the first 3,000, and 2,000 sentence pairs packed
-  near their length limit.
+  `fuzz_texts(100_000, seed=0)` (every one is checked under `--full`, the
+  first FUZZ_TEXTS in CI), the ids and character offsets of the first
+  3,000, and 2,000 sentence pairs packed near their length limit.
 """
 
 import hashlib
@@ -26,12 +26,18 @@ from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError
 from bertzoo.tokenizers.byte_bpe import ByteLevelBPETokenizer, bytes_to_unicode
 from bertzoo.tokenizers.kinds import tokenizer_class
-from tests.conftest import exported_ids
+from tests.conftest import exported_ids, size
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DIR = FIXTURES / "byte_bpe"
 CASES = json.loads((DIR / "cases.json").read_text(encoding="utf-8"))
 REF = dict(np.load(DIR / "reference.npz"))
+# Fuzz texts checked by digest: all 100,000 under `--full`; in CI the first
+# 20,000 (the generator draws each text independently: a random sample).
+# They still fail on the bugs this check is for (planted, 2026-12-07): the
+# pre-tokenizer's whitespace without U+2028/U+2029 (54 of 20,000 texts
+# differ; 221 of 100,000), without its lookahead emulation (9,845; 48,887).
+FUZZ_TEXTS = size(ci=20_000, full=len(REF["digests"]))
 
 sys.path.insert(0, str(FIXTURES))
 import fuzz_text  # noqa: E402
@@ -44,7 +50,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def fuzz():
-    return fuzz_text.fuzz_texts(len(REF["digests"]), 0)
+    return fuzz_text.fuzz_texts(FUZZ_TEXTS, 0)
 
 
 def rows(values, lengths):
@@ -65,6 +71,7 @@ def digest(ids):
     return int.from_bytes(hashlib.blake2b(data, digest_size=4).digest(), "little")
 
 
+@pytest.mark.backend_independent  # tokenizers are TensorFlow ops under any backend
 def test_roberta_ids_and_kind():
     assert tokenizer_class("byte_level_bpe") is ByteLevelBPETokenizer
     tok = ByteLevelBPETokenizer(DIR)  # the directory works too
@@ -78,6 +85,7 @@ def test_roberta_ids_and_kind():
     assert again.get_config() == tok.get_config()
 
 
+@pytest.mark.backend_independent
 def test_hand_written_cases(tokenizer):
     texts = [c["text"] for c in CASES["cases"]]
     ids = tokenizer.tokenize_ids(tf.constant(texts)).to_list()
@@ -88,10 +96,12 @@ def test_hand_written_cases(tokenizer):
     assert tokenizer.detokenize(ids[0]) == CASES["cases"][0]["tokens"]
 
 
+@pytest.mark.backend_independent
 @pytest.mark.slow
 def test_fuzz_ids_match_reference_on_all_texts(tokenizer, fuzz):
-    """All 100,000 fuzz texts, by digest; the first 3,000 by ids, which name
-    the tokens where one differs."""
+    """The fuzz texts by digest (all 100,000 under `--full`, the first
+    FUZZ_TEXTS in CI); the first 3,000 by ids, which name the tokens where
+    one differs."""
     batch, got = 5000, []
     for i in range(0, len(fuzz), batch):
         ragged = tokenizer.tokenize_ids(tf.constant(fuzz[i : i + batch]))
@@ -106,6 +116,7 @@ def test_fuzz_ids_match_reference_on_all_texts(tokenizer, fuzz):
     assert not differing, f"{len(differing)}/{len(fuzz)} fuzz texts differ: {shown}"
 
 
+@pytest.mark.backend_independent
 def test_fuzz_offsets_match_reference(tokenizer, fuzz):
     n = len(REF["lengths"])
     ids, starts, ends = tokenizer.tokenize_with_offsets(fuzz[:n])
@@ -119,6 +130,7 @@ def test_fuzz_offsets_match_reference(tokenizer, fuzz):
     assert not differing, f"{len(differing)}/{n} differ, e.g. {[fuzz[i] for i in differing[:3]]}"
 
 
+@pytest.mark.backend_independent  # BertPreprocessor.pack: TensorFlow ops
 def test_packing_single_and_pairs_as_the_reference(tokenizer):
     """`<s> A </s>` and `<s> A </s></s> B </s>`, with the reference's
     longest-first truncation, on 2,000 pairs near the length limit."""
@@ -140,6 +152,7 @@ def test_packing_single_and_pairs_as_the_reference(tokenizer):
     assert not differing, f"{len(differing)} pairs differ, e.g. {pairs[differing[0]]}"
 
 
+@pytest.mark.backend_independent
 def test_tf_data_tf_function_and_exported_saved_model(tokenizer, tmp_path):
     texts = [c["text"] for c in CASES["cases"]]
     expected = [c["ids"] for c in CASES["cases"]]
@@ -148,6 +161,8 @@ def test_tf_data_tf_function_and_exported_saved_model(tokenizer, tmp_path):
     assert exported_ids(tokenizer, texts, tmp_path / "exported") == expected
 
 
+# Not backend_independent: the JAX pass's one check of the byte-level BPE
+# tokenizer's output under the backend (numpy arrays).
 def test_tokenize_under_the_keras_backend(tokenizer):
     """`tokenize` (the checked entry point) returns the backend's arrays:
     TensorFlow tensors under TensorFlow, numpy under JAX; the ids agree."""
@@ -159,6 +174,7 @@ def test_tokenize_under_the_keras_backend(tokenizer):
     assert [np.asarray(r).tolist() for r in batch] == [c["ids"] for c in CASES["cases"][:3]]
 
 
+@pytest.mark.backend_independent
 def test_from_hugging_face_directory(tmp_path):
     directory = tmp_path / "roberta"
     directory.mkdir()
@@ -201,6 +217,7 @@ def _one_line_error(path, match):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.backend_independent
 def test_bad_files_are_one_line_errors(tmp_path):
     def drop(token):
         def edit(data):
@@ -234,6 +251,7 @@ def test_bad_files_are_one_line_errors(tmp_path):
         ByteLevelBPETokenizer(DIR / "vocab.json", lowercase=True)
 
 
+# Runs under JAX too: it builds a backbone and writes it with save_hf.
 def test_saved_with_a_roberta_checkpoint_and_loaded_back(tmp_path):
     """save_hf writes vocab.json, merges.txt and RoBERTa's tokenizer_config;
     the directory's preprocessor packs `<s> A </s></s> B </s>` with them."""
@@ -266,6 +284,7 @@ def test_saved_with_a_roberta_checkpoint_and_loaded_back(tmp_path):
     assert again.merges == tokenizer.merges and again.vocabulary == tokenizer.vocabulary
 
 
+@pytest.mark.backend_independent
 def test_empty_batches_texts_and_scalar_offsets(tokenizer):
     assert tokenizer.tokenize_ids(tf.constant([], tf.string)).to_list() == []
     assert tokenizer.tokenize_ids(tf.constant(["", ""])).to_list() == [[], []]

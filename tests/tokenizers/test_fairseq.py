@@ -23,7 +23,7 @@ import tensorflow as tf
 from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import TokenizerError, from_preset
 from bertzoo.tokenizers.fairseq import XLMRobertaTokenizer, charsmap_entries
-from tests.conftest import exported_ids
+from tests.conftest import exported_ids, size
 
 pytestmark = pytest.mark.backend_independent
 
@@ -32,6 +32,13 @@ FIXTURES = HERE / "xlmr"
 MODEL = FIXTURES / "sentencepiece.bpe.model"
 CASES = json.loads((FIXTURES / "cases.json").read_text(encoding="utf-8"))
 FUZZ = np.load(FIXTURES / "fuzz_ids.npz")
+# Fuzz texts checked by digest: all 100,000 under `--full`; in CI the first
+# 20,000 (the generator draws each text independently: a random sample).
+# They still fail on the bugs this check is for (planted, 2026-12-07): a
+# whole cluster mapped by its longest charsmap key, not its shortest (7 of
+# 20,000 texts differ; 51 of 100,000), clusters of 5 bytes not looked up
+# whole (142; 747).
+FUZZ_TEXTS = size(ci=20_000, full=len(FUZZ["digests"]))
 
 
 @pytest.fixture(scope="module")
@@ -102,14 +109,15 @@ def test_first_2000_fuzz_texts_exactly(tokenizer, fuzz_texts):
 
 @pytest.mark.slow
 def test_all_100000_fuzz_texts(tokenizer, fuzz_texts):
-    """Identical ids on all 100,000 fuzz texts (their digests)."""
-    texts = fuzz_texts.fuzz_texts(100_000, 0)
+    """Identical ids on all 100,000 fuzz texts under `--full`, on the first
+    FUZZ_TEXTS in CI (their digests)."""
+    texts = fuzz_texts.fuzz_texts(FUZZ_TEXTS, 0)
     got = []
     for i in range(0, len(texts), 20_000):
         got += tokenizer(texts[i : i + 20_000]).to_list()
     digests = FUZZ["digests"]
     bad = [i for i, ids in enumerate(got) if digest(ids) != digests[i]]
-    assert not bad, [(i, texts[i]) for i in bad[:5]]
+    assert not bad, (f"{len(bad)}/{len(texts)} differ", [(i, texts[i]) for i in bad[:5]])
 
 
 def test_in_tf_data_and_tf_function(tokenizer):

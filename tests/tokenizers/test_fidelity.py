@@ -61,6 +61,7 @@ def keys():
     return sorted(cases()["ids"])
 
 
+@pytest.mark.backend_independent  # tokenizers are TensorFlow ops under any backend
 def test_the_fixture_covers_what_it_claims():
     data = cases()
     texts = data["texts"]
@@ -88,6 +89,7 @@ def test_the_fixture_covers_what_it_claims():
         assert result["identical"] == result["texts"] >= 1000, key
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "key",
     sorted(
@@ -104,6 +106,7 @@ def test_ids_identical_to_the_reference(key):
     assert got == expected, first_differences(texts, expected, got)
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("key", ["hf-fast/uncased", "hf-python/lower_keep_accents", "google/cased"])
 def test_ids_identical_in_graphs_and_in_the_python_specification(key):
     data = cases()
@@ -121,6 +124,7 @@ def test_ids_identical_in_graphs_and_in_the_python_specification(key):
     assert spec == expected, first_differences(texts, expected, spec)
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "key", ["hf-fast/uncased", "hf-fast/cased", "hf-python/uncased", "google/uncased"]
 )
@@ -135,6 +139,7 @@ def test_offsets_give_the_same_ids(key):
         assert s == sorted(s)
 
 
+@pytest.mark.backend_independent  # BertPreprocessor.pack: TensorFlow ops
 @pytest.mark.parametrize("reference", ["hf-fast", "hf-python", "google"])
 def test_pairs_near_the_length_limit(reference):
     data = cases()
@@ -158,6 +163,7 @@ def test_pairs_near_the_length_limit(reference):
     assert not mismatches, f"{len(mismatches)} pairs differ, e.g. {mismatches[:2]}"
 
 
+@pytest.mark.backend_independent
 def test_pair_truncation_rules_differ_only_where_documented():
     # Both cut longest-first; only who keeps an odd budget's extra token when
     # both segments are cut differs (the fixture pairs above prove each).
@@ -178,6 +184,7 @@ def test_pair_truncation_rules_differ_only_where_documented():
         truncate_longest_first(1, 1, 1, "hf")
 
 
+@pytest.mark.backend_independent
 @pytest.mark.slow
 def test_exported_saved_model_keeps_the_ids(tmp_path):
     data = cases()
@@ -194,6 +201,7 @@ def test_exported_saved_model_keeps_the_ids(tmp_path):
     assert [[i for i in row if i != -1] for row in padded] == expected
 
 
+# Runs under JAX too: it builds a backbone and writes it with save_hf.
 def test_reference_is_chosen_from_the_checkpoint_and_kept(minilm_dir, tmp_path):
     import shutil
 
@@ -244,6 +252,7 @@ def test_reference_is_chosen_from_the_checkpoint_and_kept(minilm_dir, tmp_path):
     assert BertTokenizer.from_preset(odd, reference="hf-python").reference == "hf-python"
 
 
+@pytest.mark.backend_independent
 def test_added_tokens_are_matched_in_text(tmp_path):
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<e>", "a", "e", "<", ">"]
     text = "a<e>a [SEP]a"

@@ -9,9 +9,9 @@ of 2 to 24 spaces, [unused0] to [unused82], ...) over a BPE of 1,474 tokens.
 - cases.json: hand-written texts ([MASK] absorbing the whitespace before
   it, every kind of added token, space runs, NFC) with ids and offsets;
 - reference.npz: a digest of the ids of each of the 100,000 fuzz texts
-  `fuzz_texts(100_000, seed=0)` (every one is checked), the ids and
-  character offsets of the first 1,000, and 2,000 sentence pairs packed
-  near their length limit.
+  `fuzz_texts(100_000, seed=0)` (every one is checked under `--full`, the
+  first FUZZ_TEXTS in CI), the ids and character offsets of the first
+  1,000, and 2,000 sentence pairs packed near their length limit.
 
 Tokenizers are TensorFlow ops whatever the Keras backend: the TensorFlow
 pass runs these tests, but the one that builds a model.
@@ -33,13 +33,20 @@ from bertzoo.preprocessing import BertPreprocessor
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError
 from bertzoo.tokenizers.byte_bpe import ByteLevelBPETokenizer
 from bertzoo.tokenizers.kinds import tokenizer_class
-from tests.conftest import exported_ids
+from tests.conftest import exported_ids, size
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DIR = FIXTURES / "modernbert_tokenizer"
 FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 CASES = json.loads((DIR / "cases.json").read_text(encoding="utf-8"))
 REF = dict(np.load(DIR / "reference.npz"))
+# Fuzz texts checked by digest: all 100,000 under `--full`; in CI the first
+# 20,000 (the generator draws each text independently: a random sample).
+# They still fail on the bugs this check is for (planted, 2026-12-07): ICU's
+# NFC of the whole stretch for the library's (145 of 20,000 texts differ;
+# 687 of 100,000), the pre-tokenizer's whitespace without U+2028/U+2029
+# (1 of 20,000; 12 of 100,000: test_byte_bpe's texts find it 54 times).
+FUZZ_TEXTS = size(ci=20_000, full=len(REF["digests"]))
 
 sys.path.insert(0, str(FIXTURES))
 import fuzz_text  # noqa: E402
@@ -120,10 +127,10 @@ def test_hand_written_cases(tokenizer):
 @pytest.mark.backend_independent
 @pytest.mark.slow
 def test_fuzz_ids_match_reference_on_all_texts(tokenizer):
-    """All 100,000 fuzz texts, by digest (16 bits: a wrong text passes with
-    odds 1/65,536); the first 1,000 by ids, which name the tokens where
-    one differs."""
-    fuzz = fuzz_text.fuzz_texts(len(REF["digests"]), 0)
+    """The fuzz texts by digest (all 100,000 under `--full`, the first
+    FUZZ_TEXTS in CI; 16 bits: a wrong text passes with odds 1/65,536); the
+    first 1,000 by ids, which name the tokens where one differs."""
+    fuzz = fuzz_text.fuzz_texts(FUZZ_TEXTS, 0)
     batch, got = 5000, []
     for i in range(0, len(fuzz), batch):
         ragged = tokenizer.tokenize_ids(tf.constant(fuzz[i : i + batch]))
@@ -225,6 +232,7 @@ def test_pre_split_words_as_the_reference(tokenizer):
         assert packed["word_starts"].numpy()[0].tolist() == starts
 
 
+@pytest.mark.backend_independent
 def test_rebuilt_from_its_vocabulary_and_config(tokenizer):
     """What serving and corpus preparation's workers do: the vocabulary
     and `get_config` rebuild the same tokenizer (NFC, added tokens and the

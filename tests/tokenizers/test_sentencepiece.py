@@ -20,8 +20,8 @@ import tensorflow as tf
 from bertzoo.tokenizers.base import TokenizerError
 from bertzoo.tokenizers.sentencepiece import AlbertPreprocessor, SentencePieceTokenizer
 
-# Data, tokenizer and metric code: the same under every Keras backend.
-pytestmark = pytest.mark.backend_independent
+# Data, tokenizer and metric code: the same under every Keras backend, so
+# every test is marked backend_independent but test_output_dtype_and_shapes.
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sentencepiece"
 MODEL = FIXTURES / "spiece.model"
@@ -55,6 +55,7 @@ def tokenizers():
     return {config: SentencePieceTokenizer(MODEL, **settings(config)) for config in CONFIGS}
 
 
+@pytest.mark.backend_independent
 def test_fixture_exercises_the_digit_comma_rule():
     for config in CONFIGS:
         taken = {branch for row in rows(config) for branch in row["digit_comma_rule"]}
@@ -62,6 +63,7 @@ def test_fixture_exercises_the_digit_comma_rule():
     assert len(rows(CONFIGS[0])) == 43
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("config", CONFIGS)
 def test_ids_match_reference_eager(tokenizers, config):
     tokenizer = tokenizers[config]
@@ -74,6 +76,7 @@ def test_ids_match_reference_eager(tokenizers, config):
         assert [x.decode("utf-8") for x in p] == row["pieces"], row["text"]
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("config", CONFIGS)
 def test_scalar_input(tokenizers, config):
     tokenizer = tokenizers[config]
@@ -82,6 +85,8 @@ def test_scalar_input(tokenizers, config):
         assert as_lists(ids) == row["ids"], row["text"]
 
 
+# Not backend_independent: the JAX pass's one check of the SentencePiece
+# tokenizer's output under the backend (numpy arrays).
 def test_output_dtype_and_shapes(tokenizers):
     tokenizer = tokenizers["uncased"]
     batch = tokenizer(["1,000 and 9, 10", ""])
@@ -95,6 +100,7 @@ def test_output_dtype_and_shapes(tokenizers):
     assert as_lists(batch)[1] == []
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("config", ["uncased", "cased"])
 def test_ids_match_reference_in_graphs(tokenizers, config):
     tokenizer = tokenizers[config]
@@ -121,6 +127,7 @@ def python_preprocess(text):
     return "".join(c for c in text if not unicodedata.combining(c)).lower()
 
 
+@pytest.mark.backend_independent
 def test_preprocessing_matches_python_on_every_code_point():
     """Steps 1-4 (whitespace, quotes, NFKD + combining, lower) against the
     reference's Python on all of Unicode, each character between two "a"s,
@@ -145,6 +152,7 @@ def test_preprocessing_matches_python_on_every_code_point():
     assert differing == []
 
 
+@pytest.mark.backend_independent
 def test_preprocessing_leaves_nul_and_unknown_code_points_as_python_does():
     """NUL (where TensorFlow's lowercasing op ends a string) and code points
     that this Python does not know but ICU does: U+1CCE3 (Unicode 16,
@@ -170,6 +178,7 @@ def test_preprocessing_leaves_nul_and_unknown_code_points_as_python_does():
             assert out.decode("utf-8") == expected, (text, lowercase, strip_accents)
 
 
+@pytest.mark.backend_independent
 def test_preprocessing_examples():
     pre = AlbertPreprocessor(lowercase=True, strip_accents=True)
     got = pre(tf.constant(["  Crème\t\tBRÛLÉE  ", "``x'' ''y``", "ΟΔΟΣ İ", "a\u2028\u00a0b", ""]))
@@ -178,6 +187,7 @@ def test_preprocessing_examples():
     assert keep(tf.constant(["  Crème  "])).numpy()[0].decode() == "Crème"
 
 
+@pytest.mark.backend_independent
 def test_vocabulary_and_special_tokens(tokenizers):
     tokenizer = tokenizers["uncased"]
     assert tokenizer.vocabulary_size == REFERENCE["vocabulary_size"] == 800
@@ -189,6 +199,7 @@ def test_vocabulary_and_special_tokens(tokenizers):
     assert tokenizer.get_config()["strip_accents"] is True
 
 
+@pytest.mark.backend_independent
 def test_proto_bytes_and_save_to_preset(tmp_path, tokenizers):
     proto = MODEL.read_bytes()
     from_bytes = SentencePieceTokenizer(proto)
@@ -206,6 +217,7 @@ def test_proto_bytes_and_save_to_preset(tmp_path, tokenizers):
     assert as_lists(again(texts)) == [row["ids"] for row in rows("uncased")]
 
 
+@pytest.mark.backend_independent
 def test_errors(tmp_path):
     with pytest.raises(TokenizerError, match="does not exist"):
         SentencePieceTokenizer(tmp_path / "missing.model")
@@ -221,6 +233,7 @@ def test_errors(tmp_path):
         SentencePieceTokenizer(MODEL)([1, 2])
 
 
+@pytest.mark.backend_independent
 def test_survives_clear_session():
     """tensorflow-text's SentencePiece model resource belongs to an op kernel;
     keras.backend.clear_session() clears the kernel cache, which must not
@@ -236,6 +249,7 @@ def test_survives_clear_session():
     assert encode(tf.constant(["1,000 and 9, 10"])).to_list() == [expected]
 
 
+@pytest.mark.backend_independent
 def test_from_preset_builds_it():
     from bertzoo.tokenizers.base import from_preset
 
@@ -248,6 +262,7 @@ def test_from_preset_builds_it():
         from_preset("albert_base", vocabulary=MODEL)
 
 
+@pytest.mark.backend_independent
 def test_exported_saved_model(tmp_path, tokenizers):
     """The ops (the model bytes included) live in the exported graph: the
     reloaded function needs neither this object nor the model file."""
@@ -277,6 +292,7 @@ def fuzz_rows(config):
     return [(row[0], row[1], row[column]) for row in FUZZ["rows"] if row[0] not in skip]
 
 
+@pytest.mark.backend_independent
 def test_fuzz_fixture_is_for_this_model_and_covers_the_fixes():
     assert FUZZ["spiece_model_sha256"] == hashlib.sha256(MODEL.read_bytes()).hexdigest()
     assert {c: FUZZ["configs"][c] for c in CONFIGS} == {
@@ -291,6 +307,7 @@ def test_fuzz_fixture_is_for_this_model_and_covers_the_fixes():
     assert len(FUZZ["rows_with_unassigned"]) > 100
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("config", CONFIGS)
 def test_fuzz_ids_match_reference_eager(tokenizers, config):
     rows = fuzz_rows(config)
@@ -299,6 +316,7 @@ def test_fuzz_ids_match_reference_eager(tokenizers, config):
     assert not differing, f"{len(differing)}/{len(rows)} fuzz texts differ: {differing[:5]}"
 
 
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("config", CONFIGS)
 def test_fuzz_ids_match_reference_in_graph(tokenizers, config):
     found = set(FUZZ["found"])
