@@ -4,9 +4,8 @@ line and exit status 128 + the signal; the rerun resumes at that step and
 ends with the weights of an uninterrupted run.
 
 Each chain test prints its tally (run with -s to see it): N of N signals
-saved the last completed step and resumed right after it. CI sends TRIALS
-signals per recipe at its CI size; `--full` at the size docs/files.md and
-docs/pretraining.md quote."""
+saved the last completed step and resumed right after it. TRIALS signals
+per recipe: 3 in CI, 10 under `--full`."""
 
 import json
 import os
