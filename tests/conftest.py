@@ -56,7 +56,8 @@ def pytest_configure(config):
         os.environ[FULL_SIZE_VARIABLE] = "1"
     if not hasattr(config, "workerinput"):  # the controlling process (or no xdist)
         config.pluginmanager.register(
-            time_budget.TimeGuard(time_budget.enforced(config)), "bertzoo-time-guard"
+            time_budget.TimeGuard(time_budget.enforced(config, keras.backend.backend())),
+            "bertzoo-time-guard",
         )
 
 

@@ -179,12 +179,11 @@ for kind, target, args in cases:
     code = 0
     start = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        sys.argv = [target] + args
         try:
             if kind == "module":
-                sys.argv = [target] + args
                 runpy.run_module(target, run_name="__main__", alter_sys=True)
             else:
-                sys.argv = [target] + args
                 runpy.run_path(target, run_name="__main__")
         except SystemExit as e:
             code = e.code

@@ -15,7 +15,8 @@ BUDGET_S = 120.0
 
 # path (from the repository root) -> (its limit in seconds, why it needs more
 # than BUDGET_S). The limits were set (2026-12-07) from a TensorFlow pass under
-# coverage on a loaded machine, 1.5-2.5x slower than CI: lower them as files get faster.
+# coverage on a loaded machine, 1.5-2.5x slower than CI; files that took under 45 s
+# in that day's clean-clone CI are not listed. Lower the limits as files get faster.
 OVER_BUDGET: dict[str, tuple[float, str]] = {
     "tests/test_finetune_recipe.py": (
         1500.0,
@@ -77,21 +78,9 @@ OVER_BUDGET: dict[str, tuple[float, str]] = {
         200.0,
         "docs/keras.md's snippets as one script on the real MiniLM checkpoint, fit included",
     ),
-    "tests/tokenizers/test_modernbert_tokenizer.py": (
-        160.0,
-        "the ModernBERT tokenizer against transformers' ids on the generated fuzz strings",
-    ),
-    "tests/reliability/test_outputs.py": (
-        160.0,
-        "whole recipe runs whose published outputs are checked file by file",
-    ),
     "tests/models/test_int8_litert.py": (
         160.0,
         "int8 LiteRT conversion of real task models and their quality checks",
-    ),
-    "tests/test_quiet.py": (
-        150.0,
-        "the demo and a pre-training recipe run in fresh interpreters, checked for log noise",
     ),
     "tests/test_batching.py": (
         150.0,
@@ -124,10 +113,6 @@ OVER_BUDGET: dict[str, tuple[float, str]] = {
     "tests/test_export.py": (
         140.0,
         "SavedModel, ONNX and LiteRT exports, each checked against the Keras model",
-    ),
-    "tests/convert/test_google_electra.py": (
-        130.0,
-        "TF1 ELECTRA checkpoints written and converted, forward parity checked",
     ),
 }
 
@@ -190,15 +175,13 @@ class TimeGuard:
             session.exitstatus = 1
 
 
-def enforced(config):
+def enforced(config, backend):
     """In CI, or when asked; never at full size (`--full`), whose trials are
-    meant to take their time."""
+    meant to take their time. `backend`: the Keras backend of this pass."""
     if config.getoption("--full"):
         return False
     if config.getoption("--time-guard"):
         return True
     # The limits above were measured in the TensorFlow pass: in CI the other
     # backends' passes print the table and warn, until their own are measured.
-    return (
-        bool(os.environ.get("CI")) and os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow"
-    )
+    return bool(os.environ.get("CI")) and backend == "tensorflow"
