@@ -82,7 +82,13 @@ def pytest_collection_modifyitems(config, items):
     backend, a slow test runs only if it is also marked `jax` (one whole run
     of each recipe and the real checkpoints; the fast tests cover every
     layer, model, train step and resume under each backend), or with
-    `--every-slow-test`."""
+    `--every-slow-test`.
+
+    The files run longest first (by their time budget, tests/time_budget.py),
+    each file's tests in their own order: pytest-xdist hands out files in
+    this order, so the long ones start early instead of ending a pass on
+    one busy core."""
+    items[:] = time_budget.longest_first(items)
     if keras.backend.backend() == "tensorflow":
         return
     independent = pytest.mark.skip(reason="backend-independent: runs in the TensorFlow pass")

@@ -77,3 +77,28 @@ def test_every_listed_file_exists_and_says_why():
     for path, (limit, reason) in time_budget.OVER_BUDGET.items():
         assert (root / path).is_file(), path
         assert limit > time_budget.BUDGET_S and len(reason) > 20, (path, limit, reason)
+
+
+def test_files_with_longer_budgets_are_handed_out_first(monkeypatch):
+    monkeypatch.setattr(
+        time_budget,
+        "OVER_BUDGET",
+        {"tests/test_long.py": (900.0, "r"), "tests/test_longer.py": (1200.0, "r")},
+    )
+    nodeids = [
+        "tests/a/test_one.py::test_x",
+        "tests/test_long.py::test_b",
+        "tests/test_long.py::test_a",
+        "tests/a/test_one.py::test_y",
+        "tests/test_longer.py::Class::test_c[1]",
+        "tests/test_two.py::test_z",
+    ]
+    ordered = time_budget.longest_first([SimpleNamespace(nodeid=n) for n in nodeids])
+    assert [item.nodeid for item in ordered] == [
+        "tests/test_longer.py::Class::test_c[1]",
+        "tests/test_long.py::test_b",
+        "tests/test_long.py::test_a",
+        "tests/a/test_one.py::test_x",
+        "tests/a/test_one.py::test_y",
+        "tests/test_two.py::test_z",
+    ]

@@ -22,6 +22,10 @@ OVER_BUDGET: dict[str, tuple[float, str]] = {
         1500.0,
         "every task kind's whole fine-tuning run (4 kinds, shared by the learning and export checks), LoRA, bf16, resume, RoBERTa and ModernBERT runs",
     ),
+    "tests/test_default_runs.py": (
+        450.0,
+        "the README's fine-tuning and distillation commands on their defaults: MiniLM fine-tuned, then distilled",
+    ),
     "tests/test_distill_recipe.py": (
         500.0,
         "whole distillation runs: TinyBERT task, general and DistilBERT methods, an interrupted run resumed",
@@ -122,6 +126,14 @@ TABLE_ROWS = 40
 
 def budget(path):
     return OVER_BUDGET.get(path, (BUDGET_S, ""))[0]
+
+
+def longest_first(items):
+    """The collected tests, files with the larger budgets first (a stable
+    sort: each file's tests stay together, in their order). pytest-xdist's
+    `--dist loadfile` hands files to the workers in this order, so the long
+    ones start early instead of ending a pass on one busy core."""
+    return sorted(items, key=lambda item: -budget(item.nodeid.split("::", 1)[0]))
 
 
 class TimeGuard:

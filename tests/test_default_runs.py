@@ -1,0 +1,102 @@
+"""The README's fine-tuning and distillation commands on their embedded
+defaults, run as a user runs them (`python recipes/finetune.py`, then
+`python recipes/distill.py` on its output), in a fresh directory, and the
+results the README states: the MiniLM classifier's validation accuracy,
+and a 4-layer student that keeps at least 95% of it and runs over 2x
+faster.
+
+These whole runs are checked here, once, rather than in a serial stage of
+`.ci/run` (which runs the README's first command, the pre-training recipe,
+as written): here they share CI's two cores with the other test files.
+The distillation runs at most 2 epochs per stage (its default, 10 with
+early stopping, takes too long for CI's two cores)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bertzoo
+from tests.conftest import subprocess_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Whole runs of the recipes' own defaults (TensorFlow, the README's
+# backend): nothing here depends on the test pass's backend.
+pytestmark = [pytest.mark.backend_independent, pytest.mark.slow]
+
+
+def _recipe(name, cwd, *args):
+    """Runs recipes/<name>.py as the README does, from `cwd`; its output is
+    shown when a check fails."""
+    env = subprocess_env()
+    env["KERAS_BACKEND"] = "tensorflow"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / f"{name}.py"), "--verbose", "2", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, f"{name}.py exited {run.returncode}:\n" + run.stderr[-4000:]
+    return run
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory, minilm_dir):
+    """`python recipes/finetune.py --export runs/finetune/export`: the
+    MiniLM checkpoint (found through the installed package) fine-tuned on
+    the built-in sentiment set, whose validation sentences use adjectives
+    training never shows."""
+    cwd = tmp_path_factory.mktemp("default_runs")
+    _recipe("finetune", cwd, "--export", "runs/finetune/export")
+    return cwd
+
+
+def test_finetuning_default_reaches_the_readme_accuracy(finetuned):
+    metrics = json.loads((finetuned / "runs/finetune/metrics.json").read_text())
+    print("fine-tuning recipe:", metrics["validation"], "best epoch", metrics["best_epoch"])
+    assert metrics["validation"]["accuracy"] >= 0.9, metrics
+    assert (finetuned / "runs/finetune/export").is_dir()
+    best = bertzoo.BertClassifier.from_preset(finetuned / "runs/finetune/best")
+    assert best.head_loaded
+
+
+def test_distillation_default_keeps_the_teachers_accuracy_and_is_faster(finetuned):
+    # Its default teacher is runs/finetune/best, the run above.
+    _recipe("distill", finetuned, "--epochs", "2", "--prediction-epochs", "2")
+    report = json.loads((finetuned / "runs/distill/report.json").read_text())
+    metrics = json.loads((finetuned / "runs/finetune/metrics.json").read_text())
+    print(
+        "distillation recipe:",
+        {
+            k: report[k]
+            for k in (
+                "teacher_params",
+                "student_params",
+                "speedup",
+                "quality_retained",
+                "sequence_length",
+                "truncated",
+            )
+        },
+    )
+    # quality_retained divides by the teacher as its own fine-tuning measured it.
+    assert abs(report["teacher_metric"] - metrics["validation"]["accuracy"]) < 1e-9, (
+        report["teacher"],
+        metrics["validation"],
+    )
+    truncated = report["truncated"]
+    assert truncated["train"] <= 0.01 and truncated["validation"] <= 0.01, truncated
+    # Speed is measured, not gated on a shared CI machine beyond a sanity bound.
+    assert report["student_params"] < report["teacher_params"] / 4, report
+    assert report["speedup"] > 2, report
+    # The goal: at least 95% of the teacher's accuracy.
+    assert 0.95 <= report["quality_retained"] <= 1.05 and report["teacher_metric"] >= 0.9, report
+    assert report["student_init"].startswith("teacher embeddings, projected"), report
+    assert report["layer_map"] == [1, 2, 4, 5], report["layer_map"]  # teacher layers 2, 3, 5, 6
+    student = bertzoo.BertClassifier.from_preset(finetuned / "runs/distill/student")
+    assert student.head_loaded
