@@ -18,7 +18,7 @@ from keras import ops
 from bertzoo.distill import losses
 from bertzoo.distill.init import backbone_of
 from bertzoo.distill.layer_map import DistillationError, resolve_layer_map
-from bertzoo.models.pretrainer import BertPretrainer, finish_loss, masked_lm_loss
+from bertzoo.models.pretrainer import BertPretrainer, DatasetFit, finish_loss, masked_lm_loss
 
 
 def _check_vocabularies(teacher, student):
@@ -54,7 +54,7 @@ def _check_weight(name, value):
     return float(value)
 
 
-class _Distiller(keras.Model):
+class _Distiller(DatasetFit, keras.Model):
     """Shared parts: frozen teacher, loss trackers, student-only saving."""
 
     loss_names = ()

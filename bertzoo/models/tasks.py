@@ -40,6 +40,7 @@ from bertzoo.models.backbone import InputChecks
 from bertzoo.models.int8 import QuantizeMethods, use_saved_graph
 from bertzoo.models.lora import LoraMethods
 from bertzoo.models.pretrainer import (
+    build_before_tracing,
     compile_from_saved_config,
     finish_loss,
     masked_lm_loss,
@@ -238,6 +239,7 @@ class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
         )
         if converted:
             batch_size, shuffle = None, False
+        build_before_tracing(self, x)
         return super().fit(
             x,
             y,
