@@ -55,6 +55,10 @@ def pytest_configure(config):
     if config.getoption("--full"):
         os.environ[FULL_SIZE_VARIABLE] = "1"
     if not hasattr(config, "workerinput"):  # the controlling process (or no xdist)
+        # pytest-xdist's `--dist loadfile` hands out the files with the most
+        # tests first unless told otherwise: keep the collection's order
+        # instead, longest budget first (pytest_collection_modifyitems).
+        config.option.loadscopereorder = False
         config.pluginmanager.register(
             time_budget.TimeGuard(time_budget.enforced(config, keras.backend.backend())),
             "bertzoo-time-guard",
