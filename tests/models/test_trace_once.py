@@ -40,14 +40,19 @@ def _dataset(x, y, sample_weight=None):
     return tf.data.Dataset.from_tensor_slices(parts).batch(4)
 
 
-def test_a_task_model_traces_its_step_once_and_trains_the_same():
-    rng = np.random.default_rng(0)
+def _examples(seed, rows, length, classes):
+    """Token-id inputs (the tiny backbone's vocabulary) and class labels."""
+    rng = np.random.default_rng(seed)
     x = {
-        "token_ids": rng.integers(5, 61, (12, 9)).astype("int32"),
-        "segment_ids": np.zeros((12, 9), "int32"),
-        "padding_mask": np.ones((12, 9), "int32"),
+        "token_ids": rng.integers(5, 61, (rows, length)).astype("int32"),
+        "segment_ids": np.zeros((rows, length), "int32"),
+        "padding_mask": np.ones((rows, length), "int32"),
     }
-    y = rng.integers(0, 3, (12,)).astype("int32")
+    return x, rng.integers(0, classes, (rows,)).astype("int32")
+
+
+def test_a_task_model_traces_its_step_once_and_trains_the_same():
+    x, y = _examples(seed=0, rows=12, length=9, classes=3)
     losses = {}
     for prebuilt in (True, False):
         keras.utils.set_random_seed(3)
@@ -78,13 +83,7 @@ def test_a_pretrainer_traces_its_step_once():
 
 
 def test_in_memory_arrays_are_left_to_keras_and_a_built_model_to_itself():
-    rng = np.random.default_rng(1)
-    x = {
-        "token_ids": rng.integers(5, 61, (8, 6)).astype("int32"),
-        "segment_ids": np.zeros((8, 6), "int32"),
-        "padding_mask": np.ones((8, 6), "int32"),
-    }
-    y = rng.integers(0, 2, (8,)).astype("int32")
+    x, y = _examples(seed=1, rows=8, length=6, classes=2)
     model = bertzoo.BertClassifier(tiny_backbone(num_layers=1), num_classes=2)
     model.compile(optimizer="adam")
     model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # Keras builds in its trace
