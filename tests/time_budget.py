@@ -128,12 +128,17 @@ def budget(path):
     return OVER_BUDGET.get(path, (BUDGET_S, ""))[0]
 
 
+def file_of(nodeid):
+    """The test file (from the repository root) of a pytest node id."""
+    return nodeid.split("::", 1)[0]
+
+
 def longest_first(items):
     """The collected tests, files with the larger budgets first (a stable
     sort: each file's tests stay together, in their order). pytest-xdist's
     `--dist loadfile` hands files to the workers in this order, so the long
     ones start early instead of ending a pass on one busy core."""
-    return sorted(items, key=lambda item: -budget(item.nodeid.split("::", 1)[0]))
+    return sorted(items, key=lambda item: -budget(file_of(item.nodeid)))
 
 
 class TimeGuard:
@@ -146,7 +151,7 @@ class TimeGuard:
         self.tests = defaultdict(int)
 
     def pytest_runtest_logreport(self, report):
-        path = report.nodeid.split("::", 1)[0]
+        path = file_of(report.nodeid)
         self.seconds[path] += report.duration
         if report.when == "call" or (report.when == "setup" and report.skipped):
             self.tests[path] += 1
