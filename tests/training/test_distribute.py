@@ -460,6 +460,13 @@ def test_resolve_jit_compile():
     assert Distribution("tpu", "tensorflow", num_replicas=8).resolve_jit_compile(True) is False
     assert Distribution("data_parallel", "jax", num_replicas=8).resolve_jit_compile(True) is True
     assert Distribution("default", "tensorflow").resolve_jit_compile(False) is False
+    # None (the recipes' default): XLA on GPUs only; JAX always compiles.
+    import tensorflow as tf
+
+    on_gpu = bool(tf.config.list_logical_devices("GPU"))
+    assert Distribution("default", "tensorflow").resolve_jit_compile(None) is on_gpu
+    assert Distribution("tpu", "tensorflow", num_replicas=8).resolve_jit_compile(None) is False
+    assert Distribution("default", "jax").resolve_jit_compile(None) is True
 
 
 @tf_only

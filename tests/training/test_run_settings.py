@@ -134,6 +134,10 @@ def test_compared_settings_of_the_runs():
     assert set(PretrainConfig.compared_settings()).isdisjoint(
         {"output", "resume", "checkpoint_every", "keep_checkpoints", "log_every", "verbose", "tpu"}
     )
+    # The execution path (XLA or not), as for fine-tuning below: a run
+    # recorded under the earlier default (XLA on) resumes under today's.
+    assert "jit_compile" not in PretrainConfig.compared_settings()
+    assert PretrainConfig().jit_compile is None
     assert "learning_rate" in PretrainConfig.compared_settings()
     assert set(FinetuneConfig().to_json()) - set(FinetuneConfig.compared_settings()) == {
         "verbose",
