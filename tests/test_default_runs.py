@@ -8,8 +8,9 @@ faster.
 These whole runs are checked here, once, rather than in a serial stage of
 `.ci/run` (which runs the README's first command, the pre-training recipe,
 as written): here they share CI's two cores with the other test files.
-The distillation runs at most 2 epochs per stage (its default, 10 with
-early stopping, takes too long for CI's two cores)."""
+The distillation runs one epoch per stage (its default, at most 10 with
+early stopping, takes too long for CI's two cores): the goals below hold
+after one (docs/distillation.md gives the figures of longer runs)."""
 
 import json
 import subprocess
@@ -67,7 +68,7 @@ def test_finetuning_default_reaches_the_readme_accuracy(finetuned):
 
 def test_distillation_default_keeps_the_teachers_accuracy_and_is_faster(finetuned):
     # Its default teacher is runs/finetune/best, the run above.
-    _recipe("distill", finetuned, "--epochs", "2", "--prediction-epochs", "2")
+    _recipe("distill", finetuned, "--epochs", "1", "--prediction-epochs", "1")
     report = json.loads((finetuned / "runs/distill/report.json").read_text())
     metrics = json.loads((finetuned / "runs/finetune/metrics.json").read_text())
     print(
