@@ -70,7 +70,7 @@ def pytest_configure(config):
         # instead, longest budget first (pytest_collection_modifyitems).
         config.option.loadscopereorder = False
         config.pluginmanager.register(
-            time_budget.TimeGuard(time_budget.enforced(config, keras.backend.backend())),
+            time_budget.TimeGuard(time_budget.enforced(config)),
             "bertzoo-time-guard",
         )
 

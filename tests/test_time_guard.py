@@ -102,3 +102,16 @@ def test_files_with_longer_budgets_are_handed_out_first(monkeypatch):
         "tests/a/test_one.py::test_y",
         "tests/test_two.py::test_z",
     ]
+
+
+def test_ci_enforces_it_in_every_pass_but_not_at_full_size(monkeypatch):
+    def config(full=False, guard=False):
+        options = {"--full": full, "--time-guard": guard}
+        return SimpleNamespace(getoption=options.__getitem__)
+
+    monkeypatch.delenv("CI", raising=False)
+    assert not time_budget.enforced(config())
+    assert time_budget.enforced(config(guard=True))
+    monkeypatch.setenv("CI", "true")
+    assert time_budget.enforced(config())  # under any Keras backend
+    assert not time_budget.enforced(config(full=True))
