@@ -17,6 +17,7 @@ from bertzoo.training.runs import (
     batch_size_setting,
     batching_setting,
     device_memory_setting,
+    jit_compile_setting,
     setting,
     verbose_setting,
 )
@@ -117,13 +118,7 @@ class _FinetuneRunSettings(RunConfig):
     tpu: str | None = setting(
         None, "TPU name or grpc:// address (with --strategy tpu)", group="training"
     )
-    jit_compile: bool | None = setting(
-        None,
-        "XLA-compile the train step (default: on GPUs; not on CPUs, where TensorFlow's own "
-        "kernels run it faster, bf16 included, and one trace serves every batch length)",
-        group="training",
-        compared=False,
-    )
+    jit_compile: bool | None = jit_compile_setting()
     batching: str = batching_setting()
     export: str | None = setting(
         None,

@@ -19,6 +19,7 @@ from bertzoo.training.runs import (
     comma_ints,
     comma_strings,
     device_memory_setting,
+    jit_compile_setting,
     setting,
     verbose_setting,
 )
@@ -186,15 +187,7 @@ class PretrainConfig(RunConfig):
     tpu: str = setting(
         None, "TPU name or grpc:// address (with --strategy tpu)", group="training", compared=False
     )
-    jit_compile: bool | None = setting(
-        None,
-        "XLA-compile the train step (default: on GPUs; not on CPUs, where TensorFlow's own "
-        "kernels run it about as fast without compiling each batch shape; TPUs always compile)",
-        group="training",
-        # The same step either way (float rounding aside): a run recorded
-        # with XLA on (the earlier default) resumes under this one.
-        compared=False,
-    )
+    jit_compile: bool | None = jit_compile_setting()
     steps_per_execution: int = setting(1, "train steps per compiled call", group="training")
     data_mode: str = setting(
         "dynamic",

@@ -75,6 +75,21 @@ def batching_setting():
     )
 
 
+def jit_compile_setting():
+    """The `jit_compile` setting of a run that trains, resolved by
+    `Distribution.resolve_jit_compile`. Not compared on resume: it picks
+    the execution path, not the numbers (float rounding aside), so a run
+    recorded with XLA on (pre-training's earlier default) resumes."""
+    return setting(
+        None,
+        "XLA-compile the train step (default: on GPUs; not on CPUs, where TensorFlow's own "
+        "kernels run it faster, bf16 included, and one trace serves every batch length; "
+        "TPUs always compile)",
+        group="training",
+        compared=False,
+    )
+
+
 def verbose_setting(default):
     """The `verbose` setting of a run: Keras' progress output, `default` for
     the library. The recipes' `--verbose` defaults to it when stdout is a
