@@ -221,12 +221,13 @@ def trim_dataset(dataset, sequence_length):
     features, e.g. the pre-training pipeline's) with each batch's `x` cut
     by `trim_to_bucket`. Masked positions index real tokens, so they stay
     valid."""
+    import tensorflow as tf
 
     def trim_element(x, *rest):
         x = trim_to_bucket(x, sequence_length)
         return (x, *rest) if rest else x
 
-    return dataset.map(trim_element)
+    return dataset.map(tf.autograph.experimental.do_not_convert(trim_element))
 
 
 # === Inference ===

@@ -274,6 +274,7 @@ class BertPreprocessor(keras.layers.Layer):
                 )
         return segments
 
+    @tf.autograph.experimental.do_not_convert
     def pack(self, x):
         segments = self._segments(x)
         scalar = segments[0].shape.rank == 0

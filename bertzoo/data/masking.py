@@ -111,7 +111,7 @@ class MaskedLMMasker:
         self._word_start = tf.constant(starts)
         p = 1.0 / np.arange(1, self.max_ngram + 1)
         self._ngram_cdf = tf.constant(np.cumsum(p / p.sum())[:-1], tf.float32)
-        self._compiled = tf.function(self._mask, reduce_retracing=True)
+        self._compiled = tf.function(self._mask, reduce_retracing=True, autograph=False)
 
     def config(self):
         return {

@@ -96,6 +96,7 @@ def _check_start_batch(start_batch):
     return int(start_batch)
 
 
+@tf.autograph.experimental.do_not_convert
 def _mask_batch(batch, masker, pair, objective):
     masked, positions, ids, weights = masker(batch["token_ids"], batch["padding_mask"], pair)
     return _format(
@@ -451,6 +452,7 @@ def read_pretraining_dataset(
     return ds.prefetch(_AUTOTUNE)
 
 
+@tf.autograph.experimental.do_not_convert
 def _format_static(b, objective):
     return _format(
         b["token_ids"],

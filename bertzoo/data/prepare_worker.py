@@ -87,7 +87,9 @@ def build_tokenizer(spec):
         _worker_tokenizer.clear()
         tokenizer = tokenizer_class(spec["kind"])(spec["source"], **spec["config"])
         graph = tf.function(
-            tokenizer.tokenize_ids, input_signature=[tf.TensorSpec([None], tf.string)]
+            tokenizer.tokenize_ids,
+            input_signature=[tf.TensorSpec([None], tf.string)],
+            autograph=False,
         )
         _worker_tokenizer[key] = (tokenizer, graph)
     return _worker_tokenizer[key]

@@ -357,6 +357,7 @@ class Tokenizer(tf.Module):
     def special_token_ids(self):
         return sorted({getattr(self, f"{role}_token_id") for role in SPECIAL_ROLES})
 
+    @tf.autograph.experimental.do_not_convert
     def tokenize(self, inputs):
         """Strings -> int32 token ids (see the module docstring for shapes)."""
         strings = to_string_tensor(inputs)
