@@ -5,8 +5,6 @@ fine-tunes with the fine-tune recipe, and pairs that cannot be distilled fail
 before anything is written."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import keras
@@ -18,10 +16,9 @@ from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.tokenizers.train import train_wordpiece
 from bertzoo.training.distill import DistillConfig, run_distillation
 from bertzoo.training.finetune import FinetuneConfig, run_finetuning
-from tests.conftest import max_weight_difference, seed_everything
+from tests.conftest import max_weight_difference, recipe_main, seed_everything
 from tests.synthetic import majority_sentiment, scores_afresh
 
-ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
 STUDENT = {
     "num_layers": 1,
@@ -261,19 +258,9 @@ def test_general_and_distilbert_methods_run_on_a_corpus(tmp_path, setup):
     assert student.count_params() == distil["student_params"]
 
 
-def _cli(*args, cwd):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "recipes" / "distill.py"), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="CLI subprocesses; once is enough"
+    keras.backend.backend() != "tensorflow", reason="the recipe's checks; once is enough"
 )
 def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
     def write(name, config):
@@ -352,11 +339,13 @@ def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
             "--method tinybert-task",
         ),
     }
+    # The command line's main, in this process (one interpreter for the
+    # five refusals; the recipe's own parsing is the same).
     for name, (args, message) in cases.items():
         out = tmp_path / f"out_{name}"
-        result = _cli(*args, "--output", str(out), cwd=tmp_path)
-        assert result.returncode == 2, (name, result.stderr[-2000:])
-        assert message in result.stderr, (name, result.stderr[-2000:])
+        rc, _, err, _ = recipe_main("distill", [*args, "--output", str(out)])
+        assert rc == 2, (name, err[-2000:])
+        assert message in err, (name, err[-2000:])
         assert not (out / "student").exists() and not (out / "report.json").exists(), name
 
 

@@ -26,7 +26,7 @@ from bertzoo.training.finetune import (
     FinetuneError,
     run_finetuning,
 )
-from tests.conftest import FIXTURES, max_weight_difference, seed_everything
+from tests.conftest import FIXTURES, max_weight_difference, recipe_main, seed_everything
 from tests.synthetic import (
     majority_sentiment,
     pair_majority,
@@ -399,18 +399,6 @@ def test_an_interrupted_run_resumes_from_its_last_finished_epoch(
         run_finetuning(dataclasses.replace(config, learning_rate=1e-3))
 
 
-def _cli(args, cwd):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run(
-        [sys.executable, str(ROOT / "recipes" / "finetune.py"), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=600,
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.backend_independent
 @TF_ONLY
@@ -473,7 +461,10 @@ def test_bad_inputs_fail_with_file_and_line_and_write_nothing(tmp_path, tiny_pre
             "tagging": task_files["conll_train"],
             "regression": task_files["reg_train"],
         }.get(task, good_train)
-        done = _cli(
+        # The command line's main, in this process: five refusals, one
+        # interpreter.
+        rc, _, err, _ = recipe_main(
+            "finetune",
             [
                 "--task",
                 task,
@@ -491,11 +482,10 @@ def test_bad_inputs_fail_with_file_and_line_and_write_nothing(tmp_path, tiny_pre
                 str(out),
                 *extra,
             ],
-            tmp_path,
         )
-        assert done.returncode == 2, (name, done.stderr[-2000:])
-        message = done.stderr.strip().splitlines()[-1]
-        assert message.startswith("error: "), (name, done.stderr[-2000:])
+        assert rc == 2, (name, err[-2000:])
+        message = err.strip().splitlines()[-1]
+        assert message.startswith("error: "), (name, err[-2000:])
         import re
 
         assert re.search(pattern, message), (name, message)
@@ -524,7 +514,14 @@ def test_bad_settings_are_reported_before_any_work(tiny_preset, task_files, tmp_
 @pytest.mark.backend_independent
 @TF_ONLY
 def test_help_documents_the_flags():
-    done = _cli(["--help"], ROOT)
+    # A real command line (--help answers before TensorFlow loads).
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / "finetune.py"), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert done.returncode == 0
     for flag in (
         "--task",
