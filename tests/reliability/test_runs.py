@@ -36,7 +36,7 @@ from bertzoo.training.pretrain import PretrainConfig, run_pretraining
 from recipes import distill as distill_recipe
 from recipes import finetune as finetune_recipe
 from recipes import pretrain as pretrain_recipe
-from tests.conftest import subprocess_env
+from tests.conftest import recipe_main, subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 backend_independent = pytest.mark.backend_independent
@@ -356,14 +356,15 @@ def test_a_second_recipe_run_on_the_same_output_exits_2_naming_the_first(tmp_pat
     try:
         _wait_until_locked(first, out, log)
         first.send_signal(signal.SIGSTOP)
-        second = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=300)
+        # The second command's main, in this process (no second interpreter).
+        rc, _, err, _ = recipe_main(recipe, _args(recipe, files, out))
         first.send_signal(signal.SIGCONT)
-        assert second.returncode == 2, second.stderr[-3000:]
-        message = second.stderr.strip().splitlines()[-1]
+        assert rc == 2, err[-3000:]
+        message = err.strip().splitlines()[-1]
         assert message == (
             f"error: --output {out} is in use by another run (pid {first.pid}); wait for it "
             "to end or choose another --output."
-        ), second.stderr[-3000:]
+        ), err[-3000:]
         assert first.wait(timeout=300) == 0, log.read_text()[-3000:]
     finally:
         if first.poll() is None:
