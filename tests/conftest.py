@@ -194,11 +194,12 @@ def subprocess_env(tf_log_level="2"):
     return env
 
 
-def recipe_main(name, args):
-    """(exit status, stdout, stderr, warnings) of `recipes/<name>.py`'s
-    `main(args)`, run in this process: a command line's checks without a
-    fresh interpreter (importing TensorFlow again costs about 4 s)."""
-    module = importlib.import_module(f"recipes.{name}")
+def command_main(module, args):
+    """(exit status, stdout, stderr, warnings) of `module`'s `main(args)`
+    (a recipe, "recipes.distill", or the CLI, "bertzoo.cli"), run in this
+    process: a command line's checks without a fresh interpreter (each
+    imports TensorFlow again: about 4 s)."""
+    main = importlib.import_module(module).main
     out, err = io.StringIO(), io.StringIO()
     with (
         warnings.catch_warnings(record=True) as caught,
@@ -206,7 +207,7 @@ def recipe_main(name, args):
         contextlib.redirect_stderr(err),
     ):
         warnings.simplefilter("always")
-        rc = module.main(list(args))
+        rc = main(list(args))
     return rc, out.getvalue(), err.getvalue(), [str(w.message) for w in caught]
 
 

@@ -16,7 +16,7 @@ from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.tokenizers.train import train_wordpiece
 from bertzoo.training.distill import DistillConfig, run_distillation
 from bertzoo.training.finetune import FinetuneConfig, run_finetuning
-from tests.conftest import max_weight_difference, recipe_main, seed_everything
+from tests.conftest import command_main, max_weight_difference, seed_everything
 from tests.synthetic import majority_sentiment, scores_afresh
 
 TOKENIZER = {"kind": "wordpiece", "lowercase": True, "strip_accents": True}
@@ -343,7 +343,7 @@ def test_pairs_that_cannot_be_distilled_fail_before_training(tmp_path, setup):
     # five refusals; the recipe's own parsing is the same).
     for name, (args, message) in cases.items():
         out = tmp_path / f"out_{name}"
-        rc, _, err, _ = recipe_main("distill", [*args, "--output", str(out)])
+        rc, _, err, _ = command_main("recipes.distill", [*args, "--output", str(out)])
         assert rc == 2, (name, err[-2000:])
         assert message in err, (name, err[-2000:])
         assert not (out / "student").exists() and not (out / "report.json").exists(), name

@@ -26,7 +26,7 @@ from bertzoo.training.finetune import (
     FinetuneError,
     run_finetuning,
 )
-from tests.conftest import FIXTURES, max_weight_difference, recipe_main, seed_everything
+from tests.conftest import FIXTURES, command_main, max_weight_difference, seed_everything
 from tests.synthetic import (
     majority_sentiment,
     pair_majority,
@@ -463,8 +463,8 @@ def test_bad_inputs_fail_with_file_and_line_and_write_nothing(tmp_path, tiny_pre
         }.get(task, good_train)
         # The command line's main, in this process: five refusals, one
         # interpreter.
-        rc, _, err, _ = recipe_main(
-            "finetune",
+        rc, _, err, _ = command_main(
+            "recipes.finetune",
             [
                 "--task",
                 task,

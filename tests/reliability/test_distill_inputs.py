@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import recipe_main
+from tests.conftest import command_main
 from tests.reliability import test_preemption
 from tests.reliability.test_fine_tuning_inputs import _listing
 
@@ -33,7 +33,7 @@ def finished(files, distill_args, tmp_path_factory):
         shutil.copy(files / f"{name}.tsv", d / f"{name}.tsv")
         args[args.index(str(files / f"{name}.tsv"))] = str(d / f"{name}.tsv")
     args += ["--output", str(d / "run")]
-    return d, args, recipe_main("distill", args)
+    return d, args, command_main("recipes.distill", args)
 
 
 @pytest.mark.slow
@@ -63,7 +63,7 @@ def test_a_resumed_run_refuses_a_task_file_changed_since_it_started(finished):
     rows = train.read_text().splitlines()[1:]
     with open(train, "a", encoding="utf-8") as f:
         f.write("".join(row + "\n" for row in rows))  # twice the examples
-    rc, _, err, _ = recipe_main("distill", args)
+    rc, _, err, _ = command_main("recipes.distill", args)
     lines = [line for line in err.splitlines() if not test_preemption._noise(line)]
     assert rc != 0 and len(lines) == 1, err[-3000:]
     assert (
@@ -77,6 +77,6 @@ def test_a_resumed_run_refuses_a_task_file_changed_since_it_started(finished):
     train.write_text("sentence\tlabel\n" + "".join(row + "\n" for row in rows))
     with open(d / "validation.tsv", "a", encoding="utf-8") as f:
         f.write("a good day good\t1\n")
-    rc, _, err, _ = recipe_main("distill", args)
+    rc, _, err, _ = command_main("recipes.distill", args)
     assert rc != 0 and f"--validation {d / 'validation.tsv'} changed" in err, err[-3000:]
     assert _listing(d / "run") == listing

@@ -2,9 +2,6 @@
 vocabulary files next to the user's own files."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -113,30 +110,16 @@ def test_a_preset_of_another_kind_is_refused(tmp_path, task_preset):
     assert manifest_lib.verify_directory(out)["kind"] == "export"
 
 
-@pytest.mark.slow
-def test_train_vocab_does_not_replace_a_file_without_overwrite(tmp_path):
+def test_train_vocab_does_not_replace_a_file_without_overwrite(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a small corpus\nwith a few words\n" * 5)
     target = tmp_path / "vocab.txt"
     target.write_text("my vocabulary\n")
-    command = [
-        sys.executable,
-        "-m",
-        "bertzoo",
-        "train-vocab",
-        str(corpus),
-        "--output",
-        str(target),
-        "--vocab-size",
-        "60",
-    ]
-    done = subprocess.run(
-        command, capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    )
-    assert done.returncode == 2 and "--overwrite" in done.stderr.strip().splitlines()[-1]
+    command = ["train-vocab", str(corpus), "--output", str(target), "--vocab-size", "60"]
+    assert cli.main(command) == 2
+    assert "--overwrite" in capsys.readouterr().err.strip().splitlines()[-1]
     assert target.read_text() == "my vocabulary\n"
-    done = subprocess.run(command + ["--overwrite"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert cli.main(command + ["--overwrite"]) == 0
     assert target.read_text().startswith("[PAD]\n")
 
 

@@ -36,7 +36,7 @@ from bertzoo.training.pretrain import PretrainConfig, run_pretraining
 from recipes import distill as distill_recipe
 from recipes import finetune as finetune_recipe
 from recipes import pretrain as pretrain_recipe
-from tests.conftest import recipe_main, subprocess_env
+from tests.conftest import command_main, subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 backend_independent = pytest.mark.backend_independent
@@ -357,7 +357,7 @@ def test_a_second_recipe_run_on_the_same_output_exits_2_naming_the_first(tmp_pat
         _wait_until_locked(first, out, log)
         first.send_signal(signal.SIGSTOP)
         # The second command's main, in this process (no second interpreter).
-        rc, _, err, _ = recipe_main(recipe, _args(recipe, files, out))
+        rc, _, err, _ = command_main(f"recipes.{recipe}", _args(recipe, files, out))
         first.send_signal(signal.SIGCONT)
         assert rc == 2, err[-3000:]
         message = err.strip().splitlines()[-1]
