@@ -59,7 +59,11 @@ def test_minilm_embeddings_from_strings(minilm_dir):
 
     # The same weights in subtly wrong models miss the bars (measured: tanh
     # GELU max error 4.1e-4, cosine 0.999996; epsilon 1e-5 max error 3.5e-4,
-    # cosine 0.999997): the bars can tell.
+    # cosine 0.999997): the bars can tell. That is about the bars, not the
+    # backend: the TensorFlow pass shows it (under JAX each twin costs
+    # another round of XLA compiles).
+    if keras.backend.backend() != "tensorflow":
+        return
     config = embedder.backbone.get_config()
     for change in ({"activation": "gelu_approximate"}, {"layer_norm_epsilon": 1e-5}):
         twin = bertzoo.BertBackbone.from_config({**config, **change})
