@@ -279,9 +279,14 @@ def test_parse_memory():
     assert parse_memory("16 GB") == 16 * 10**9
     assert parse_memory("0.5gib") == GiB // 2
     assert parse_memory(1000) == 1000
+    assert parse_memory("4096B") == 4096
     for bad in ("12XB", "", "-1GB", "0GiB", "GiB"):
         with pytest.raises(ValueError, match="Valid: a positive number"):
             parse_memory(bad)
+    # A bare number is not taken for bytes (`--memory 16` planned for 16 B).
+    for bare in ("16", " 16 ", "0.5"):
+        with pytest.raises(ValueError, match=r"has no unit\. Valid: .*GiB .*GB .*B \(bytes\)"):
+            parse_memory(bare)
 
 
 @pytest.mark.backend_independent
@@ -318,6 +323,7 @@ def test_command_line(capsys):
     assert printed["parameters"] == plan("albert_base", seq_len=128, mode="pretrain").parameters
     for bad, message in (
         (["--memory", "12XB"], "is not a size"),
+        (["--memory", "16"], "memory='16' has no unit. Valid: a size with its unit, e.g. 16GiB"),
         (["--seq-len", "600"], "max_sequence_length 512"),
         (["--gradient-accumulation", "0"], "gradient_accumulation"),
     ):

@@ -41,14 +41,22 @@ _UNITS = {
 
 
 def parse_memory(text):
-    """Bytes from a size such as "12GiB", "16 GB", "800MiB" or a plain number
-    of bytes. GB is 10**9 bytes, GiB 2**30."""
+    """Bytes from a size such as "12GiB", "16 GB", "800MiB" or "4096B", or a
+    number of bytes given as a Python int or float. GB is 10**9 bytes, GiB
+    2**30. A string without a unit ("16", what `--memory 16` passes) is
+    refused: it was read as 16 bytes, a plan for no memory at all."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text <= 0:
             raise ValueError(f"memory={text!r} must be positive.")
         return int(text)
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
-    unit = match and (match.group(2).lower() or "b")
+    if match and not match.group(2):
+        number = match.group(1)
+        raise ValueError(
+            f"memory={text!r} has no unit. Valid: a size with its unit, e.g. {number}GiB "
+            f"({number} x 2**30 bytes), {number}GB ({number} x 10**9) or {number}B (bytes)."
+        )
+    unit = match and match.group(2).lower()
     if not match or unit not in _UNITS or float(match.group(1)) <= 0:
         raise ValueError(
             f"memory={text!r} is not a size. Valid: a positive number with one of the units "
