@@ -14,9 +14,10 @@ from bertzoo import quiet
 from bertzoo.lazy import lazy_exports, when_imported
 from bertzoo.loader_registry import set_loader_module, set_preprocessor_module
 
-# A process started by a quiet recipe or command (a spawned worker) is quiet
-# too: it imports bertzoo before anything of TensorFlow (bertzoo.quiet).
-quiet.inherit()
+# Importing bertzoo before TensorFlow hides TensorFlow's banner and C++ log
+# lines, unless the user set TF_CPP_MIN_LOG_LEVEL or BERTZOO_TF_LOGS=1; a
+# process a quiet one started (a spawned worker) is quiet too (bertzoo.quiet).
+quiet.on_import()
 
 __version__ = "0.1.0"
 

@@ -24,7 +24,13 @@ the processes a run starts, since they inherit the environment).
 The processes a quiet process starts (spawned preparation workers, the
 export subprocess) are quiet too: `quiet_tensorflow` marks the environment
 (`BERTZOO_QUIET_TF=1`), and `import bertzoo`, which comes first in such a
-child, calls `inherit()`.
+child, calls `on_import()`.
+
+A user's own script is quiet the same way when it imports bertzoo before
+TensorFlow (`on_import()`), unless the user chose TensorFlow's log level
+themselves (`TF_CPP_MIN_LOG_LEVEL` set) or asked for the lines
+(`BERTZOO_TF_LOGS=1`). Importing TensorFlow (or Keras on TensorFlow) first
+leaves its banner as TensorFlow writes it: it is out by then.
 """
 
 import importlib.util
@@ -71,11 +77,14 @@ def quiet_tensorflow():
     return True
 
 
-def inherit():
-    """`quiet_tensorflow()` in a process started by a quiet one (see the
-    module docstring); nothing otherwise."""
-    if os.environ.get(CHILD_VAR) == "1":
-        quiet_tensorflow()
+def on_import():
+    """What `import bertzoo` does (see the module docstring):
+    `quiet_tensorflow()` in a process started by a quiet one, or where
+    TensorFlow is not imported yet and `TF_CPP_MIN_LOG_LEVEL` is not set;
+    nothing otherwise. Returns whether it quieted TensorFlow."""
+    inherited = os.environ.get(CHILD_VAR) == "1"
+    untouched = "tensorflow" not in sys.modules and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+    return (inherited or untouched) and quiet_tensorflow()
 
 
 class _QuietImport:

@@ -133,11 +133,32 @@ def test_processes_a_quiet_one_starts_are_quiet(tmp_path):
     assert done.returncode == 0, done.stderr
     assert _noise(done.stderr) == [] and "a line of the program's own" in done.stderr
     assert done.stdout.strip() == "level 3"
-    # Without the mark (a process no quiet one started), importing bertzoo changes nothing.
-    done = subprocess.run(
-        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert len(_noise(done.stderr)) == 4 and done.stdout.strip() == "level None"
+
+
+@pytest.mark.backend_independent
+def test_a_users_script_that_imports_bertzoo_first_is_quiet(tmp_path):
+    """Without the mark (a process no quiet one started), importing bertzoo
+    before TensorFlow quiets it too, unless the user chose TensorFlow's log
+    level or asked for its lines; importing TensorFlow first leaves its
+    banner as written."""
+    fake = _fake_tensorflow(tmp_path)
+    env = _env(PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]))
+
+    def run(code, **extra):
+        done = subprocess.run(
+            [sys.executable, "-c", code + "; print('level', tensorflow.LEVEL)"],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return len(_noise(done.stderr)), done.stdout.strip()
+
+    assert run("import bertzoo, tensorflow") == (0, "level 3")
+    assert run("import bertzoo, tensorflow", TF_CPP_MIN_LOG_LEVEL="1") == (4, "level 1")
+    assert run("import bertzoo, tensorflow", BERTZOO_TF_LOGS="1") == (4, "level None")
+    assert run("import tensorflow, bertzoo") == (4, "level None")
 
 
 @pytest.mark.backend_independent
