@@ -159,6 +159,7 @@ def training_dataset(
     mode="padded",
     epochs=1,
     start_batch=0,
+    per_token_targets=True,
 ):
     """A `tf.data.Dataset` of trimmed `(features, targets)` batches (or
     `features` alone when `targets` is None): epoch e of `epochs` (None:
@@ -166,10 +167,15 @@ def training_dataset(
     starts the same stream later, as if that many batches had been consumed
     (resuming a run). Shapes: `(batch_size, None)` per-token arrays (the
     padded length varies by batch), so a graph traced once serves every
-    bucket."""
+    bucket. Targets whose second axis is `sequence_length` are taken for
+    per-token labels and trimmed too, unless `per_token_targets` is False
+    (e.g. class logits, whose count may equal the length)."""
     import tensorflow as tf
 
     lengths = sequence_lengths(features)
+    whole = per_token_targets or targets is None  # one trim rule for everything
+    if not whole:
+        targets = np.asarray(targets)
     data = features if targets is None else (features, targets)
     steps = len(lengths) // int(batch_size)
     if steps == 0:
@@ -182,19 +188,25 @@ def training_dataset(
         while epochs is None or epoch < epochs:
             plan = training_plan(lengths, batch_size, seed + epoch, sequence_length, mode)
             for rows, length in plan[skip:]:
-                yield trim(_take(data, rows), length, sequence_length)
+                if whole:
+                    yield trim(_take(data, rows), length, sequence_length)
+                else:
+                    yield trim(_take(features, rows), length, sequence_length), targets[rows]
             epoch, skip = epoch + 1, 0
 
-    def spec(array):
+    def spec(array, per_token=True):
         array = np.asarray(array)
         shape = [int(batch_size)] + list(array.shape[1:])
-        if array.ndim >= 2 and array.shape[1] == sequence_length:
+        if per_token and array.ndim >= 2 and array.shape[1] == sequence_length:
             shape[1] = None
         return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
 
     import keras
 
-    signature = keras.tree.map_structure(spec, data)
+    if whole:
+        signature = keras.tree.map_structure(spec, data)
+    else:
+        signature = (keras.tree.map_structure(spec, features), spec(targets, per_token=False))
     ds = tf.data.Dataset.from_generator(batches, output_signature=signature)
     if epochs is not None:
         # The stream's length is known: Keras then shows progress against it

@@ -1,7 +1,14 @@
 """Knowledge distillation: layer maps, losses, student initialisation and
 the DistilBERT / TinyBERT distillers."""
 
-from bertzoo.distill.distillers import DistilBertDistiller, TinyBertDistiller, prediction_distiller
+from bertzoo.distill.distillers import (
+    DistilBertDistiller,
+    LogitsStudent,
+    TeacherLogitsLoss,
+    TinyBertDistiller,
+    prediction_distiller,
+    teacher_logits,
+)
 from bertzoo.distill.init import (
     embedding_projection,
     init_embeddings_from_teacher,
@@ -27,6 +34,8 @@ from bertzoo.distill.losses import (
 __all__ = [
     "DistilBertDistiller",
     "DistillationError",
+    "LogitsStudent",
+    "TeacherLogitsLoss",
     "TinyBertDistiller",
     "attention_score_mse",
     "check_layer_map",
@@ -37,6 +46,7 @@ __all__ = [
     "init_layer_map",
     "init_student_from_teacher",
     "prediction_distiller",
+    "teacher_logits",
     "resolve_layer_map",
     "soft_cross_entropy",
     "soft_target_kl",

@@ -9,7 +9,9 @@ trained; save the student with its own `save_to_preset`.
   general distillation on backbones, and the first step of stage 2 on task
   models.
 - `prediction_distiller`: TinyBERT's stage 2 prediction-layer distillation
-  for classifiers, a `keras.distillation.Distiller` with `LogitsDistillation`.
+  for classifiers, a `keras.distillation.Distiller` with `LogitsDistillation`;
+  `LogitsStudent` trains the same loss on the teacher's logits computed once
+  (`teacher_logits`), for epochs over the same texts.
 """
 
 import keras
@@ -355,21 +357,9 @@ class TinyBertDistiller(_Distiller):
         return self._total(parts)
 
 
-def prediction_distiller(teacher, student, temperature=1.0):
-    """TinyBERT's prediction-layer distillation for classifiers: a
-    `keras.distillation.Distiller` whose only loss is `LogitsDistillation`
-    (KL between `softmax(t/T)` and `softmax(s/T)`, times T^2). Its gradients
-    equal those of TinyBERT's soft cross-entropy (`losses.soft_cross_entropy`)
-    at T = 1: the two differ by the teacher's entropy. Labels are not used
-    (the distillation data may be unlabelled augmentations), so compile it
-    with any `loss` (e.g. "sparse_categorical_crossentropy"), which gets
-    weight 0.
-
-    `teacher` and `student` are `BertClassifier`s with the same number of
-    classes and vocabulary.
-    """
-    from keras.distillation import Distiller, LogitsDistillation
-
+def _check_classifiers(teacher, student):
+    """Prediction-layer distillation needs two classifiers with the same
+    classes and vocabulary."""
     for role, model in (("teacher", teacher), ("student", student)):
         if not hasattr(model, "num_classes") or model.num_classes < 2:
             raise DistillationError(
@@ -383,6 +373,25 @@ def prediction_distiller(teacher, student, temperature=1.0):
             f"The teacher has {teacher.num_classes} classes and the student {student.num_classes}."
         )
     _check_vocabularies(teacher.backbone, student.backbone)
+
+
+def prediction_distiller(teacher, student, temperature=1.0):
+    """TinyBERT's prediction-layer distillation for classifiers: a
+    `keras.distillation.Distiller` whose only loss is `LogitsDistillation`
+    (KL between `softmax(t/T)` and `softmax(s/T)`, times T^2). Its gradients
+    equal those of TinyBERT's soft cross-entropy (`losses.soft_cross_entropy`)
+    at T = 1: the two differ by the teacher's entropy. Labels are not used
+    (the distillation data may be unlabelled augmentations), so compile it
+    with any `loss` (e.g. "sparse_categorical_crossentropy"), which gets
+    weight 0. It runs the teacher in every step; for several epochs over
+    the same texts, `teacher_logits` + `LogitsStudent` run it once.
+
+    `teacher` and `student` are `BertClassifier`s with the same number of
+    classes and vocabulary.
+    """
+    from keras.distillation import Distiller, LogitsDistillation
+
+    _check_classifiers(teacher, student)
     losses.check_temperature(temperature)
     return Distiller(
         teacher=teacher,
@@ -396,3 +405,89 @@ def prediction_distiller(teacher, student, temperature=1.0):
         student_loss_weight=0.0,
         name="prediction_distiller",
     )
+
+
+def teacher_logits(teacher, features, batch_size=64):
+    """The classifier `teacher`'s logits (float32, `(n, classes)`) for every
+    row of `features` (a dict of `(n, S)` arrays), run as inference
+    (`training=False`) in length-sorted trimmed batches: the targets of
+    `LogitsStudent`. Padding does not change a row's logits, so these are
+    the logits a `prediction_distiller` step computes for the same rows."""
+    import numpy as np
+
+    from bertzoo.batching import compiled_forward, predict_by_length
+
+    inputs = {k: features[k] for k in teacher.input}
+    length = int(np.shape(features["token_ids"])[1])
+    out = predict_by_length(compiled_forward(teacher), inputs, batch_size, length)
+    return np.asarray(out, np.float32)
+
+
+@keras.saving.register_keras_serializable(package="bertzoo")
+class TeacherLogitsLoss(keras.losses.Loss):
+    """Prediction-layer distillation from logits computed beforehand:
+    `y_true` the teacher's logits, `y_pred` the student's;
+    `T^2 * KL(softmax(t/T) || softmax(s/T))` per example, averaged over the
+    batch, computed as `prediction_distiller`'s `LogitsDistillation`
+    computes it (`keras.losses.kl_divergence`, which clips probabilities at
+    1e-7), in float32."""
+
+    def __init__(self, temperature=1.0, name="teacher_logits_kl", **kwargs):
+        losses.check_temperature(temperature)
+        super().__init__(name=name, **kwargs)
+        self.temperature = float(temperature)
+
+    def call(self, y_true, y_pred):
+        t = ops.softmax(ops.cast(y_true, "float32") / self.temperature, axis=-1)
+        s = ops.softmax(ops.cast(y_pred, "float32") / self.temperature, axis=-1)
+        return keras.losses.kl_divergence(t, s) * (self.temperature**2)
+
+    def get_config(self):
+        return {**super().get_config(), "temperature": self.temperature}
+
+
+class LogitsStudent(DatasetFit, keras.Model):
+    """TinyBERT's prediction-layer distillation on the teacher's logits
+    computed once (`teacher_logits`): the classifier `student`, trained by
+    `fit(features, teacher_logits)` with `TeacherLogitsLoss`, so no step runs
+    the teacher. Only the student trains; the frozen teacher is held as
+    `prediction_distiller` holds it, so the two keep their weights in the
+    same order (teacher, then student) and a checkpoint of either restores
+    into the other, and it reports the same metrics (`distillation_loss`,
+    `student_loss` (0: labels are not used), `total_loss`, `loss`). Compile
+    it with an optimizer (the loss is set here); checks as
+    `prediction_distiller`."""
+
+    def __init__(self, teacher, student, temperature=1.0, **kwargs):
+        _check_classifiers(teacher, student)
+        losses.check_temperature(temperature)
+        super().__init__(name=kwargs.pop("name", "logits_student"), **kwargs)
+        self.teacher = teacher
+        self.student = student
+        self.teacher.trainable = False
+        self.temperature = float(temperature)
+        self._trackers = {
+            name: keras.metrics.Mean(name=name)
+            for name in ("distillation_loss", "student_loss", "total_loss")
+        }
+
+    def call(self, x, training=None):
+        return self.student(x, training=training)
+
+    def compile(self, optimizer="adam", **kwargs):
+        if "loss" in kwargs:
+            raise ValueError("LogitsStudent sets its own loss (TeacherLogitsLoss); pass no loss=.")
+        super().compile(optimizer=optimizer, loss=TeacherLogitsLoss(self.temperature), **kwargs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss = super().compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+        )
+        self._trackers["distillation_loss"].update_state(loss)
+        self._trackers["student_loss"].update_state(ops.zeros_like(loss))
+        self._trackers["total_loss"].update_state(loss)
+        return loss
+
+    @property
+    def metrics(self):
+        return super().metrics + list(self._trackers.values())

@@ -1,5 +1,6 @@
 """TinyBERT task distillation (`bertzoo.training.distill`, method
-tinybert-task): intermediate layers, then the prediction layer, each for
+tinybert-task): intermediate layers, then the prediction layer (on the
+teacher's logits, computed once for the whole distillation set), each for
 whole epochs over the training texts plus augmentations
 (`bertzoo.training.distill_task_data`) until the held-out slice of the
 training data stops improving (`--patience` epochs), with a checkpoint after
@@ -12,13 +13,12 @@ split."""
 import dataclasses
 import json
 import logging
+import time
 
 import keras
 
 from bertzoo import batching
-from bertzoo.distill.distillers import (
-    prediction_distiller,
-)
+from bertzoo.distill.distillers import LogitsStudent, teacher_logits
 from bertzoo.distill.evaluate import (
     accuracy,
     measure_speedup_on_features,
@@ -100,10 +100,11 @@ def _build_distillers(context, data, plan):
             optimizer=stage_optimizer(config, plan["intermediate"][0] * plan["intermediate"][1]),
             jit_compile=jit_compile,
         )
-        pred = prediction_distiller(teacher, student, temperature=config.temperature)
+        # The prediction stage trains on the teacher's logits, computed once
+        # (`_teacher_logits`): no step runs the teacher.
+        pred = LogitsStudent(teacher, student, temperature=config.temperature)
         pred.compile(
             optimizer=stage_optimizer(config, plan["prediction"][0] * plan["prediction"][1]),
-            loss="sparse_categorical_crossentropy",
             jit_compile=jit_compile,
         )
     models = {"intermediate": inter, "prediction": pred}
@@ -154,13 +155,14 @@ def _run_epoch(task, stage, title, epoch):
     context.tensorboard.start_at(step + first)
     ds = batching.training_dataset(
         data["pool_features"],
-        None,
+        None if stage == "intermediate" else _teacher_logits(task),
         config.batch_size,
         config.seed + epoch + (0 if stage == "intermediate" else 1000),
         data["sequence_length"],
         mode=config.batching,
         epochs=None,
         start_batch=first,
+        per_token_targets=False,
     )
     guard = NonFiniteGuard(
         step + first,
@@ -221,6 +223,23 @@ def _run_epoch(task, stage, title, epoch):
                 "resume there."
             )
         )
+
+
+def _teacher_logits(task):
+    """The teacher's logits for the distillation set, the prediction
+    stage's targets: computed at its first epoch (a resumed run computes
+    the same ones again; they are not stored) and kept for the others."""
+    data = task.data
+    if "teacher_logits" not in data:
+        started = time.perf_counter()
+        data["teacher_logits"] = teacher_logits(task.context.teacher, data["pool_features"])
+        logger.info(
+            "Teacher logits of the %d distillation texts computed once (%.1f s): the prediction "
+            "stage trains the student on them.",
+            len(data["teacher_logits"]),
+            time.perf_counter() - started,
+        )
+    return data["teacher_logits"]
 
 
 def _most_steps(plan):

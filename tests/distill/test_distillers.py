@@ -7,12 +7,15 @@ import numpy as np
 import pytest
 
 import bertzoo
+from bertzoo import batching
 from bertzoo.distill import (
     DistilBertDistiller,
     DistillationError,
+    LogitsStudent,
     TinyBertDistiller,
     losses,
     prediction_distiller,
+    teacher_logits,
 )
 from bertzoo.models.pretrainer import BertPretrainer
 from tests.conftest import make_inputs, tiny_backbone
@@ -162,6 +165,58 @@ def test_prediction_distiller_makes_the_student_agree_with_the_teacher():
     d.fit(x, batch_size=32, epochs=60, verbose=0)
     end = F(losses.soft_target_kl(t_logits, student(x), 1.0))
     assert end < 0.3 * start, (start, end)
+
+
+def test_training_on_teacher_logits_computed_once_equals_running_the_teacher_each_step():
+    """The recipe's prediction stage (`LogitsStudent` on `teacher_logits`,
+    computed once in length-sorted trimmed batches) takes the same steps as
+    `prediction_distiller`, which runs the teacher in every step on the
+    padded batch: same student weights after 3 SGD steps (float32; the
+    distiller's KLDivergence clips probabilities at 1e-7, so the teacher's
+    are kept well above that). The teacher has as many classes as the
+    batches have positions, the case where class logits could be taken for
+    per-token labels and cut."""
+    seq = 8
+    teacher = bertzoo.BertClassifier(tiny_backbone(), seq, dropout=0.0)
+    lengths = [1 + (i * 5) % seq for i in range(32)]  # every length 1..8, mixed
+    x = make_inputs(batch=32, seq=seq, lengths=lengths, seed=4)
+
+    def student():
+        keras.utils.set_random_seed(7)
+        backbone = tiny_backbone(num_layers=1, hidden_dim=8, intermediate_dim=16, num_heads=2)
+        return bertzoo.BertClassifier(backbone, seq, dropout=0.0)
+
+    logits = teacher_logits(teacher, x, batch_size=5)
+    assert logits.shape == (32, seq) and logits.dtype == np.float32
+    np.testing.assert_allclose(logits, np.asarray(teacher(x, training=False)), atol=2e-5)
+    assert np.asarray(keras.ops.softmax(logits)).min() > 1e-4
+
+    a, b = student(), student()
+    np.testing.assert_array_equal(_weights(a)[0], _weights(b)[0])
+    reference = prediction_distiller(teacher, a, temperature=2.0)
+    reference.compile(optimizer=keras.optimizers.SGD(0.5), loss="sparse_categorical_crossentropy")
+    cached = LogitsStudent(teacher, b, temperature=2.0)
+    cached.compile(optimizer=keras.optimizers.SGD(0.5))
+    for step in range(3):
+        rows = slice(8 * step, 8 * step + 8)
+        batch = {k: v[rows] for k, v in x.items()}
+        want = reference.train_on_batch(batch, np.zeros(8, "int32"), return_dict=True)
+        got = cached.train_on_batch(batch, logits[rows], return_dict=True)
+        # The same metrics, so a run's history reads as before.
+        assert set(got) == set(want), (got, want)
+        for name in want:
+            np.testing.assert_allclose(float(got[name]), float(want[name]), atol=1e-6, rtol=1e-4)
+    for got, want in zip(_weights(b), _weights(a), strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    assert not np.allclose(_weights(b)[-1], _weights(student())[-1])  # the steps moved it
+
+    # In the recipe's batches the logits travel whole, the features trimmed.
+    ds = batching.training_dataset(x, logits, 8, 0, seq, mode="buckets", per_token_targets=False)
+    for features, targets in ds:
+        assert targets.shape == (8, seq)
+        assert features["token_ids"].shape[1] <= seq
+    with pytest.raises(ValueError, match="sets its own loss"):
+        cached.compile(optimizer="sgd", loss="mse")
 
 
 def test_prediction_distiller_needs_class_logits():
