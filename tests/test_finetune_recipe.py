@@ -216,9 +216,14 @@ def learned(tmp_path_factory, tiny_preset, task_files):
     return run
 
 
-@pytest.mark.jax
+# Under JAX too: classification, regression and tagging. QA's whole run (20
+# epochs, the longest) is in the TensorFlow pass only: its span loss and
+# padding mask train under both backends in tests/models/test_task_models.py,
+# and its answers are read from the logits by numpy.
 @pytest.mark.slow
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=[] if c == "qa" else [pytest.mark.jax]) for c in CASES]
+)
 def test_every_task_learns_its_synthetic_task(learned, tiny_preset, case):
     _, _, _, metric, threshold = CASES[case]
     config, result, _ = learned(case)
