@@ -7,12 +7,27 @@ import sys
 import warnings
 from pathlib import Path
 
-import keras
-import numpy as np
-import pytest
+# Under pytest-xdist each worker's TensorFlow gets its share of the cores
+# (CI: -n 2 on 2 cores, one thread each) instead of a thread pool as large
+# as the machine per worker: two workers' pools on the same cores only take
+# turns. Measured on CI's 2 cores, alternating: a pass over
+# tests/test_batching.py, test_task_models.py and test_lora.py took 91 and
+# 95 s against 104 and 99 s; test_pretrain_recipe.py and
+# test_distill_recipe.py (mostly subprocesses, which inherit it) 154 and
+# 153 s against 166 and 155 s. TensorFlow reads these when it starts its
+# runtime (its first op), after this; a value already set is kept.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+if _WORKERS > 1:
+    _SHARE = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    for _name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        os.environ.setdefault(_name, _SHARE)
 
-import bertzoo
-from tests import time_budget
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import bertzoo  # noqa: E402
+from tests import time_budget  # noqa: E402
 
 # The tests compile hundreds of small XLA programs (every one under JAX),
 # each run a few times: LLVM's optimisation passes cost more there than
