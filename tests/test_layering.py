@@ -81,12 +81,30 @@ def _resolve(name, modules):
     return name if name in modules else None
 
 
-def imports(path, modules, package="bertzoo"):
+# bertzoo.lazy's deferred imports: LazyModule("pkg.mod") and
+# LazyAttribute("pkg.mod:name") import pkg.mod on first use.
+LAZY = {"LazyModule", "LazyAttribute"}
+
+
+def _lazy_target(node, package):
+    """The module a `LazyModule`/`LazyAttribute` call names, if of `package`."""
+    name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+    if name not in LAZY or not node.args or not isinstance(node.args[0], ast.Constant):
+        return None
+    target = str(node.args[0].value).partition(":")[0]
+    return target if target == package or target.startswith(package + ".") else None
+
+
+def imports(path, modules, package="bertzoo", lazy=False):
     """(imported module, line) for each import of the package in `path`,
     wherever it stands (module level or inside a function); relative imports
-    are reported as (None, line)."""
+    are reported as (None, line). With `lazy`, the deferred imports
+    (`LAZY`) too: they run later, so they cannot make an import loop, but
+    what they import must still be below."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
+        if lazy and isinstance(node, ast.Call) and (target := _lazy_target(node, package)):
+            yield _resolve(target, modules), node.lineno
+        elif isinstance(node, ast.ImportFrom):
             if node.level:
                 yield None, node.lineno
                 continue
@@ -107,12 +125,12 @@ def floor_of(module, floors):
     return floors[prefix], prefix
 
 
-def import_graph(root, package="bertzoo"):
+def import_graph(root, package="bertzoo", lazy=False):
     modules = package_modules(root, package)
     graph, relative = {}, []
     for module, path in modules.items():
         graph[module] = {}
-        for target, line in imports(path, modules, package):
+        for target, line in imports(path, modules, package, lazy):
             if target is None:
                 relative.append(f"{module}:{line}")
             elif target != module:
@@ -187,7 +205,7 @@ def cycles(graph):
 
 
 def test_no_module_imports_from_a_higher_floor():
-    graph, _ = import_graph(ROOT)
+    graph, _ = import_graph(ROOT, lazy=True)
     assert upward_imports(graph, FLOORS, APART) == []
 
 
@@ -233,6 +251,31 @@ def test_checker_finds_an_upward_import_hidden_in_a_function(tmp_path):
         },
     )
     assert upward_imports(graph, FLOORS_PKG) == ["pkg.low:2 imports pkg.high (floor 0 -> 1)"]
+
+
+def test_checker_finds_an_upward_import_made_lazily(tmp_path):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/lazy.py": "class LazyModule: ...\nclass LazyAttribute: ...\n",
+        "pkg/low.py": (
+            "from pkg.lazy import LazyAttribute, LazyModule\n"
+            "high = LazyModule('pkg.high')\n"
+            "class Kind:\n"
+            "    model = LazyAttribute('pkg.high:Model')\n"
+            "numpy = LazyModule('numpy')\n"
+        ),
+        "pkg/high.py": "import pkg.low\nclass Model: ...\n",
+    }
+    _tree(tmp_path, files)
+    floors = {**FLOORS_PKG, "pkg.lazy": 0}
+    graph, _ = import_graph(tmp_path, "pkg", lazy=True)
+    assert upward_imports(graph, floors) == ["pkg.low:2 imports pkg.high (floor 0 -> 1)"]
+    found = imports(tmp_path / "pkg/low.py", package_modules(tmp_path, "pkg"), "pkg", True)
+    assert sorted(set(found)) == [("pkg.high", 2), ("pkg.high", 4), ("pkg.lazy", 1)]
+    # Without `lazy` (the loop check): a deferred import runs after both
+    # modules are loaded, so pkg.high importing pkg.low makes no loop.
+    assert upward_imports(import_graph(tmp_path, "pkg")[0], floors) == []
+    assert cycles(import_graph(tmp_path, "pkg")[0]) == []
 
 
 def test_checker_finds_cycles_on_one_floor_and_through_a_package_init(tmp_path):
