@@ -94,6 +94,20 @@ def pytest_configure(config):
         )
 
 
+def needs(module):
+    """The optional package `module` (from an extra, e.g. `export`),
+    imported; without it the test skips, except where `CI` is set: CI
+    installs every extra these tests use (`.ci/run`), so a missing one there
+    is an install that went wrong, and the test fails saying so instead of
+    skipping unseen."""
+    if os.environ.get("CI"):
+        try:
+            return importlib.import_module(module)
+        except ImportError as e:
+            pytest.fail(f"CI is set but {module} does not import ({e}): its extra is not installed")
+    return pytest.importorskip(module)
+
+
 def full_size():
     """True when the exhaustive tests run at full size (`--full`, or
     BERTZOO_FULL_TESTS=1): CONTRIBUTING.md says when to run it."""

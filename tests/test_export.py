@@ -28,6 +28,7 @@ import pytest
 import bertzoo
 from bertzoo import cli
 from bertzoo.export import runner, tokenizer_files
+from tests.conftest import needs
 
 pytestmark = pytest.mark.backend_independent
 
@@ -242,9 +243,9 @@ def classifier(tmp_path_factory, minilm_dir):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("format, int8", [("onnx", False), ("onnx", True), ("litert", True)])
-def test_classifier_export_matches_keras(format, int8, classifier, texts, tmp_path):
-    pytest.importorskip("onnxruntime" if format == "onnx" else "ai_edge_litert")
-    pytest.importorskip("tf2onnx")
+def test_classifier_export_matches_keras(format, int8, classifier, texts, tmp_path, capsys):
+    needs("onnxruntime" if format == "onnx" else "ai_edge_litert")
+    needs("tf2onnx")
     preset, model, tokenizer = classifier
     flags = ["--format", format, "--sequence-length", str(SEQUENCE_LENGTH)] + ["--int8"] * int8
     out = _export(preset, tmp_path / "export", *flags)
@@ -254,6 +255,16 @@ def test_classifier_export_matches_keras(format, int8, classifier, texts, tmp_pa
     fuzz, (a, b) = texts["fuzz"], texts["pairs"]
     got = _run_export(out, [("fuzz", fuzz, None), ("pairs", a, b), ("none", [], None)], tmp_path)
     assert got["none"]["label"] == [] and got["none"]["probabilities"] == []
+    if format == "onnx" and not int8:
+        # Its command line: a row per text, a long input shown by its start.
+        long_text = "좋은 영화 " * 2000
+        capsys.readouterr()
+        assert runner.main([long_text, "a short one", "--export", str(out)]) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert rows[0]["text"] == long_text[: runner.ECHO_CHARACTERS] + "\u2026"
+        assert rows[0]["text_characters"] == len(long_text) == 12000
+        assert rows[1]["text"] == "a short one" and "text_characters" not in rows[1]
+        assert all(row["label"] in model.label_names for row in rows)
     for name, packed in (("fuzz", _packed(tokenizer, fuzz)), ("pairs", _packed(tokenizer, a, b))):
         _same_ids(got[name], packed)
         _same_ids(got[name], packed, "segment_ids")
@@ -291,8 +302,8 @@ def _serving_tags(model, tokenizer, sentences, length):
 
 @pytest.mark.slow
 def test_tagger_export_tags_words_as_the_serving_model(classifier, texts, tmp_path):
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("tf2onnx")
+    needs("onnxruntime")
+    needs("tf2onnx")
     _, _, tokenizer = classifier
     backbone = bertzoo.BertBackbone(vocabulary_size=tokenizer.vocabulary_size, **SIZES)
     model = bertzoo.BertTokenClassifier(backbone, 3, label_names=["O", "B-X", "I-X"])
@@ -349,7 +360,7 @@ def test_qa_export_answers_as_the_serving_model(classifier, texts, tmp_path):
     serving model (the SavedModel's graph) answers them: the same answer
     texts, their character spans at the serving model's byte offsets, and
     the scores within 1e-4 (float32 logits in another order: 1e-6)."""
-    pytest.importorskip("ai_edge_litert")
+    needs("ai_edge_litert")
     from bertzoo.serving import serving_model_from_preset
     from tests.conftest import seed_everything
 
@@ -422,7 +433,7 @@ def test_embedder_saved_model_takes_strings(small_embedder, texts, tmp_path):
 
 @pytest.mark.slow
 def test_embedder_litert_export_matches_keras(small_embedder, texts, tmp_path):
-    pytest.importorskip("ai_edge_litert")
+    needs("ai_edge_litert")
     preset, embedder = small_embedder
     out = _export(preset, tmp_path / "export", "--format", "litert")
     sample = texts["fuzz"][:100] + texts["real"][:50]
@@ -439,8 +450,8 @@ def _packed_full(embedder, texts):
 def test_minilm_int8_onnx_export_keeps_the_embeddings(minilm_dir, texts, tmp_path):
     """The float32 path is held to 1e-5 above (same converter, same runner);
     here the real checkpoint's int8 export, on real sentences and fuzz."""
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("tf2onnx")
+    needs("onnxruntime")
+    needs("tf2onnx")
     out = _export(minilm_dir, tmp_path / "export", "--format", "onnx", "--int8")
     description = json.loads((out / "export.json").read_text(encoding="utf-8"))
     assert description["tokenizer"]["reference"] == "hf-fast" and description["int8"]

@@ -115,3 +115,19 @@ def test_ci_enforces_it_in_every_pass_but_not_at_full_size(monkeypatch):
     monkeypatch.setenv("CI", "true")
     assert time_budget.enforced(config())  # under any Keras backend
     assert not time_budget.enforced(config(full=True))
+
+
+def test_a_missing_extra_fails_in_ci_and_skips_elsewhere(monkeypatch):
+    """`tests.conftest.needs`: an optional package the tests use (the
+    export extra's runtimes) is never skipped unseen in CI, which installs
+    them all."""
+    from tests.conftest import needs
+
+    missing = "bertzoo_no_such_extra_package"
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        needs(missing)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI is set but .* does not import"):
+        needs(missing)
+    assert needs("json").dumps([1]) == "[1]"

@@ -9,7 +9,9 @@ model, qa_spans.py (bertzoo's windows and answer extraction).
 Needs Python >= 3.10, numpy and one runtime: onnxruntime for model.onnx,
 ai-edge-litert for model.tflite. Neither TensorFlow nor bertzoo.
 
-From the command line (one JSON object per text):
+From the command line (one JSON object per text, led by the text itself;
+a text over 200 characters is shown by its first 200 and an ellipsis, with
+its length in "text_characters"):
 
     python OUT/run.py "A first text." "A second one."
     python OUT/run.py --pair "Its second text." "A first text."   # pair tasks
@@ -368,6 +370,18 @@ def load(directory=None, threads=None):
     return Model(Path(__file__).resolve().parent if directory is None else directory, threads)
 
 
+ECHO_CHARACTERS = 200  # the most characters of an input a printed row repeats
+
+
+def _echo(text):
+    """How a printed row names its input: the text, or for a long one its
+    start, an ellipsis and its length (a row repeats no 10,000-character
+    input)."""
+    if len(text) <= ECHO_CHARACTERS:
+        return {"text": text}
+    return {"text": text[:ECHO_CHARACTERS] + "\u2026", "text_characters": len(text)}
+
+
 def _jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -394,7 +408,7 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     for i, text in enumerate(args.texts):
-        row = {"text": text, **{k: _jsonable(v[i]) for k, v in outputs.items()}}
+        row = {**_echo(text), **{k: _jsonable(v[i]) for k, v in outputs.items()}}
         if encoded is not None:
             mask = encoded["padding_mask"][i].astype(bool)
             row["token_ids"] = encoded["token_ids"][i][mask].tolist()
