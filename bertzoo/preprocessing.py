@@ -9,7 +9,7 @@ import tensorflow as tf
 from bertzoo.convert.loader import resolve_preset
 from bertzoo.input_checks import check_sequence_length
 from bertzoo.loader_registry import register_preprocessor_factory
-from bertzoo.presets import classify, max_input_length
+from bertzoo.presets import classify, max_input_length, read_section
 from bertzoo.tokenizers.base import (
     Tokenizer,
     TokenizerError,
@@ -342,10 +342,13 @@ class BertPreprocessor(keras.layers.Layer):
 def preset_preprocessor(preset, sequence_length=None):
     """The `BertPreprocessor` a task model's `from_preset` attaches: the
     preset directory's tokenizer, packing to `sequence_length` (default: the
-    backbone's maximum). None for a built-in preset (an architecture, no
-    vocabulary) or a directory without a usable vocabulary."""
+    length the preset's `preprocessor` section records, e.g. its fine-tuning
+    run's, else the backbone's maximum). None for a built-in preset (an
+    architecture, no vocabulary) or a directory without a usable vocabulary."""
     if classify(preset)[0] == "builtin":
         return None
+    if sequence_length is None:
+        sequence_length = read_section(preset, "preprocessor").get("sequence_length")
     try:
         return BertPreprocessor.from_preset(preset, sequence_length=sequence_length)
     except TokenizerError as error:

@@ -74,6 +74,10 @@ _TOP_LEVEL = {
     "quantization": dict,
     # A TextEmbedder's pooling, normalisation and sequence length.
     "embedder": dict,
+    # A task preset's text packing: the length its preprocessor packs to
+    # when loaded (a fine-tuning run's, so Keras packs as the run and its
+    # export do).
+    "preprocessor": dict,
 }
 # The quantization modes a preset may record (bertzoo.models.quantize).
 QUANTIZATION_MODES = ("int8",)
@@ -82,6 +86,7 @@ _QUANTIZATION = {"mode": str, "runtime": str, "graph": str}
 # layers in the weights file) or "litert" (float32 weights and a graph).
 QUANTIZATION_RUNTIMES = ("keras", "litert")
 _EMBEDDER = {"pooling": str, "normalize": bool, "sequence_length": int}
+_PREPROCESSOR = {"sequence_length": int}
 _TOKENIZER = {
     "kind": str,
     "lowercase": bool,
@@ -305,6 +310,7 @@ def validate_preset(data, source, backbone_keys=None):
         )
     _check_types(data.get("metadata", {}), _METADATA, source, "metadata.")
     _check_types(data.get("embedder", {}), _EMBEDDER, source, "embedder.")
+    _check_types(data.get("preprocessor", {}), _PREPROCESSOR, source, "preprocessor.")
     quantization = data.get("quantization")
     if quantization is not None:
         _check_quantization(quantization, source)

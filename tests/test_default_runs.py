@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import bertzoo
@@ -64,6 +65,20 @@ def test_finetuning_default_reaches_the_readme_accuracy(finetuned):
     assert (finetuned / "runs/finetune/export").is_dir()
     best = bertzoo.BertClassifier.from_preset(finetuned / "runs/finetune/best")
     assert best.head_loaded
+    # Keras packs texts as the run trained and as its export does (not to
+    # MiniLM's 512 positions): the same probabilities on a long text.
+    assert best.preprocessor.sequence_length == metrics["sequence_length"] == 64
+    from bertzoo.serving import serving_model_from_preset
+
+    long_text = "the film was good, and the music was lovely. " * 220  # 10,120 characters
+    serving = serving_model_from_preset(finetuned / "runs/finetune/best")
+    served = serving.answer(text=[long_text])["probabilities"]
+    np.testing.assert_allclose(best.predict_proba([long_text]), served, atol=1e-5)
+    # Its description names the checkpoint, not a path of this machine.
+    description = json.loads((finetuned / "runs/finetune/best/config.json").read_text())
+    assert description["description"] == (
+        "Fine-tuned (classification) from nreimers/MiniLM-L6-H384-uncased by bertzoo's recipe."
+    ), description["description"]
 
 
 def test_distillation_default_keeps_the_teachers_accuracy_and_is_faster(finetuned):

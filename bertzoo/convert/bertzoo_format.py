@@ -275,11 +275,12 @@ def load_task_head_file(model, path):
     return True
 
 
-def save_task_model(model, preset_dir, tokenizer=None, preset_info=None):
+def save_task_model(model, preset_dir, tokenizer=None, preset_info=None, sequence_length=None):
     """Writes a task model as a task preset directory (see
     `TaskModel.save_to_preset`): the backbone files, the head
-    (`task_head.safetensors`), the `task` section and, with `tokenizer`,
-    its vocabulary and settings, published as one unit."""
+    (`task_head.safetensors`), the `task` section, with `sequence_length`
+    the `preprocessor` section and, with `tokenizer`, its vocabulary and
+    settings, published as one unit."""
     preset_dir = Path(preset_dir)
     replaces = preset_lib.MODEL_FILES + (VOCABULARY_FILES if tokenizer is not None else ())
     info = dict(model.backbone.preset_info if preset_info is None else preset_info)
@@ -300,7 +301,14 @@ def save_task_model(model, preset_dir, tokenizer=None, preset_info=None):
             staging,
             info,
             backbone.head_tensors,
-            extra={"task": model.task_config()},
+            extra={
+                "task": model.task_config(),
+                **(
+                    {"preprocessor": {"sequence_length": int(sequence_length)}}
+                    if sequence_length is not None
+                    else {}
+                ),
+            },
             int8_graph=saved_graph(model),
         )
     return preset_dir

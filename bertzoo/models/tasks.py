@@ -353,7 +353,8 @@ class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
 
         `preprocessor`: "auto" (default) attaches the preset's
         `BertPreprocessor` when the task takes texts and the directory holds
-        a vocabulary, packing to `sequence_length` (default: the backbone's
+        a vocabulary, packing to `sequence_length` (default: the length the
+        preset records, e.g. its fine-tuning run's, else the backbone's
         maximum); None attaches none; or pass your own.
 
         A LiteRT-int8 task preset (`quantize("int8")`, then
@@ -390,16 +391,25 @@ class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
         None when this head has no Hugging Face counterpart."""
         return None
 
-    def save_to_preset(self, preset_dir, tokenizer=None, preset_info=None):
+    def save_to_preset(self, preset_dir, tokenizer=None, preset_info=None, sequence_length=None):
         """Writes the backbone files, the head (`task_head.safetensors`) and
         a `task` section in `config.json`, published as one unit with a
         checksum manifest (see `BertBackbone.save_to_preset`). With
         `tokenizer`, its vocabulary and settings too, so `from_preset(dir)`
         and the preprocessor load from the directory alone. `preset_info`:
         the description, tokenizer and metadata sections to record
-        (default: the backbone's `preset_info`)."""
+        (default: the backbone's `preset_info`). `sequence_length`: the
+        length `from_preset(dir)`'s preprocessor packs to (default: this
+        model's preprocessor's, if it has one; else none is recorded and it
+        packs to the backbone's maximum)."""
+        if sequence_length is None and self.preprocessor is not None:
+            sequence_length = getattr(self.preprocessor, "sequence_length", None)
         return preset_loader().save_task_model(
-            self, preset_dir, tokenizer=tokenizer, preset_info=preset_info
+            self,
+            preset_dir,
+            tokenizer=tokenizer,
+            preset_info=preset_info,
+            sequence_length=sequence_length,
         )
 
     # === Serialisation ===

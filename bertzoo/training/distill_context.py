@@ -66,9 +66,11 @@ def stage_optimizer(config, steps):
     )
 
 
-def save_student(context, model):
+def save_student(context, model, sequence_length=None):
     """The student alone (`model`: a classifier for task distillation, else
-    the student's backbone), as a preset directory swapped in complete."""
+    the student's backbone), as a preset directory swapped in complete; a
+    classifier records `sequence_length`, the length it was distilled at,
+    for its preprocessor."""
     config, tokenizer, teacher_path = context.config, context.tokenizer, context.teacher_path
     preset_info = {
         "description": f"Distilled ({config.method}) from {teacher_path} by bertzoo's recipe.",
@@ -77,7 +79,12 @@ def save_student(context, model):
     }
     with atomic_directory(context.student_dir) as staging:
         if isinstance(model, BertClassifier):
-            model.save_to_preset(staging, tokenizer=tokenizer, preset_info=preset_info)
+            model.save_to_preset(
+                staging,
+                tokenizer=tokenizer,
+                preset_info=preset_info,
+                sequence_length=sequence_length,
+            )
         else:
             tokenizer.save_to_preset(staging)
             context.student.save_to_preset(staging, preset_info=preset_info)

@@ -199,7 +199,7 @@ def _run_epoch(task, stage, title, epoch):
     if improved:
         state["best"], state["bad"], state["best_epoch"] = score, 0, epoch + 1
         if stage == "prediction":
-            save_student(context, task.student)
+            save_student(context, task.student, data["sequence_length"])
     else:
         state["bad"] += 1
     logger.info(

@@ -280,11 +280,32 @@ def _epoch(run, training, data, tensorboard, epoch, signals):
         training.best, training.best_epoch = scores, epoch + 1
 
 
+def _preset_info(model, settings):
+    """The fine-tuned preset's sections: the starting checkpoint's, with a
+    description of this run that names the checkpoint by its source (its
+    Hugging Face name, or --init as given), never by a path of this machine."""
+    info = dict(model.backbone.preset_info)
+    source = (info.get("metadata") or {}).get("source_checkpoint") or settings["config"].get("init")
+    task = settings["config"].get("task")
+    info["description"] = (
+        f"Fine-tuned ({task}) from {source or 'the default checkpoint'} by bertzoo's recipe."
+    )
+    return info
+
+
 def _save_best(model, tokenizer, directory, settings):
     """Writes the task preset into a fresh folder, then swaps it in, so the
     directory always holds one complete preset."""
     with atomic_directory(directory) as staging:
-        model.save_to_preset(staging, tokenizer=tokenizer)
+        # The run's length: from_preset(directory) packs texts as it trained
+        # and as its export does.
+        length = settings["serving"]["sequence_length"]
+        model.save_to_preset(
+            staging,
+            tokenizer=tokenizer,
+            preset_info=_preset_info(model, settings),
+            sequence_length=length,
+        )
         atomic_write_text(staging / "finetune.json", json.dumps(settings, indent=2) + "\n")
 
 

@@ -212,3 +212,43 @@ def test_fit_learns_a_separable_task():
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     history = model.fit(x, labels, epochs=15, batch_size=16, verbose=0)
     assert history.history["accuracy"][-1] == 1.0, history.history
+
+
+def test_a_task_preset_records_the_length_its_texts_were_packed_to(tmp_path):
+    """`from_preset` packs texts to the length the preset records (a
+    fine-tuning run's, `save_to_preset(sequence_length=...)` or the model's
+    own preprocessor's), not to the backbone's maximum: Keras then answers
+    as the run trained and as its export does. An explicit length wins; a
+    preset without one packs to the maximum (32 here); a damaged record is
+    refused in one line."""
+    import bertzoo
+
+    words = [f"w{i}" for i in range(56)]
+    tokenizer = bertzoo.BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])
+    model = BertClassifier(tiny_backbone(), 2)
+    model.save_to_preset(tmp_path / "run", tokenizer=tokenizer, sequence_length=16)
+    document = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert document["preprocessor"] == {"sequence_length": 16}
+    loaded = BertClassifier.from_preset(tmp_path / "run")
+    assert loaded.preprocessor.sequence_length == 16
+    long_text = " ".join(words * 3)
+    assert np.asarray(loaded.preprocessor([long_text])["token_ids"]).shape == (1, 16)
+    assert (
+        BertClassifier.from_preset(
+            tmp_path / "run", sequence_length=24
+        ).preprocessor.sequence_length
+        == 24
+    )
+    # Saved again from the loaded model: its preprocessor's length is kept.
+    loaded.save_to_preset(tmp_path / "again", tokenizer=tokenizer)
+    assert task_model_from_preset(tmp_path / "again").preprocessor.sequence_length == 16
+
+    model.save_to_preset(tmp_path / "plain", tokenizer=tokenizer)
+    assert "preprocessor" not in json.loads((tmp_path / "plain" / "config.json").read_text())
+    assert BertClassifier.from_preset(tmp_path / "plain").preprocessor.sequence_length == 32
+
+    edited_by_hand(tmp_path / "run")
+    config = tmp_path / "run" / "config.json"
+    config.write_text(json.dumps({**document, "preprocessor": {"sequence_length": "16"}}))
+    with pytest.raises(PresetError, match="'preprocessor.sequence_length' must be a JSON int"):
+        BertClassifier.from_preset(tmp_path / "run")
