@@ -125,12 +125,16 @@ def _python_case(line, code):
     return pytest.param(code, id=f"line{line}", marks=marks)
 
 
-# What the snippets' comments promise, where they print it.
+# What the snippets' comments promise, where they print it: each pattern
+# must match a whole line of the output (a progress bar's "accuracy: 1.0000"
+# is not the printed accuracy).
 PROMISED = {
-    "BertBackbone.from_preset": ["109482240", "(1, 6, 768) (1, 768)"],
-    "TextEmbedder.from_preset": ["(3, 384) [ 0.62 -0.08]"],
-    # fit on strings learns the 8 texts; predict ranks the unseen pair right
-    "BertClassifier.from_preset": ["1.0", "[1 0] [["],
+    "BertBackbone.from_preset": [r"109482240", r"\(1, 6, 768\) \(1, 768\)"],
+    "TextEmbedder.from_preset": [r"\(3, 384\) \[ 0\.62 -0\.08\]"],
+    # fit on strings learns the 8 texts; predict ranks the unseen pair right,
+    # and the lovely day is positive (the comment's [[0.3 0.7]] is about:
+    # the head starts at random; 0.72 and 0.67 in two runs)
+    "BertClassifier.from_preset": [r"1\.0", r"\[1 0\] \[\[0\.[0-4]\d* 0\.[5-9]\d*\]\]"],
 }
 
 
@@ -145,10 +149,11 @@ def test_python_snippet_runs_as_written(code, tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    for key, outputs in PROMISED.items():
+    lines = done.stdout.splitlines()
+    for key, patterns in PROMISED.items():
         if key in code:
-            for expected in outputs:
-                assert expected in done.stdout, (expected, done.stdout)
+            for pattern in patterns:
+                assert any(re.fullmatch(pattern, line) for line in lines), (pattern, lines[-20:])
 
 
 def test_embedding_snippet_texts_are_ones_the_model_reads():
