@@ -44,6 +44,8 @@ which compile once per shape, a run therefore compiles at most a handful of
 shapes (9 for `sequence_length=128`) per batch size.
 """
 
+import functools
+
 import numpy as np
 
 # The model inputs that have one entry per token position.
@@ -173,10 +175,6 @@ def training_dataset(
     import tensorflow as tf
 
     lengths = sequence_lengths(features)
-    whole = per_token_targets or targets is None  # one trim rule for everything
-    if not whole:
-        targets = np.asarray(targets)
-    data = features if targets is None else (features, targets)
     steps = len(lengths) // int(batch_size)
     if steps == 0:
         raise ValueError(
@@ -188,10 +186,12 @@ def training_dataset(
         while epochs is None or epoch < epochs:
             plan = training_plan(lengths, batch_size, seed + epoch, sequence_length, mode)
             for rows, length in plan[skip:]:
-                if whole:
-                    yield trim(_take(data, rows), length, sequence_length)
-                else:
-                    yield trim(_take(features, rows), length, sequence_length), targets[rows]
+                x = trim(_take(features, rows), length, sequence_length)
+                if targets is None:
+                    yield x
+                    continue
+                y = _take(targets, rows)
+                yield x, (trim(y, length, sequence_length) if per_token_targets else y)
             epoch, skip = epoch + 1, 0
 
     def spec(array, per_token=True):
@@ -203,10 +203,10 @@ def training_dataset(
 
     import keras
 
-    if whole:
-        signature = keras.tree.map_structure(spec, data)
-    else:
-        signature = (keras.tree.map_structure(spec, features), spec(targets, per_token=False))
+    signature = keras.tree.map_structure(spec, features)
+    if targets is not None:
+        target_spec = functools.partial(spec, per_token=per_token_targets)
+        signature = (signature, keras.tree.map_structure(target_spec, targets))
     ds = tf.data.Dataset.from_generator(batches, output_signature=signature)
     if epochs is not None:
         # The stream's length is known: Keras then shows progress against it

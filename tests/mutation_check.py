@@ -80,8 +80,10 @@ MUTATIONS = {
 }
 
 
-# Bugs whose catching test is not the first in TESTS: that test runs first
-# (the others still run after it, so a bug it misses can be caught by them).
+# Bugs whose catching test is not the first in TESTS: that test is named
+# first (the others still run after it, so a bug it misses can be caught by
+# them). pytest keeps that order while tests/time_budget.py gives the files
+# equal budgets (it runs files with larger budgets first).
 FIRST = {
     "masked-LM head not tied (its own table)": (
         "tests/convert/test_hf_variants.py::test_pretraining_heads_match_transformers"
@@ -124,6 +126,7 @@ def run():
     """{bug: the first test that failed (None: survived)}; raises if the
     unmutated copy does not pass or an edit does not apply exactly once."""
     caught = {}
+    assert set(FIRST) <= set(MUTATIONS) and set(FIRST.values()) <= set(TESTS), FIRST
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp)
         _copy_tree(tree)
@@ -134,7 +137,6 @@ def run():
         print(
             f"control: the tests pass on the unmutated copy ({time.perf_counter() - start:.0f} s)"
         )
-        assert set(FIRST) <= set(MUTATIONS) and set(FIRST.values()) <= set(TESTS), FIRST
         for bug, (path, text, replacement, *count) in MUTATIONS.items():
             source = tree / path
             original = source.read_text(encoding="utf-8")

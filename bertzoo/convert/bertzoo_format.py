@@ -284,6 +284,9 @@ def save_task_model(model, preset_dir, tokenizer=None, preset_info=None, sequenc
     preset_dir = Path(preset_dir)
     replaces = preset_lib.MODEL_FILES + (VOCABULARY_FILES if tokenizer is not None else ())
     info = dict(model.backbone.preset_info if preset_info is None else preset_info)
+    sections = {"task": model.task_config()}
+    if sequence_length is not None:
+        sections["preprocessor"] = {"sequence_length": int(sequence_length)}
     with publish_directory(preset_dir, "preset", replaces=replaces) as staging:
         if tokenizer is not None:
             tokenizer.save_to_preset(staging)
@@ -301,14 +304,7 @@ def save_task_model(model, preset_dir, tokenizer=None, preset_info=None, sequenc
             staging,
             info,
             backbone.head_tensors,
-            extra={
-                "task": model.task_config(),
-                **(
-                    {"preprocessor": {"sequence_length": int(sequence_length)}}
-                    if sequence_length is not None
-                    else {}
-                ),
-            },
+            extra=sections,
             int8_graph=saved_graph(model),
         )
     return preset_dir
