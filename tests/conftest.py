@@ -39,6 +39,19 @@ XLA_TEST_FLAG = "--xla_backend_optimization_level=0"
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAG}".strip()
 
+# TensorFlow's graph optimiser (Grappler) rewrites every traced function
+# before its first run: for the thousands of small graphs the tests trace
+# once and run a few times that costs more than it saves (a pass over
+# test_task_models, test_batching, test_lora and test_distillers: 165 s
+# against 185 s). It changes no op's meaning, only fusions and layouts; the
+# recipes' whole runs, the exports loaded in fresh processes and the
+# benchmarks run in their own processes, with it. BERTZOO_TEST_GRAPPLER=1
+# keeps it on here too.
+if keras.backend.backend() == "tensorflow" and os.environ.get("BERTZOO_TEST_GRAPPLER") != "1":
+    import tensorflow as tf  # noqa: E402
+
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
 # Tiny configs with pairwise-distinct sizes (batch 3, seq 7, layers 4, heads 2,
 # hidden 10, intermediate 26, vocab 61) so that no shape passes by coincidence.
 BATCH, SEQ = 3, 7

@@ -1,13 +1,13 @@
-"""The README's fine-tuning and distillation commands on their embedded
-defaults, run as a user runs them (`python recipes/finetune.py`, then
-`python recipes/distill.py` on its output), in a fresh directory, and the
-results the README states: the MiniLM classifier's validation accuracy,
-and a 4-layer student that keeps at least 95% of it and runs over 2x
-faster.
+"""The README's default runs, as a user runs them, in a fresh directory:
+its first command's main job (`python recipes/pretrain.py`), and the
+fine-tuning and distillation commands (`python recipes/finetune.py`, then
+`python recipes/distill.py` on its output); and the results the README
+states: the pre-trained model's held-out masked-LM accuracy rising, the
+MiniLM classifier's validation accuracy, and a 4-layer student that keeps
+at least 95% of it and runs over 2x faster.
 
 These whole runs are checked here, once, rather than in a serial stage of
-`.ci/run` (which runs the README's first command, the pre-training recipe,
-as written): here they share CI's two cores with the other test files.
+`.ci/run`: here they share CI's two cores with the other test files.
 The distillation runs one epoch per stage (its default, at most 10 with
 early stopping, takes too long for CI's two cores): the goals below hold
 after one (docs/distillation.md gives the figures of longer runs)."""
@@ -45,6 +45,31 @@ def _recipe(name, cwd, *args):
     )
     assert run.returncode == 0, f"{name}.py exited {run.returncode}:\n" + run.stderr[-4000:]
     return run
+
+
+def test_pretraining_default_learns_and_publishes_a_preset(tmp_path):
+    """The README's first command after its set-up: `python
+    recipes/pretrain.py`, no flags beyond the log level."""
+    _recipe("pretrain", tmp_path)
+    metrics = json.loads((tmp_path / "runs/pretrain/metrics.json").read_text())
+    print(
+        "pre-training recipe:",
+        {
+            k: metrics[k]
+            for k in (
+                "initial_masked_lm_accuracy",
+                "final_masked_lm_accuracy",
+                "steps",
+                "examples_per_second",
+            )
+        },
+    )
+    assert metrics["steps"] == 700, metrics
+    assert metrics["final_masked_lm_accuracy"] > metrics["initial_masked_lm_accuracy"] + 0.1, (
+        metrics
+    )
+    backbone = bertzoo.BertBackbone.from_preset(tmp_path / "runs/pretrain/preset")
+    assert backbone.count_params() > 0
 
 
 @pytest.fixture(scope="module")

@@ -241,6 +241,7 @@ def test_albert_and_distilbert_hf_directories_end_to_end(tmp_path):
     assert bertzoo.TextEmbedder.from_preset(korean).embed(["a b"]).shape == (1, 8)
 
 
+@pytest.mark.backend_independent  # tokenizer files and preset metadata
 def test_custom_special_tokens_survive_an_hf_round_trip(tmp_path):
     """A vocabulary with non-default special tokens: save_hf records them in
     tokenizer_config.json and every from_preset reads them back."""
@@ -270,6 +271,7 @@ def test_custom_special_tokens_survive_an_hf_round_trip(tmp_path):
     )
 
 
+@pytest.mark.backend_independent  # packing (TensorFlow ops under any backend), no weights
 @pytest.mark.parametrize("variant", ["as_shipped", "cased", "cased_st_lower_case"])
 def test_packs_the_ids_sentence_transformers_feeds_the_model(minilm_dir, tmp_path, variant):
     """The token ids sentence-transformers itself makes (its max_seq_length
