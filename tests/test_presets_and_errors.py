@@ -221,8 +221,11 @@ def test_overrides_are_limited(key, pattern):
             dict(activation="gelu_new"),
             "activation='gelu_new' is not supported. Valid: gelu, gelu_approximate",
         ),
-        (dict(layer_norm_epsilon=0), "layer_norm_epsilon must be a number > 0"),
-        (dict(initializer_range=True), "initializer_range must be a number > 0, got True"),
+        (dict(layer_norm_epsilon=0), "layer_norm_epsilon must be a finite number > 0"),
+        # NaN passes `value <= 0` and makes every output NaN; inf too.
+        (dict(layer_norm_epsilon=float("nan")), "layer_norm_epsilon must be a finite number > 0"),
+        (dict(layer_norm_epsilon=float("inf")), "got inf"),
+        (dict(initializer_range=True), "initializer_range must be a finite number > 0, got True"),
         (dict(use_pooler="yes"), "use_pooler must be true or false"),
     ],
 )

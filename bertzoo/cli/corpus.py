@@ -3,6 +3,7 @@ prepare-records (masked TFRecords from shards)."""
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -82,6 +83,14 @@ def load_tokenizer(vocabulary, lowercase=None, strip_accents=None):
     return tokenizers.from_preset(vocabulary, check_model=False, **options)
 
 
+def _bytes(flag, megabytes):
+    """A size flag in MiB as bytes; 0, negative, NaN and infinite sizes are
+    refused (they used to become one byte: a shard per sentence)."""
+    if not math.isfinite(megabytes) or megabytes <= 0:
+        raise ValueError(f"{flag} must be a number of MiB > 0, got {megabytes:g}.")
+    return max(1, int(megabytes * 2**20))
+
+
 def prepare_command(args):
     """`prepare`: returns the exit status (2: bad input, one line)."""
 
@@ -100,14 +109,15 @@ def prepare_command(args):
         )
         return 2
     try:
-        tokenizer = load_tokenizer(args.vocabulary, args.lowercase, args.strip_accents)
         settings = PrepareSettings(
             layout=args.layout,
-            shard_bytes=max(1, int(args.shard_mb * 2**20)),
+            shard_bytes=_bytes("--shard-mb", args.shard_mb),
             workers=args.workers,
-            max_line_bytes=max(1, int(args.max_line_mb * 2**20)),
+            max_line_bytes=_bytes("--max-line-mb", args.max_line_mb),
             seed=args.seed,
         )
+        settings.check()  # before the tokenizer is read or anything written
+        tokenizer = load_tokenizer(args.vocabulary, args.lowercase, args.strip_accents)
         if args.engine == "beam":
             from bertzoo.data.beam_prepare import prepare_corpus_beam
 

@@ -55,6 +55,7 @@ from bertzoo.data.prepare_worker import (
     tokenizer_spec,
 )
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io import textfiles
 from bertzoo.io.publish import atomic_path, atomic_write_text, check_output_directory
 from bertzoo.io.rundir import RunDirectory
 
@@ -89,9 +90,11 @@ class PrepareSettings:
     def check(self):
         if self.layout not in LAYOUTS:
             raise CorpusError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}.")
-        for name in ("shard_bytes", "max_line_bytes", "batch_sentences"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise CorpusError(f"{name} must be a positive int, got {getattr(self, name)!r}.")
+        for name in ("shard_bytes", "batch_sentences"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CorpusError(f"{name} must be a positive int, got {value!r}.")
+        textfiles.check_max_line_bytes(self.max_line_bytes, CorpusError)
         if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
             raise CorpusError(f"workers must be a positive int or None, got {self.workers!r}.")
 

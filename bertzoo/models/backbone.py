@@ -1,5 +1,6 @@
 """The one BERT-family encoder; every variant is a configuration of it."""
 
+import math
 import sys
 from collections.abc import Mapping
 
@@ -95,6 +96,21 @@ def _check_int(name, value, minimum):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
+def _check_positive(name, value, nullable=False):
+    """A finite number > 0 (NaN and infinities are refused: every output
+    would be NaN), or None where `nullable`."""
+    if value is None and nullable:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        kind = "a finite number > 0" + (" or null" if nullable else "")
+        raise ValueError(f"{name} must be {kind}, got {value!r}.")
+
+
 def _check_rate(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
@@ -111,15 +127,13 @@ def _layer_attention(
     local_rope_theta,
     local_attention_window,
     global_attention_every,
+    max_sequence_length,
 ):
     """Checks the position and attention-pattern arguments; returns each
     block's attention window (None: global) and RoPE base (None: learned
     positions)."""
     for name, value in (("rope_theta", rope_theta), ("local_rope_theta", local_rope_theta)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
-        ):
-            raise ValueError(f"{name} must be a number > 0 or null, got {value!r}.")
+        _check_positive(name, value, nullable=True)
     if rope_theta is None and local_rope_theta is not None:
         raise ValueError(
             "local_rope_theta needs rope_theta: rotary positions are set by rope_theta "
@@ -138,6 +152,14 @@ def _layer_attention(
     _check_int("global_attention_every", global_attention_every, 1)
     if local_attention_window is not None:
         _check_int("local_attention_window", local_attention_window, 2)
+        if local_attention_window > max_sequence_length:
+            # Wider than the positions, a local layer would see everything
+            # (a global one), at the cost of a band as wide as the window.
+            raise ValueError(
+                f"local_attention_window={local_attention_window:,} is wider than "
+                f"max_sequence_length={max_sequence_length:,}: a local layer sees at most the "
+                "sequence. Use a window of at most the sequence length."
+            )
         if global_attention_every < 2:
             raise ValueError(
                 f"local_attention_window={local_attention_window} with "
@@ -432,12 +454,8 @@ class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
             )
         _check_rate("dropout", dropout)
         _check_rate("attention_dropout", effective_attention_dropout)
-        for name, value in (
-            ("layer_norm_epsilon", layer_norm_epsilon),
-            ("initializer_range", initializer_range),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be a number > 0, got {value!r}.")
+        _check_positive("layer_norm_epsilon", layer_norm_epsilon)
+        _check_positive("initializer_range", initializer_range)
         for name, value in (
             ("use_pooler", use_pooler),
             ("norm_first", norm_first),
@@ -457,6 +475,7 @@ class BertBackbone(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
             local_rope_theta,
             local_attention_window,
             global_attention_every,
+            max_sequence_length,
         )
         if isinstance(dtype, dict):  # a serialized DTypePolicy from get_config
             dtype = keras.dtype_policies.get(dtype)

@@ -27,6 +27,8 @@ into a model built from that base (`load_lora_adapter`), which it checks.
 
 import hashlib
 import json
+import math
+import zipfile
 from pathlib import Path
 
 import keras
@@ -106,8 +108,10 @@ def enable_lora(model, rank, alpha=None, targets=DEFAULT_TARGETS):
     it on a built model, before `compile`. Returns the number of trainable
     parameters left."""
     check_rank(rank)
-    if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))):
-        raise LoraError(f"LoRA alpha must be a number or None, got {alpha!r}.")
+    if alpha is not None and (
+        isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha)
+    ):
+        raise LoraError(f"LoRA alpha must be a finite number or None, got {alpha!r}.")
     targets = resolve_targets(targets)
     backbone = _backbone(model)
     quantized = [
@@ -141,6 +145,17 @@ def enable_lora(model, rank, alpha=None, targets=DEFAULT_TARGETS):
         raise LoraError(
             f"LoRA targets {list(targets)} match no Dense layer of {backbone.name}; its Dense "
             f"layers are named {names} (named sets: {', '.join(TARGET_SETS)})."
+        )
+    # Checked before any factor is made: a rank above a projection's own
+    # (its smaller side) adds nothing, and a hostile one (1e6) would
+    # allocate factors of that width on every projection.
+    full = min(min(int(d) for d in layer.kernel.shape) for layer in layers)
+    if rank > full:
+        smallest = next(layer for layer in layers if min(layer.kernel.shape) == full)
+        raise LoraError(
+            f"LoRA rank {rank:,} is above the rank of the target projections ({smallest.name} "
+            f"is {' x '.join(str(int(d)) for d in smallest.kernel.shape)}): use a rank of at "
+            f"most {full} (adapters usually take 4 to 64)."
         )
     # A classifier's pooled head starts at the backbone's pooler (dense ->
     # tanh on the first token, the role RoBERTa's head gives its own dense
@@ -256,9 +271,10 @@ def load_lora_adapter(model, directory):
             f"{directory} was trained on other base weights than this model's (their "
             "fingerprints differ): load it into the model it was fine-tuned from."
         )
+    expected = adapter_arrays(model)
+    _check_members(directory / ADAPTER_FILE, expected)
     with np.load(directory / ADAPTER_FILE, allow_pickle=False) as saved:
         arrays = {name: saved[name] for name in saved.files}
-    expected = adapter_arrays(model)
     if sorted(arrays) != sorted(expected) or any(
         arrays[k].shape != expected[k].shape for k in expected
     ):
@@ -266,12 +282,49 @@ def load_lora_adapter(model, directory):
             f"{directory} holds {len(arrays)} adapter arrays that do not match this model's "
             f"{len(expected)} (another architecture or head?)."
         )
+    bad = [k for k in sorted(expected) if not np.all(np.isfinite(arrays[k]))]
+    if bad:
+        raise LoraError(
+            f"{directory}: adapter array {bad[0]} holds NaN or infinite values "
+            f"({len(bad)} array(s) do): the adapter is damaged."
+        )
     for i, layer in enumerate(lora_layers(model)):
         layer.lora_kernel_a.assign(arrays[f"lora/{i}/{layer.name}/a"])
         layer.lora_kernel_b.assign(arrays[f"lora/{i}/{layer.name}/b"])
     for i, variable in enumerate(_head_variables(model)):
         variable.assign(arrays[f"head/{i}/{variable.name}"])
     return model
+
+
+# An .npy member's header before its data (numpy writes 128 bytes or a
+# multiple of 64 for long headers; this bounds it generously).
+_NPY_HEADER_BYTES = 4096
+
+
+def _check_members(path, expected):
+    """Reads the zip directory of the adapter's `.npz` (nothing is
+    inflated) and refuses members this model does not expect, or larger
+    than its arrays: a small file whose member inflates to gigabytes is
+    refused before it is read."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename: info.file_size for info in archive.infolist()}
+    except (OSError, zipfile.BadZipFile) as e:
+        raise LoraError(f"{path} cannot be read as an adapter file ({e}).") from None
+    wanted = {f"{name}.npy": array.nbytes + _NPY_HEADER_BYTES for name, array in expected.items()}
+    unexpected = sorted(set(members) - set(wanted))
+    if unexpected:
+        raise LoraError(
+            f"{path} holds {unexpected[0]!r}, not an array of this model's adapter "
+            f"({len(wanted)} arrays): another architecture or head?"
+        )
+    for name, size in sorted(members.items()):
+        if size > wanted[name]:
+            raise LoraError(
+                f"{path}: {name} inflates to {size:,} bytes, more than this model's array "
+                f"({wanted[name] - _NPY_HEADER_BYTES:,} bytes): the adapter is damaged or "
+                "hostile."
+            )
 
 
 def checkpoint_arrays(model):

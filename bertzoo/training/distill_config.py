@@ -55,6 +55,7 @@ class DistillConfig(RunConfig):
     # A resumed run refuses these files changed since it started (its
     # checkpoints were trained on them): the task files, or the corpus.
     input_files = ("train", "validation", "corpus")
+    path_settings = ("teacher",)
 
     method: str = setting(
         "tinybert-task",

@@ -35,6 +35,7 @@ class _FinetuneRunSettings(RunConfig):
     run_kind = "finetune"
     # A resumed run refuses these files changed since it started.
     input_files = ("train", "validation")
+    path_settings = ("init",)
 
     task: str = setting(
         "classification",

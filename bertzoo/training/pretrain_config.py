@@ -55,6 +55,7 @@ class PretrainConfig(RunConfig):
     """
 
     run_kind = "pretrain"
+    path_settings = ("corpus", "prepared", "vocab", "data")
 
     preset: str = setting(
         "bert_tiny",

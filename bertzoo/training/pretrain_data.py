@@ -297,6 +297,33 @@ def warn_small_eval(config, examples, batch):
     )
 
 
+def warn_one_sentence_documents(objective, summary):
+    """One warning before training when a sentence-pair objective (NSP,
+    SOP) meets a corpus most of whose documents hold one sentence: such a
+    document's pair takes its second segment from another document (the
+    reference's rule), always with the same label, so the sentence task is
+    learnt from that label alone. From the corpus's counts: with D
+    documents and S sentences, at least 2D - S documents hold one sentence
+    (each of the others holds two or more)."""
+    objective = example_objective(objective)
+    documents, sentences = int(summary["documents"]), int(summary["sentences"])
+    single = 2 * documents - sentences
+    if objective not in ("nsp", "sop") or documents == 0 or 2 * single <= documents:
+        return single
+    logger.warning(
+        "At least %d of the corpus's %d documents hold one sentence (%d sentences in all): "
+        "objective %s pairs such a document with another document's text under one label, "
+        "so its accuracy says nothing about the model. A blank line ends a document: "
+        "separate documents, not sentences, with blank lines, or train masked LM only "
+        "(--objective none; with one document per line, --corpus-layout documents).",
+        single,
+        documents,
+        sentences,
+        objective,
+    )
+    return single
+
+
 def eval_batches(config, examples, masker, objective):
     """The evaluation batches of `examples` at the last (longest) phase's
     length. Masks are drawn once (cached): the initial and final numbers,
@@ -452,6 +479,7 @@ class PreparedData:
                 total,
                 config.eval_fraction,
             )
+        warn_one_sentence_documents(objective, prepared.document["summary"])
         self._streams = {}
 
     def settings(self, phase, seq_len=None, seed=None):

@@ -117,6 +117,10 @@ class RunConfig:
 
     run_kind: typing.ClassVar[str] = ""
     input_files: typing.ClassVar[tuple] = ()
+    # Settings that name files or directories (a path or a tuple of them;
+    # `input_files` too): a resume compares where they point, so the same
+    # file spelt relative in one command and absolute in the other matches.
+    path_settings: typing.ClassVar[tuple] = ()
 
     def to_json(self):
         """The settings as a JSON object (tuples become lists)."""
@@ -190,11 +194,29 @@ class RunConfig:
         defaults = type(self)().to_json()
         recorded = {**{k: v for k, v in defaults.items() if k not in recorded}, **recorded}
         free = set(current) - set(self.compared_settings())
+        paths = set(self.path_settings) | set(self.input_files)
         return {
             k: (recorded.get(k), current.get(k))
             for k in sorted(set(recorded) | set(current))
-            if k not in free and recorded.get(k) != current.get(k)
+            if k not in free
+            and recorded.get(k) != current.get(k)
+            and not (k in paths and _same_paths(recorded.get(k), current.get(k)))
         }
+
+
+def _same_paths(a, b):
+    """Whether two recorded values of a path setting (a path, or a list of
+    them) name the same files, relative ones taken from the working
+    directory (a resume runs the same command from the same place)."""
+
+    def where(value):
+        if isinstance(value, str):
+            return str(Path(value).expanduser().resolve())
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return [where(v) for v in value]
+        return value
+
+    return where(a) == where(b)
 
 
 # === The built-in corpus ===

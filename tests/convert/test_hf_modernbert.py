@@ -393,3 +393,20 @@ def test_task_heads_match_transformers():
     # token, from the initialiser.
     fresh = bertzoo.BertClassifier.from_preset(FIXTURES / "model", num_classes=2)
     assert fresh.head_style == "modernbert" and not fresh.head_loaded
+
+
+@pytest.mark.backend_independent  # a config check before anything is built
+@pytest.mark.parametrize("window", [10**9, float("nan"), 65])
+def test_a_hostile_local_attention_window_is_refused_before_building(tmp_path, window):
+    """`local_attention` of 1e9 built a band that wide (over 6 GiB): a
+    window wider than the positions (64 here), or not an integer, is one
+    line naming it, before any layer is built."""
+    directory = tmp_path / "model"
+    shutil.copytree(FIXTURES / "model", directory)
+    config = json.loads((directory / "config.json").read_text())
+    config["local_attention"] = window
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(bertzoo.PresetError) as error:
+        bertzoo.BertBackbone.from_preset(directory)
+    message = str(error.value)
+    assert "\n" not in message and "local_attention" in message, message

@@ -412,6 +412,36 @@ def test_command_line_prepare_and_records(tmp_path, tokenizer, capsys):
     assert "is a directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        # 0 and -1 used to become one byte: a shard per sentence.
+        ("--shard-mb", "0", "--shard-mb must be a number of MiB > 0, got 0."),
+        ("--shard-mb", "-1", "--shard-mb must be a number of MiB > 0, got -1."),
+        ("--shard-mb", "nan", "--shard-mb must be a number of MiB > 0, got nan."),
+        ("--max-line-mb", "inf", "--max-line-mb must be a number of MiB > 0, got inf."),
+        # 600 MiB lines passed 6 GiB: the cap is 16 MiB.
+        ("--max-line-mb", "600", "max_line_bytes must be between 1 and 16,777,216 (16 MiB"),
+    ],
+)
+def test_size_flags_out_of_bounds_are_one_line_before_anything_is_read(
+    tmp_path, capsys, flag, value, message
+):
+    from bertzoo.cli import main
+
+    write_documents(tmp_path / "a.txt", mixed_documents(3, seed=1))
+    out = tmp_path / "prepared"
+    # A vocabulary that does not exist: the flags are refused before it is read.
+    argv = ["prepare", str(tmp_path / "a.txt"), "--vocabulary", str(tmp_path / "no_vocab.txt")]
+    assert main([*argv, "--output", str(out), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert not out.exists()
+    with pytest.raises(BertzooError, match="max_line_bytes must be between 1 and"):
+        PrepareSettings(max_line_bytes=(16 << 20) + 1).check()
+    PrepareSettings(max_line_bytes=16 << 20).check()
+
+
 def test_worker_count(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     per = prepare_lib.BYTES_PER_WORKER

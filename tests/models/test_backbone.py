@@ -454,7 +454,12 @@ def test_modernbert_shape_is_configuration():
         (dict(global_attention_every=1), "leaves no local layer; global_attention_every must"),
         (dict(local_attention_window=1), "local_attention_window must be an integer >= 2"),
         (dict(rope_theta=None), "local_rope_theta needs rope_theta"),
-        (dict(rope_theta=-1.0), "rope_theta must be a number > 0 or null"),
+        (dict(rope_theta=-1.0), "rope_theta must be a finite number > 0 or null"),
+        (dict(rope_theta=float("nan")), "rope_theta must be a finite number > 0 or null"),
+        (dict(local_rope_theta=float("inf")), "local_rope_theta must be a finite number > 0"),
+        # A hostile window (1e9 built a band of that width): at most the positions.
+        (dict(local_attention_window=10**9), "is wider than max_sequence_length=32"),
+        (dict(local_attention_window=33), "local_attention_window=33 is wider than"),
         (dict(hidden_dim=10), "hidden_dim / num_heads = 5 must be even"),
         (dict(num_groups=2), "norm_first needs one block per layer"),
         (dict(norm_first="yes"), "norm_first must be true or false"),

@@ -3,6 +3,7 @@
 loads the adapter alone, and resumes exactly from a training checkpoint."""
 
 import json
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -113,6 +114,95 @@ def test_merged_preset_adapter_and_errors(tmp_path):
         f.write(b"\xff\xff")
     with pytest.raises(lora.LoraError, match="lora_adapter.npz"):
         bertzoo.BertClassifier.from_preset(base).load_lora_adapter(tmp_path / "adapter")
+
+
+def _reseal(directory):
+    """What a hostile directory does: its manifest recomputed over the
+    edited files, so checksums alone cannot stop it."""
+    from bertzoo.io import manifest as manifest_lib
+
+    path = directory / manifest_lib.MANIFEST_FILE
+    kind = json.loads(path.read_text())["kind"]
+    entries = manifest_lib.describe_files(directory, manifest_lib.list_files(directory))
+    path.write_text(manifest_lib.manifest_text(kind, entries))
+
+
+def _one_line(error):
+    message = str(error.value)
+    assert "\n" not in message, message
+    return message
+
+
+@pytest.mark.backend_independent  # checks on files and settings before any factor exists
+def test_hostile_adapters_are_refused_before_anything_is_allocated(tmp_path):
+    import zipfile
+
+    model = _classifier()
+    base = tmp_path / "base"
+    model.save_to_preset(base)
+    model.enable_lora(rank=2)
+    model.save_lora_adapter(tmp_path / "adapter")
+
+    def copy(name):
+        import shutil
+
+        return Path(shutil.copytree(tmp_path / "adapter", tmp_path / name))
+
+    # A rank of a million (factors that wide on every projection: over 6
+    # GiB): refused by the projections' own rank, 16 here.
+    ranked = copy("rank")
+    document = json.loads((ranked / lora.ADAPTER_CONFIG).read_text())
+    (ranked / lora.ADAPTER_CONFIG).write_text(json.dumps({**document, "rank": 1_000_000}))
+    _reseal(ranked)
+    with pytest.raises(lora.LoraError) as error:
+        bertzoo.BertClassifier.from_preset(base).load_lora_adapter(ranked)
+    assert "rank 1,000,000 is above" in _one_line(error) and "at most 16" in str(error.value)
+    # The same bound on the flag's path.
+    with pytest.raises(lora.LoraError, match="rank 17 is above the rank"):
+        _classifier().enable_lora(17)
+
+    # A NaN or infinite alpha scales every output to NaN.
+    for alpha in (float("nan"), float("inf")):
+        with pytest.raises(lora.LoraError, match="alpha must be a finite number"):
+            _classifier().enable_lora(2, alpha=alpha)
+
+    # A small zip whose member inflates far past the array it claims to be
+    # (here 64 MiB of zeros, a few KiB compressed): refused from the zip's
+    # directory, before anything is inflated.
+    bomb = copy("bomb")
+    with zipfile.ZipFile(bomb / lora.ADAPTER_FILE) as archive:
+        names = archive.namelist()
+    with zipfile.ZipFile(bomb / lora.ADAPTER_FILE, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in names:
+            archive.writestr(name, b"\0" * (64 << 20) if name == names[0] else b"")
+    assert (bomb / lora.ADAPTER_FILE).stat().st_size < 1 << 20
+    _reseal(bomb)
+    with pytest.raises(lora.LoraError) as error:
+        bertzoo.BertClassifier.from_preset(base).load_lora_adapter(bomb)
+    assert f"{names[0]} inflates to 67,108,864 bytes" in _one_line(error)
+
+    # A member the model has no array for.
+    extra = copy("extra")
+    with zipfile.ZipFile(extra / lora.ADAPTER_FILE, "a") as archive:
+        archive.writestr("surprise.npy", b"")
+    _reseal(extra)
+    with pytest.raises(lora.LoraError, match="holds 'surprise.npy', not an array"):
+        bertzoo.BertClassifier.from_preset(base).load_lora_adapter(extra)
+
+    # NaN in an adapter array (consistent shapes and checksums).
+    poisoned = copy("poisoned")
+    with np.load(poisoned / lora.ADAPTER_FILE) as saved:
+        arrays = {k: saved[k] for k in saved.files}
+    first = sorted(arrays)[0]
+    arrays[first] = np.full_like(arrays[first], np.nan)
+    np.savez(poisoned / lora.ADAPTER_FILE, **arrays)
+    _reseal(poisoned)
+    with pytest.raises(lora.LoraError) as error:
+        bertzoo.BertClassifier.from_preset(base).load_lora_adapter(poisoned)
+    assert f"adapter array {first} holds NaN" in _one_line(error)
+
+    # The untouched adapter still loads.
+    bertzoo.BertClassifier.from_preset(base).load_lora_adapter(tmp_path / "adapter")
 
 
 def test_bad_settings_are_one_line_errors():

@@ -130,6 +130,26 @@ def test_settings_record_and_comparison(tmp_path):
     assert other.changed_settings(tmp_path) == {"mode": ("a", "b")}
 
 
+def test_a_path_spelt_relative_or_absolute_is_the_same_setting(tmp_path, monkeypatch):
+    """A run started with `--prepared /abs/prepared` resumes when the
+    command says `--prepared prepared` from the directory holding it (it
+    was refused as changed settings); another directory is a change."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prepared").mkdir()
+    (tmp_path / "other").mkdir()
+    output = tmp_path / "run"
+    output.mkdir()
+    first = PretrainConfig(prepared=str(tmp_path / "prepared"), corpus=(str(tmp_path / "a.txt"),))
+    first.record(output)
+    relative = dataclasses.replace(first, prepared="prepared", corpus=("./a.txt",))
+    assert relative.changed_settings(output) == {}
+    moved = dataclasses.replace(first, prepared="other")
+    assert moved.changed_settings(output) == {"prepared": (str(tmp_path / "prepared"), "other")}
+    # Fine-tuning: its task files and the model it starts from.
+    FinetuneConfig(train=str(tmp_path / "t.csv"), init=str(tmp_path / "prepared")).record(output)
+    assert FinetuneConfig(train="t.csv", init="prepared").changed_settings(output) == {}
+
+
 def test_compared_settings_of_the_runs():
     assert set(PretrainConfig.compared_settings()).isdisjoint(
         {"output", "resume", "checkpoint_every", "keep_checkpoints", "log_every", "verbose", "tpu"}
