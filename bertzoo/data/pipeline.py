@@ -43,10 +43,14 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from bertzoo.errors import BertzooError
+from bertzoo.errors import BertzooError, IntegrityError
+from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import atomic_path, atomic_write_text
 
 METADATA_FILE = "pretraining_metadata.json"
+# The largest metadata file read: a list of 100,000 shards takes about 4
+# MB; a hostile one of 1e7 entries (360 MB) passed 6 GiB when parsed.
+MAX_METADATA_BYTES = 16 << 20
 FORMAT_VERSION = 1
 _INT_FEATURES = ("token_ids", "segment_ids", "padding_mask")
 _AUTOTUNE = tf.data.AUTOTUNE
@@ -312,12 +316,44 @@ def _resolve(pattern):
         raise PretrainingDataError(
             f"{directory} has no {METADATA_FILE}; write the files with write_pretraining_tfrecords."
         )
-    metadata = json.loads(meta_path.read_text(encoding="utf-8"))
-    if files is None:
-        files = [str(directory / name) for name in metadata["shards"]]
-        missing = [f for f in files if not os.path.isfile(f)]
-        if missing:
-            raise FileNotFoundError(f"Shards listed in {meta_path} are missing: {missing}.")
+    if meta_path.stat().st_size > MAX_METADATA_BYTES:
+        raise PretrainingDataError(
+            f"{meta_path} is {meta_path.stat().st_size:,} bytes, more than the "
+            f"{MAX_METADATA_BYTES:,} a records directory's metadata takes: damaged or not bertzoo's."
+        )
+    # A directory with a manifest (`prepare-records` writes one) is checked
+    # against it: its metadata, and every record file it is read from.
+    manifest = manifest_lib.read_manifest(directory)
+    try:
+        if manifest is not None:
+            manifest_lib.verify_directory(directory, names=[METADATA_FILE], manifest=manifest)
+        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+        shards = metadata.get("shards") if isinstance(metadata, dict) else None
+        if (
+            not isinstance(shards, list)
+            or not all(isinstance(n, str) and manifest_lib.inside(n) for n in shards)
+            or len(set(shards)) != len(shards)
+        ):
+            raise PretrainingDataError(
+                f"{meta_path}: its shards must be a list of distinct file names inside "
+                f"{directory}; the file is damaged or not bertzoo's."
+            )
+        if files is None:
+            files = [str(directory / name) for name in shards]
+            missing = [f for f in files if not os.path.isfile(f)]
+            if missing:
+                raise FileNotFoundError(f"Shards listed in {meta_path} are missing: {missing}.")
+        if manifest is not None:
+            names = [Path(f).name for f in files]
+            unlisted = [n for n in names if n not in manifest["files"]]
+            if unlisted:
+                raise PretrainingDataError(
+                    f"{directory}: {unlisted[0]} is not in its manifest "
+                    f"({manifest_lib.MANIFEST_FILE}); it was not written there by bertzoo."
+                )
+            manifest_lib.verify_directory(directory, names=names, manifest=manifest)
+    except IntegrityError as e:
+        raise PretrainingDataError(str(e)) from None
     return files, metadata, meta_path
 
 

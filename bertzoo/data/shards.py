@@ -73,7 +73,53 @@ class PreparedCorpus:
             small = [n for n in found["files"] if not n.endswith(shardfile.SUFFIX)]
             manifest_lib.verify_directory(self.directory, names=small, manifest=found)
         self.document = json.loads((self.directory / PREPARED_FILE).read_text(encoding="utf-8"))
+        self._check_document()
         self.shard_paths = [self.directory / s["name"] for s in self.document["shards"]]
+
+    def _check_document(self):
+        """prepared.json is checked before anything is sized from it: every
+        name it gives is inside the directory and listed in the manifest
+        (so it is verified when read), and every shard's counts are
+        non-negative integers that fit the shard file's recorded size (a
+        shard holds at least 2 bytes per token and 4 per sentence and per
+        document). A hostile directory recomputes its manifest: checksums
+        alone cannot stop it."""
+        where = self.directory / PREPARED_FILE
+        files = self.manifest["files"]
+        document = self.document
+
+        def fail(what):
+            raise CorpusError(f"{where}: {what}; the directory is damaged or not bertzoo's.")
+
+        def listed(name, what):
+            if not manifest_lib.inside(name) or name not in files:
+                fail(f"{what} {name!r} is not a file inside the directory its manifest lists")
+
+        shards = document.get("shards") if isinstance(document, dict) else None
+        if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
+            fail("it has no list of shards")
+        tokenizer = document.get("tokenizer")
+        listed(tokenizer.get("file") if isinstance(tokenizer, dict) else None, "the vocabulary")
+        totals = dict.fromkeys(("documents", "sentences", "tokens"), 0)
+        for index, shard in enumerate(shards):
+            name = shard.get("name")
+            listed(name, f"shard {index}")
+            counts = {k: shard.get(k) for k in totals}
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values()
+            ):
+                fail(f"shard {name}'s counts {counts} are not whole numbers >= 0")
+            least = 16 + 2 * counts["tokens"] + 4 * (counts["sentences"] + counts["documents"])
+            if least > files[name]["size"]:
+                fail(
+                    f"shard {name}'s counts {counts} need at least {least:,} bytes; the shard "
+                    f"file has {files[name]['size']:,}"
+                )
+            for k in totals:
+                totals[k] += counts[k]
+        summary = document.get("summary")
+        if not isinstance(summary, dict) or any(summary.get(k) != v for k, v in totals.items()):
+            fail(f"its summary does not add up to its shards' counts {totals}")
 
     def __len__(self):
         return len(self.shard_paths)

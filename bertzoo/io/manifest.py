@@ -94,6 +94,12 @@ def manifest_text(kind, entries):
     return json.dumps(document, indent=1, sort_keys=True) + "\n"
 
 
+def inside(name):
+    """Whether `name` is a relative POSIX path that stays inside its
+    directory (what every name a directory's files give must be)."""
+    return _inside(name)
+
+
 def _inside(name):
     """Whether a manifest's file name stays inside its directory: a relative
     POSIX path of plain parts (no '..', '.', empty part, backslash or NUL)."""

@@ -135,10 +135,12 @@ MAX_LINE_BYTES_CAP = 16 << 20
 def check_max_line_bytes(max_line_bytes, error=InputFilesError):
     if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int):
         raise error(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}.")
-    if not 1 <= max_line_bytes <= MAX_LINE_BYTES_CAP:
+    if max_line_bytes < 1:
+        raise error(f"max_line_bytes must be a positive integer, got {max_line_bytes}.")
+    if max_line_bytes > MAX_LINE_BYTES_CAP:
         raise error(
-            f"max_line_bytes must be between 1 and {MAX_LINE_BYTES_CAP:,} (16 MiB: tokenizing "
-            f"a line holds about 54 bytes per byte of it), got {max_line_bytes:,}."
+            f"max_line_bytes must be at most {MAX_LINE_BYTES_CAP:,} (16 MiB: tokenizing a line "
+            f"holds about 54 bytes per byte of it), got {max_line_bytes:,}."
         )
     return max_line_bytes
 

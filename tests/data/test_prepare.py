@@ -421,7 +421,7 @@ def test_command_line_prepare_and_records(tmp_path, tokenizer, capsys):
         ("--shard-mb", "nan", "--shard-mb must be a number of MiB > 0, got nan."),
         ("--max-line-mb", "inf", "--max-line-mb must be a number of MiB > 0, got inf."),
         # 600 MiB lines passed 6 GiB: the cap is 16 MiB.
-        ("--max-line-mb", "600", "max_line_bytes must be between 1 and 16,777,216 (16 MiB"),
+        ("--max-line-mb", "600", "max_line_bytes must be at most 16,777,216 (16 MiB"),
     ],
 )
 def test_size_flags_out_of_bounds_are_one_line_before_anything_is_read(
@@ -437,7 +437,7 @@ def test_size_flags_out_of_bounds_are_one_line_before_anything_is_read(
     err = capsys.readouterr().err
     assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
     assert not out.exists()
-    with pytest.raises(BertzooError, match="max_line_bytes must be between 1 and"):
+    with pytest.raises(BertzooError, match="max_line_bytes must be at most 16,777,216"):
         PrepareSettings(max_line_bytes=(16 << 20) + 1).check()
     PrepareSettings(max_line_bytes=16 << 20).check()
 

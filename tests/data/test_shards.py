@@ -335,3 +335,107 @@ def test_at_least_one_document_is_held_out_and_never_all(tmp_path, tokenizer):
         held_out = resolve_held_out(prepared, 0.49, seed=seed)
         assert 1 <= held_out_count(prepared, held_out) <= 2
     assert held_out_count(prepared, resolve_held_out(prepared, 0.0, seed=0)) == 0
+
+
+def _reseal(directory):
+    """A hostile directory recomputes its manifest over what it edited."""
+    path = directory / manifest_lib.MANIFEST_FILE
+    kind = json.loads(path.read_text())["kind"]
+    entries = manifest_lib.describe_files(directory, manifest_lib.list_files(directory))
+    path.write_text(manifest_lib.manifest_text(kind, entries))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        # One number: the held-out draw allocated from it (1e9: over 6 GiB).
+        (lambda d: d["shards"][0].update(documents=10**9), "need at least 4,000,0"),
+        (lambda d: d["shards"][0].update(documents=-3), "are not whole numbers >= 0"),
+        (lambda d: d["shards"][0].update(tokens=1.5), "are not whole numbers >= 0"),
+        # Names that leave the directory, or that its manifest does not list
+        # (never verified): a FIFO there blocked a run forever.
+        (lambda d: d["shards"][0].update(name="../outside.bzshard"), "is not a file inside"),
+        (lambda d: d["shards"][0].update(name="/etc/passwd"), "is not a file inside"),
+        (lambda d: d["tokenizer"].update(file="unlisted.txt"), "the vocabulary 'unlisted.txt'"),
+        (lambda d: d["summary"].update(documents=d["summary"]["documents"] + 1), "add up"),
+        (lambda d: d.update(shards={}), "it has no list of shards"),
+    ],
+)
+def test_a_hostile_prepared_json_is_refused_before_anything_is_sized(
+    tmp_path, prepared, edit, message
+):
+    import shutil
+
+    from bertzoo.data.prepare import PREPARED_FILE
+
+    directory = tmp_path / "hostile"
+    shutil.copytree(prepared.directory, directory)
+    path = directory / PREPARED_FILE
+    document = json.loads(path.read_text())
+    edit(document)
+    path.write_text(json.dumps(document))
+    _reseal(directory)
+    with pytest.raises(CorpusError) as error:
+        open_prepared(directory)
+    assert message in str(error.value) and "\n" not in str(error.value), str(error.value)
+    # The directory as it was opens.
+    assert len(open_prepared(prepared.directory)) >= 1
+
+
+def test_records_are_read_only_as_their_manifest_lists_them(prepared, tokenizer, masker, tmp_path):
+    """`--data` (read_pretraining_dataset) on a `prepare-records` directory
+    checks its metadata and every record file against the manifest: a
+    swapped record file, a shard list with duplicates or names outside the
+    directory, and an oversized metadata file are one line each."""
+    import shutil
+
+    from bertzoo.data import pipeline
+
+    out = tmp_path / "records"
+    settings = RecordSettings(seq_len=S, objective="sop", dupe_factor=1, seed=9)
+    write_prepared_records(prepared, out, tokenizer, masker, settings)
+    files = sorted(out.glob("*.tfrecord"))
+    assert len(files) >= 2
+    next(iter(read_pretraining_dataset(out, 2, S)))  # as written: read
+
+    def copy(name):
+        return shutil.copytree(out, tmp_path / name)
+
+    def refused(directory, message):
+        with pytest.raises(pipeline.PretrainingDataError) as error:
+            read_pretraining_dataset(directory, 2, S)
+        assert message in str(error.value) and "\n" not in str(error.value), str(error.value)
+
+    # One record file swapped for another valid one (the manifest not resealed).
+    swapped = copy("swapped")
+    shutil.copyfile(files[0], swapped / files[1].name)
+    refused(swapped, files[1].name)
+    # Duplicated shards (trained on twice), or a name outside the directory,
+    # with the manifest resealed.
+    for name, shards in (
+        ("duplicates", lambda s: s + s[:1]),
+        ("outside", lambda s: ["../" + s[0]] + s[1:]),
+        ("absolute", lambda s: [str(files[0])] + s[1:]),
+    ):
+        hostile = copy(name)
+        path = hostile / pipeline.METADATA_FILE
+        metadata = json.loads(path.read_text())
+        path.write_text(json.dumps({**metadata, "shards": shards(metadata["shards"])}))
+        _reseal(hostile)
+        refused(hostile, "its shards must be a list of distinct file names inside")
+    # A record file the manifest does not list, named in the metadata.
+    unlisted = copy("unlisted")
+    shutil.copyfile(files[0], unlisted / "extra.tfrecord")
+    path = unlisted / pipeline.METADATA_FILE
+    metadata = json.loads(path.read_text())
+    path.write_text(json.dumps({**metadata, "shards": metadata["shards"] + ["extra.tfrecord"]}))
+    manifest = json.loads((unlisted / manifest_lib.MANIFEST_FILE).read_text())
+    manifest["files"].pop("extra.tfrecord", None)
+    manifest["files"].update(manifest_lib.describe_files(unlisted, [pipeline.METADATA_FILE]))
+    (unlisted / manifest_lib.MANIFEST_FILE).write_text(json.dumps(manifest))
+    refused(unlisted, "extra.tfrecord is not in its manifest")
+    # Metadata past the cap is not parsed.
+    big = copy("big")
+    with open(big / pipeline.METADATA_FILE, "a") as f:
+        f.write(" " * pipeline.MAX_METADATA_BYTES)
+    refused(big, "more than the 16,777,216 a records directory's metadata takes")
