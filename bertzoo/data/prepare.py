@@ -41,6 +41,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 from pathlib import Path
 
 from bertzoo.data import progress as progress_lib
@@ -109,21 +110,45 @@ class PrepareSettings:
 # === The whole preparation ===
 
 
+# The names of the shards a preparation writes (`<piece name>-NNNNN`):
+# only these are ever replaced or deleted in its output.
+SHARD_NAME = re.compile(r"shard-\d{5,}-\d{5,}-\d{5,}" + re.escape(shardfile.SUFFIX))
+
+
+def _is_preparation(output):
+    """Whether `output` is a preparation of bertzoo's: one in progress (its
+    journal, written before anything else) or a finished one (a manifest of
+    kind "prepared")."""
+    if (output / JOURNAL_FILE).is_file():
+        return True
+    found = manifest_lib.read_manifest(output)
+    return found is not None and found.get("kind") == MANIFEST_KIND
+
+
 def _check_output(output):
     """Refuses, before writing, an output that is a file, a bertzoo
     directory of another kind, or a directory holding files bertzoo did not
-    write there."""
-    ours = {PREPARED_FILE, JOURNAL_FILE, manifest_lib.MANIFEST_FILE, ".bertzoo.lock"}
-    ours |= {"vocab.txt", "spiece.model"}  # the tokenizer's vocabulary, written last
+    write there. A preparation owns the names it writes only in a directory
+    that is its own (`_is_preparation`): anywhere else a `vocab.txt`, a
+    `prepared.json` or a `.bzshard` is the user's, and is refused, never
+    replaced or deleted."""
+    output = Path(output)
+    ours = output.is_dir() and _is_preparation(output)
+    fixed = {PREPARED_FILE, JOURNAL_FILE, manifest_lib.MANIFEST_FILE}
+    fixed |= {"vocab.txt", "spiece.model"}  # the tokenizer's vocabulary, written last
     check_output_directory(
         output,
         MANIFEST_KIND,
         "a prepared corpus",
         lambda name: (
-            name in ours
-            or name.endswith(shardfile.SUFFIX)
-            or ".tmp-" in name
-            or name.startswith(RECORD_PREFIX)
+            name == ".bertzoo.lock"
+            or ours
+            and (
+                name in fixed
+                or SHARD_NAME.fullmatch(name) is not None
+                or ".tmp-" in name
+                or name.startswith(RECORD_PREFIX)
+            )
         ),
     )
 
@@ -208,8 +233,8 @@ def _keep_finished(output, pieces, keys):
     }
     kept = {shard["name"] for entry in done.values() for shard in entry["shards"]}
     for path in output.glob(f"*{shardfile.SUFFIX}"):
-        if path.name not in kept:
-            path.unlink()  # unfinished or stale (only bertzoo writes this suffix here)
+        if path.name not in kept and SHARD_NAME.fullmatch(path.name):
+            path.unlink()  # unfinished or stale: a shard name of bertzoo's, in its own output
     for name in (manifest_lib.MANIFEST_FILE, PREPARED_FILE):
         (output / name).unlink(missing_ok=True)
     _write_journal(output, done)

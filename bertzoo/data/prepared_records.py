@@ -14,6 +14,7 @@ written last: until then the directory is not readable as a whole.
 import dataclasses
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -64,13 +65,31 @@ class RecordSettings:
             raise CorpusError(f"dupe_factor must be >= 1, got {self.dupe_factor}.")
 
 
+# The record files (one per prepared shard, named after it) and their
+# working folders: the only names replaced or deleted in the output.
+RECORD_NAME = re.compile(r"(\.work-)?shard-\d{5,}-\d{5,}-\d{5,}(\.tfrecord)?")
+
+
 def _check_output(output):
-    ours = {JOURNAL_FILE, manifest_lib.MANIFEST_FILE, pipeline.METADATA_FILE, ".bertzoo.lock"}
+    """As `prepare`'s: names are claimed only in a records directory of
+    bertzoo's (its journal, written first, or its manifest); anywhere else a
+    `.tfrecord` or a metadata file is the user's, refused and kept."""
+    output = Path(output)
+    found = manifest_lib.read_manifest(output) if output.is_dir() else None
+    ours = output.is_dir() and (
+        (output / JOURNAL_FILE).is_file()
+        or (found is not None and found.get("kind") == MANIFEST_KIND)
+    )
+    fixed = {JOURNAL_FILE, manifest_lib.MANIFEST_FILE, pipeline.METADATA_FILE}
     check_output_directory(
         output,
         MANIFEST_KIND,
         "pre-training records",
-        lambda name: name in ours or name.endswith(".tfrecord") or name.startswith("."),
+        lambda name: (
+            name == ".bertzoo.lock"
+            or ours
+            and (name in fixed or ".tmp-" in name or RECORD_NAME.fullmatch(name) is not None)
+        ),
     )
 
 
@@ -140,6 +159,9 @@ def write_prepared_records(prepared, output, tokenizer, masker, settings=None):
     with RunDirectory(output):
         (output / manifest_lib.MANIFEST_FILE).unlink(missing_ok=True)
         journal, done = _load_journal(output), {}
+        # The journal first: it marks the directory as this command's, so a
+        # rerun after a kill claims the record files it finds (_check_output).
+        atomic_write_text(output / JOURNAL_FILE, json.dumps(journal, indent=1, sort_keys=True))
         for index in shards:
             key = _key(prepared, index, settings, masker)
             entry = journal.get(str(index))

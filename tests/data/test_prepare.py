@@ -314,6 +314,39 @@ def test_bad_outputs(tmp_path, tokenizer):
         prepare_corpus([path], tokenizer, tmp_path / "x", PrepareSettings(layout="lines"))
 
 
+@pytest.mark.parametrize("name", ["vocab.txt", "mine.bzshard", "shard-00000-00000-00000.bzshard"])
+def test_a_users_files_named_as_bertzoo_names_its_own_are_refused_and_kept(
+    tmp_path, tokenizer, name
+):
+    """A `vocab.txt` or a `.bzshard` in a directory that is not a
+    preparation of bertzoo's is the user's: refused in one line, never
+    overwritten (vocab.txt was) or deleted (a user's mine.bzshard was)."""
+    path = write_documents(tmp_path / "c.txt", mixed_documents(3))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).write_bytes(b"the user's own bytes")
+    with pytest.raises(OutputError) as error:
+        prepare_corpus([path], tokenizer, out, PrepareSettings(workers=1))
+    assert f"did not write ({name})" in str(error.value) and "\n" not in str(error.value)
+    assert sorted(p.name for p in out.iterdir()) == [name]
+    assert (out / name).read_bytes() == b"the user's own bytes"
+
+
+def test_in_its_own_output_a_preparation_owns_only_its_shard_names(tmp_path, tokenizer):
+    """A finished preparation may be prepared again over itself; a file of
+    the user's put among its shards (not a shard name bertzoo writes) stops
+    it, and stays."""
+    path = write_documents(tmp_path / "c.txt", mixed_documents(12))
+    out = tmp_path / "out"
+    prepare_corpus([path], tokenizer, out, PrepareSettings(workers=1))
+    prepare_corpus([path], tokenizer, out, PrepareSettings(workers=1, batch_sentences=64))
+    (out / "mine.bzshard").write_bytes(b"keep")
+    with pytest.raises(OutputError, match=r"did not write \(mine.bzshard\)"):
+        prepare_corpus([path], tokenizer, out, PrepareSettings(workers=1))
+    assert (out / "mine.bzshard").read_bytes() == b"keep"
+    open_prepared(out)
+
+
 def test_changed_inputs_are_detected_by_stat(tmp_path, tokenizer):
     path = write_documents(tmp_path / "c.txt", mixed_documents(10))
     out = tmp_path / "out"

@@ -439,3 +439,29 @@ def test_records_are_read_only_as_their_manifest_lists_them(prepared, tokenizer,
     with open(big / pipeline.METADATA_FILE, "a") as f:
         f.write(" " * pipeline.MAX_METADATA_BYTES)
     refused(big, "more than the 16,777,216 a records directory's metadata takes")
+
+
+@pytest.mark.parametrize(
+    "name", ["mine.tfrecord", "shard-00000-00000-00000.tfrecord", "pretraining_metadata.json"]
+)
+def test_records_output_refuses_and_keeps_the_users_files(
+    prepared, tokenizer, masker, tmp_path, name
+):
+    """A directory that is not a records output of bertzoo's: a file there
+    named as the records are is the user's, refused in one line and kept;
+    a records output of bertzoo's is written again over itself."""
+    from bertzoo.errors import OutputError
+
+    settings = RecordSettings(seq_len=S, objective="sop", dupe_factor=1, seed=9)
+    out = tmp_path / "records"
+    out.mkdir()
+    (out / name).write_bytes(b"the user's")
+    with pytest.raises(OutputError) as error:
+        write_prepared_records(prepared, out, tokenizer, masker, settings)
+    assert f"did not write ({name})" in str(error.value) and "\n" not in str(error.value)
+    assert sorted(p.name for p in out.iterdir()) == [name]
+    assert (out / name).read_bytes() == b"the user's"
+    ours = tmp_path / "ours"
+    write_prepared_records(prepared, ours, tokenizer, masker, settings)
+    write_prepared_records(prepared, ours, tokenizer, masker, settings)
+    manifest_lib.verify_directory(ours, force=True)
