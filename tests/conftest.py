@@ -2,6 +2,7 @@ import contextlib
 import gc
 import importlib
 import io
+import json
 import os
 import sys
 import warnings
@@ -304,3 +305,15 @@ def exported_ids(tokenizer, texts, directory):
     tf.saved_model.save(module, str(directory))
     dense = tf.saved_model.load(str(directory)).encode(tf.constant(texts)).numpy()
     return [[int(i) for i in row if i >= 0] for row in dense]
+
+
+def reseal_manifest(directory):
+    """What a hostile directory does: its bertzoo manifest recomputed over
+    the files as they are now (edited ones included), so checksums alone
+    cannot stop it; the checks under test must."""
+    from bertzoo.io import manifest as manifest_lib
+
+    path = Path(directory) / manifest_lib.MANIFEST_FILE
+    kind = json.loads(path.read_text())["kind"]
+    entries = manifest_lib.describe_files(directory, manifest_lib.list_files(directory))
+    path.write_text(manifest_lib.manifest_text(kind, entries))

@@ -65,3 +65,11 @@ def test_korean_tutorial_runs_as_written_and_learns(tmp_path):
     initial, final = metrics["initial_masked_lm_accuracy"], metrics["final_masked_lm_accuracy"]
     assert final > initial + 0.04, (initial, final)
     assert metrics["final_loss"] < metrics["initial_loss"] - 0.3, metrics
+    # What the page says of step 3: the pre-trained (MLM + SOP) model's
+    # mean-pooled vectors of any two Korean sentences point almost the same
+    # way; it is not a sentence embedder.
+    same, other = map(
+        float, re.search(r"^similarity: (\S+) vs (\S+)$", result.stdout, re.M).groups()
+    )
+    print(f"similarities: {same:.4f} vs {other:.4f}")
+    assert min(same, other) > 0.9, (same, other)

@@ -17,6 +17,7 @@ from bertzoo.data.shards import (
     prepared_dataset,
 )
 from bertzoo.io import manifest as manifest_lib
+from tests.conftest import reseal_manifest
 from tests.data.prepared_corpus import character_tokenizer, mixed_documents, write_documents
 
 pytestmark = pytest.mark.backend_independent
@@ -337,14 +338,6 @@ def test_at_least_one_document_is_held_out_and_never_all(tmp_path, tokenizer):
     assert held_out_count(prepared, resolve_held_out(prepared, 0.0, seed=0)) == 0
 
 
-def _reseal(directory):
-    """A hostile directory recomputes its manifest over what it edited."""
-    path = directory / manifest_lib.MANIFEST_FILE
-    kind = json.loads(path.read_text())["kind"]
-    entries = manifest_lib.describe_files(directory, manifest_lib.list_files(directory))
-    path.write_text(manifest_lib.manifest_text(kind, entries))
-
-
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -374,7 +367,7 @@ def test_a_hostile_prepared_json_is_refused_before_anything_is_sized(
     document = json.loads(path.read_text())
     edit(document)
     path.write_text(json.dumps(document))
-    _reseal(directory)
+    reseal_manifest(directory)
     with pytest.raises(CorpusError) as error:
         open_prepared(directory)
     assert message in str(error.value) and "\n" not in str(error.value), str(error.value)
@@ -421,7 +414,7 @@ def test_records_are_read_only_as_their_manifest_lists_them(prepared, tokenizer,
         path = hostile / pipeline.METADATA_FILE
         metadata = json.loads(path.read_text())
         path.write_text(json.dumps({**metadata, "shards": shards(metadata["shards"])}))
-        _reseal(hostile)
+        reseal_manifest(hostile)
         refused(hostile, "its shards must be a list of distinct file names inside")
     # A record file the manifest does not list, named in the metadata.
     unlisted = copy("unlisted")

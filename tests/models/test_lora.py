@@ -13,6 +13,7 @@ import bertzoo
 from bertzoo.models import lora
 from bertzoo.training import make_optimizer
 from bertzoo.training.checkpoint import CheckpointManager, TrainingCheckpointError
+from tests.conftest import reseal_manifest
 
 TINY = dict(
     vocabulary_size=60,
@@ -116,17 +117,6 @@ def test_merged_preset_adapter_and_errors(tmp_path):
         bertzoo.BertClassifier.from_preset(base).load_lora_adapter(tmp_path / "adapter")
 
 
-def _reseal(directory):
-    """What a hostile directory does: its manifest recomputed over the
-    edited files, so checksums alone cannot stop it."""
-    from bertzoo.io import manifest as manifest_lib
-
-    path = directory / manifest_lib.MANIFEST_FILE
-    kind = json.loads(path.read_text())["kind"]
-    entries = manifest_lib.describe_files(directory, manifest_lib.list_files(directory))
-    path.write_text(manifest_lib.manifest_text(kind, entries))
-
-
 def _one_line(error):
     message = str(error.value)
     assert "\n" not in message, message
@@ -153,7 +143,7 @@ def test_hostile_adapters_are_refused_before_anything_is_allocated(tmp_path):
     ranked = copy("rank")
     document = json.loads((ranked / lora.ADAPTER_CONFIG).read_text())
     (ranked / lora.ADAPTER_CONFIG).write_text(json.dumps({**document, "rank": 1_000_000}))
-    _reseal(ranked)
+    reseal_manifest(ranked)
     with pytest.raises(lora.LoraError) as error:
         bertzoo.BertClassifier.from_preset(base).load_lora_adapter(ranked)
     assert "rank 1,000,000 is above" in _one_line(error) and "at most 16" in str(error.value)
@@ -176,7 +166,7 @@ def test_hostile_adapters_are_refused_before_anything_is_allocated(tmp_path):
         for name in names:
             archive.writestr(name, b"\0" * (64 << 20) if name == names[0] else b"")
     assert (bomb / lora.ADAPTER_FILE).stat().st_size < 1 << 20
-    _reseal(bomb)
+    reseal_manifest(bomb)
     with pytest.raises(lora.LoraError) as error:
         bertzoo.BertClassifier.from_preset(base).load_lora_adapter(bomb)
     assert f"{names[0]} inflates to 67,108,864 bytes" in _one_line(error)
@@ -185,7 +175,7 @@ def test_hostile_adapters_are_refused_before_anything_is_allocated(tmp_path):
     extra = copy("extra")
     with zipfile.ZipFile(extra / lora.ADAPTER_FILE, "a") as archive:
         archive.writestr("surprise.npy", b"")
-    _reseal(extra)
+    reseal_manifest(extra)
     with pytest.raises(lora.LoraError, match="holds 'surprise.npy', not an array"):
         bertzoo.BertClassifier.from_preset(base).load_lora_adapter(extra)
 
@@ -196,7 +186,7 @@ def test_hostile_adapters_are_refused_before_anything_is_allocated(tmp_path):
     first = sorted(arrays)[0]
     arrays[first] = np.full_like(arrays[first], np.nan)
     np.savez(poisoned / lora.ADAPTER_FILE, **arrays)
-    _reseal(poisoned)
+    reseal_manifest(poisoned)
     with pytest.raises(lora.LoraError) as error:
         bertzoo.BertClassifier.from_preset(base).load_lora_adapter(poisoned)
     assert f"adapter array {first} holds NaN" in _one_line(error)
