@@ -58,7 +58,7 @@ from bertzoo.data.prepare_worker import (
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io import textfiles
 from bertzoo.io.publish import atomic_path, atomic_write_text, check_output_directory
-from bertzoo.io.rundir import RunDirectory
+from bertzoo.io.rundir import LOCK_FILE, RunDirectory
 
 logger = logging.getLogger("bertzoo.data")
 
@@ -115,25 +115,13 @@ class PrepareSettings:
 SHARD_NAME = re.compile(r"shard-\d{5,}-\d{5,}-\d{5,}" + re.escape(shardfile.SUFFIX))
 
 
-def _is_preparation(output):
-    """Whether `output` is a preparation of bertzoo's: one in progress (its
-    journal, written before anything else) or a finished one (a manifest of
-    kind "prepared")."""
-    if (output / JOURNAL_FILE).is_file():
-        return True
-    found = manifest_lib.read_manifest(output)
-    return found is not None and found.get("kind") == MANIFEST_KIND
-
-
 def _check_output(output):
     """Refuses, before writing, an output that is a file, a bertzoo
     directory of another kind, or a directory holding files bertzoo did not
     write there. A preparation owns the names it writes only in a directory
-    that is its own (`_is_preparation`): anywhere else a `vocab.txt`, a
-    `prepared.json` or a `.bzshard` is the user's, and is refused, never
-    replaced or deleted."""
-    output = Path(output)
-    ours = output.is_dir() and _is_preparation(output)
+    that is its own (its journal or its manifest, `check_output_directory`):
+    anywhere else a `vocab.txt`, a `prepared.json` or a `.bzshard` is the
+    user's, and is refused, never replaced or deleted."""
     fixed = {PREPARED_FILE, JOURNAL_FILE, manifest_lib.MANIFEST_FILE}
     fixed |= {"vocab.txt", "spiece.model"}  # the tokenizer's vocabulary, written last
     check_output_directory(
@@ -141,15 +129,13 @@ def _check_output(output):
         MANIFEST_KIND,
         "a prepared corpus",
         lambda name: (
-            name == ".bertzoo.lock"
-            or ours
-            and (
-                name in fixed
-                or SHARD_NAME.fullmatch(name) is not None
-                or ".tmp-" in name
-                or name.startswith(RECORD_PREFIX)
-            )
+            name in fixed
+            or SHARD_NAME.fullmatch(name) is not None
+            or ".tmp-" in name
+            or name.startswith(RECORD_PREFIX)
         ),
+        journal=JOURNAL_FILE,
+        always=(LOCK_FILE,),
     )
 
 

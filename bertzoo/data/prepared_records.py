@@ -29,7 +29,7 @@ from bertzoo.data.shards import (
 )
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.publish import atomic_write_text, check_output_directory
-from bertzoo.io.rundir import RunDirectory
+from bertzoo.io.rundir import LOCK_FILE, RunDirectory
 
 JOURNAL_FILE = ".records-journal.json"
 MANIFEST_KIND = "records"
@@ -74,22 +74,14 @@ def _check_output(output):
     """As `prepare`'s: names are claimed only in a records directory of
     bertzoo's (its journal, written first, or its manifest); anywhere else a
     `.tfrecord` or a metadata file is the user's, refused and kept."""
-    output = Path(output)
-    found = manifest_lib.read_manifest(output) if output.is_dir() else None
-    ours = output.is_dir() and (
-        (output / JOURNAL_FILE).is_file()
-        or (found is not None and found.get("kind") == MANIFEST_KIND)
-    )
     fixed = {JOURNAL_FILE, manifest_lib.MANIFEST_FILE, pipeline.METADATA_FILE}
     check_output_directory(
         output,
         MANIFEST_KIND,
         "pre-training records",
-        lambda name: (
-            name == ".bertzoo.lock"
-            or ours
-            and (name in fixed or ".tmp-" in name or RECORD_NAME.fullmatch(name) is not None)
-        ),
+        lambda name: name in fixed or ".tmp-" in name or RECORD_NAME.fullmatch(name) is not None,
+        journal=JOURNAL_FILE,
+        always=(LOCK_FILE,),
     )
 
 

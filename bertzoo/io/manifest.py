@@ -95,14 +95,9 @@ def manifest_text(kind, entries):
 
 
 def inside(name):
-    """Whether `name` is a relative POSIX path that stays inside its
-    directory (what every name a directory's files give must be)."""
-    return _inside(name)
-
-
-def _inside(name):
-    """Whether a manifest's file name stays inside its directory: a relative
-    POSIX path of plain parts (no '..', '.', empty part, backslash or NUL)."""
+    """Whether a file name stays inside its directory (a manifest's, or any
+    a directory's files give): a relative POSIX path of plain parts (no
+    '..', '.', empty part, backslash or NUL)."""
     if not isinstance(name, str) or not name or "\\" in name or "\x00" in name:
         return False
     return not name.startswith("/") and all(part not in ("", ".", "..") for part in name.split("/"))
@@ -130,7 +125,7 @@ def read_manifest(directory):
         )
     ):
         raise IntegrityError(f"{path} is damaged: not a {FORMAT} document with a 'files' table.")
-    outside = next((name for name in files if not _inside(name)), None)
+    outside = next((name for name in files if not inside(name)), None)
     if outside is not None:
         raise IntegrityError(
             f"{path} is damaged: it lists {outside!r}, which is not a file inside "

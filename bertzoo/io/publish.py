@@ -234,12 +234,17 @@ def check_target(target, kind, overwrite=True):
     return found
 
 
-def check_output_directory(output, kind, what, owned):
+def check_output_directory(output, kind, what, owned, journal, always=()):
     """Refuses, before anything is written, an `output` that is a file, a
     directory bertzoo wrote as another kind than `kind` (its manifest says),
-    or a directory holding files bertzoo did not write: `owned(name)` says
-    which names a run of this kind writes there; `what` names the kind for
-    the user ("a prepared corpus")."""
+    or a directory holding files bertzoo did not write; `what` names the
+    kind for the user ("a prepared corpus").
+
+    `owned(name)` says which names a command of this kind writes there. It
+    claims them only in a directory that is its own: one whose manifest is
+    of `kind`, or that holds its `journal` (which it writes before anything
+    else). Anywhere else such a name is the user's file, refused and kept.
+    `always`: names claimed in any directory (the run lock)."""
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise OutputError(f"--output {output} is a file; it must name a directory.")
@@ -250,7 +255,10 @@ def check_output_directory(output, kind, what, owned):
         raise OutputError(
             f"{output} holds a bertzoo {found.get('kind')}, not {what}; choose another --output."
         )
-    foreign = sorted(p.name for p in output.iterdir() if not owned(p.name))
+    ours = found is not None or (output / journal).is_file()
+    foreign = sorted(
+        p.name for p in output.iterdir() if not (p.name in always or ours and owned(p.name))
+    )
     if foreign:
         raise OutputError(
             f"{output} holds files bertzoo did not write ({', '.join(foreign[:3])}); "
