@@ -47,22 +47,23 @@ def _recipe(name, cwd, *args):
     return run
 
 
+def _show(what, document, *keys):
+    """Prints a run's headline figures (shown by `pytest -s`, and with a failure)."""
+    print(f"{what}:", {k: document[k] for k in keys})
+
+
 def test_pretraining_default_learns_and_publishes_a_preset(tmp_path):
     """The README's first command after its set-up: `python
     recipes/pretrain.py`, no flags beyond the log level."""
     _recipe("pretrain", tmp_path)
     metrics = json.loads((tmp_path / "runs/pretrain/metrics.json").read_text())
-    print(
-        "pre-training recipe:",
-        {
-            k: metrics[k]
-            for k in (
-                "initial_masked_lm_accuracy",
-                "final_masked_lm_accuracy",
-                "steps",
-                "examples_per_second",
-            )
-        },
+    _show(
+        "pre-training recipe",
+        metrics,
+        "initial_masked_lm_accuracy",
+        "final_masked_lm_accuracy",
+        "steps",
+        "examples_per_second",
     )
     assert metrics["steps"] == 700, metrics
     assert metrics["final_masked_lm_accuracy"] > metrics["initial_masked_lm_accuracy"] + 0.1, (
@@ -111,19 +112,15 @@ def test_distillation_default_keeps_the_teachers_accuracy_and_is_faster(finetune
     _recipe("distill", finetuned, "--epochs", "1", "--prediction-epochs", "1")
     report = json.loads((finetuned / "runs/distill/report.json").read_text())
     metrics = json.loads((finetuned / "runs/finetune/metrics.json").read_text())
-    print(
-        "distillation recipe:",
-        {
-            k: report[k]
-            for k in (
-                "teacher_params",
-                "student_params",
-                "speedup",
-                "quality_retained",
-                "sequence_length",
-                "truncated",
-            )
-        },
+    _show(
+        "distillation recipe",
+        report,
+        "teacher_params",
+        "student_params",
+        "speedup",
+        "quality_retained",
+        "sequence_length",
+        "truncated",
     )
     # quality_retained divides by the teacher as its own fine-tuning measured it.
     assert abs(report["teacher_metric"] - metrics["validation"]["accuracy"]) < 1e-9, (
