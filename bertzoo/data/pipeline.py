@@ -316,9 +316,10 @@ def _resolve(pattern):
         raise PretrainingDataError(
             f"{directory} has no {METADATA_FILE}; write the files with write_pretraining_tfrecords."
         )
-    if meta_path.stat().st_size > MAX_METADATA_BYTES:
+    size = meta_path.stat().st_size
+    if size > MAX_METADATA_BYTES:
         raise PretrainingDataError(
-            f"{meta_path} is {meta_path.stat().st_size:,} bytes, more than the "
+            f"{meta_path} is {size:,} bytes, more than the "
             f"{MAX_METADATA_BYTES:,} a records directory's metadata takes: damaged or not bertzoo's."
         )
     # A directory with a manifest (`prepare-records` writes one) is checked
