@@ -13,6 +13,7 @@ from bertzoo import packing as packing_lib
 from bertzoo import presets as preset_lib
 from bertzoo.errors import InputError, InputTypeError
 from bertzoo.input_checks import check_model_inputs
+from bertzoo.io.jsonfile import load_json
 from bertzoo.io.publish import publish_directory
 from bertzoo.layers.pooling import POOLING_MODES, TokenPooling
 from bertzoo.loader_registry import preset_loader
@@ -77,7 +78,7 @@ def sentence_transformers_settings(directory):
     if not modules_file.is_file():
         return {}
     try:
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        modules = load_json(modules_file)
         settings = {"normalize": any(m.get("type", "").endswith(".Normalize") for m in modules)}
         for module in modules:
             if module.get("type", "").endswith(".Pooling"):
@@ -579,6 +580,14 @@ class TextEmbedder(QuantizeMethods, keras.Model):
             raise InputError(
                 "packing=True does not apply to this embedder: its int8 LiteRT graph runs "
                 "each text at its own length (no padding to pack away). Use packing=False."
+            )
+        positions = self.backbone.max_sequence_length
+        if packing is not True and packing is not None and packing > positions:
+            # Before, a raw TensorFlow error from the position embeddings.
+            raise InputError(
+                f"packing={packing} makes rows longer than this model's {positions} positions: "
+                f"give a row length of at most {positions}, or packing=True (the width is then "
+                "chosen from the texts)."
             )
         return packing
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bertzoo.errors import PresetError  # noqa: F401  (bertzoo.presets.PresetError)
 from bertzoo.io import snapshot
+from bertzoo.io.bounded import CONFIG_BYTES, MAX_TOKENS, read_bounded_text
 from bertzoo.io.jsonfile import parse_json
 from bertzoo.io.manifest import verify_directory
 
@@ -174,7 +175,7 @@ def _check_types(section, spec, source, where):
 # time, and layers that share their weights (num_groups < num_layers) cannot
 # be counted in a weights file.
 SIZE_BOUNDS = {
-    "vocabulary_size": 2_097_152,
+    "vocabulary_size": MAX_TOKENS,
     "num_layers": 256,
     "num_groups": 256,
     "num_heads": 1024,
@@ -344,12 +345,18 @@ def _check_quantization(section, source):
         )
 
 
+def _config_text(path):
+    """A preset's config.json (or a preset JSON file) as text: a plain UTF-8
+    file of at most CONFIG_BYTES (`bertzoo.io.bounded`), else a PresetError."""
+    return read_bounded_text(path, CONFIG_BYTES, "config file", PresetError)
+
+
 def read_preset_file(path, backbone_keys=None):
     """Reads and validates one preset JSON file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = _config_text(path)
+    except OSError as e:
         raise PresetError(f"{path}: cannot read the preset file ({e}).") from e
     try:
         data = parse_json(text)
@@ -451,9 +458,9 @@ def _is_hf_config(config):
     """Whether `config` (a directory's config.json) is a Hugging Face model
     config rather than a bertzoo preset document."""
     try:
-        raw = parse_json(config.read_text(encoding="utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError too
-        return False  # read_preset_file reports the position
+        raw = parse_json(_config_text(config))
+    except (OSError, ValueError):  # too large, not UTF-8, not JSON: PresetError too
+        return False  # read_preset_file reports what is wrong
     return isinstance(raw, dict) and "model_type" in raw and "backbone" not in raw
 
 
@@ -521,7 +528,7 @@ def read_section(preset, name):
     # before any weights load (hashing them here too would repeat that).
     verify_directory(config.parent, names=[CONFIG_FILE])
     try:
-        data = parse_json(config.read_text(encoding="utf-8"))
+        data = parse_json(_config_text(config))
     except (OSError, ValueError):
         return {}  # reading the preset document reports unreadable files
     section = data.get(name, {}) if isinstance(data, dict) else {}

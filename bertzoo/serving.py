@@ -35,6 +35,8 @@ from pathlib import Path
 import keras
 
 from bertzoo import presets as preset_lib
+from bertzoo.errors import PresetError
+from bertzoo.io.jsonfile import read_json_object
 from bertzoo.io.publish import atomic_write_text, check_target, publish_directory
 
 SAVED_MODEL_DIR = "saved_model"
@@ -53,8 +55,10 @@ def _tokenizer_config(tokenizer):
 
 def _tokenizer_from_config(config):
     from bertzoo.tokenizers import tokenizer_class
+    from bertzoo.tokenizers.kinds import check_settings
 
     cls = tokenizer_class(config["kind"])
+    check_settings(cls, config["settings"], "The serving model's tokenizer config")
     source = (
         base64.b64decode(config["proto_base64"])
         if "proto_base64" in config
@@ -258,7 +262,7 @@ def serving_model_from_preset(preset_dir, sequence_length=None, warm=True, **set
     with preset_lib.pinned(preset_dir) as source:
         run_file = Path(source) / "finetune.json"
         if run_file.is_file():
-            recorded = json.loads(run_file.read_text(encoding="utf-8")).get("serving", {})
+            recorded = read_json_object(run_file, PresetError).get("serving", {})
         model = task_model_from_preset(source)
         tokenizer = tokenizer_from_preset(source)
     settings = {**recorded, **{k: v for k, v in settings.items() if v is not None}}

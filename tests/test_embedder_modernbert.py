@@ -67,6 +67,10 @@ def test_packed_rows_match_sentence_transformers(embedder):
     np.testing.assert_array_equal(embedder.predict(features, 64, packing=24), packed)
     with pytest.raises(InputError, match="packing must be False, True or a row length"):
         embedder.embed(TEXTS, packing="yes")
+    # Rows longer than the model's positions (before: a raw TensorFlow error).
+    positions = embedder.backbone.max_sequence_length
+    with pytest.raises(InputError, match=f"rows longer than this model's {positions} positions"):
+        embedder.embed(TEXTS, packing=positions + 1)
     features["padding_mask"][0, :2] = 0
     with pytest.raises(InputError, match="padded on the right"):
         embedder.predict(features, packing=True)

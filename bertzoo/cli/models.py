@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+from bertzoo.io.jsonfile import load_json
+
 
 def add_model_commands(sub):
     """presets, demo, verify, fill-mask, attention."""
@@ -68,7 +70,6 @@ def add_model_commands(sub):
 
 def presets_table():
     """The built-in presets as a Markdown table (also used in docs/presets.md)."""
-    import json
 
     from bertzoo import presets as preset_lib
 
@@ -77,7 +78,7 @@ def presets_table():
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, path in preset_lib.builtin_presets().items():
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json(path)
         b = doc["backbone"]
         layers = str(b["num_layers"])
         if b.get("num_groups", b["num_layers"]) != b["num_layers"]:

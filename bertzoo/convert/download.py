@@ -21,6 +21,7 @@ from pathlib import Path
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import CheckpointError, read_json_object
 from bertzoo.errors import OutputError
+from bertzoo.io.jsonfile import load_json
 from bertzoo.io.publish import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def google_checkpoints():
     `{"url", "lowercase", "license"}`."""
     out = {}
     for name, path in preset_lib.builtin_presets().items():
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json(path)
         url = doc.get("metadata", {}).get("checkpoint_url")
         if url:
             out[name] = {

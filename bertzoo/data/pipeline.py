@@ -45,12 +45,13 @@ import tensorflow as tf
 
 from bertzoo.errors import BertzooError, IntegrityError
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.bounded import CONFIG_BYTES, read_bounded_text
 from bertzoo.io.publish import atomic_path, atomic_write_text
 
 METADATA_FILE = "pretraining_metadata.json"
 # The largest metadata file read: a list of 100,000 shards takes about 4
 # MB; a hostile one of 1e7 entries (360 MB) passed 6 GiB when parsed.
-MAX_METADATA_BYTES = 16 << 20
+MAX_METADATA_BYTES = CONFIG_BYTES
 FORMAT_VERSION = 1
 _INT_FEATURES = ("token_ids", "segment_ids", "padding_mask")
 _AUTOTUNE = tf.data.AUTOTUNE
@@ -316,19 +317,17 @@ def _resolve(pattern):
         raise PretrainingDataError(
             f"{directory} has no {METADATA_FILE}; write the files with write_pretraining_tfrecords."
         )
-    size = meta_path.stat().st_size
-    if size > MAX_METADATA_BYTES:
-        raise PretrainingDataError(
-            f"{meta_path} is {size:,} bytes, more than the "
-            f"{MAX_METADATA_BYTES:,} a records directory's metadata takes: damaged or not bertzoo's."
-        )
+    # Read once, bounded, before anything is sized from it.
+    meta_text = read_bounded_text(
+        meta_path, MAX_METADATA_BYTES, "records metadata file", PretrainingDataError
+    )
     # A directory with a manifest (`prepare-records` writes one) is checked
     # against it: its metadata, and every record file it is read from.
     manifest = manifest_lib.read_manifest(directory)
     try:
         if manifest is not None:
             manifest_lib.verify_directory(directory, names=[METADATA_FILE], manifest=manifest)
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+        metadata = json.loads(meta_text)
         shards = metadata.get("shards") if isinstance(metadata, dict) else None
         if (
             not isinstance(shards, list)

@@ -50,6 +50,7 @@ from bertzoo.data.corpus import LAYOUTS, CorpusError, expand_files
 from bertzoo.data.prepare_worker import (
     COUNTS,
     FORMAT_VERSION,
+    init_spawned_worker,
     init_worker,
     prepare_piece,
     tokenizer_identity,
@@ -57,6 +58,7 @@ from bertzoo.data.prepare_worker import (
 )
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io import textfiles
+from bertzoo.io.jsonfile import load_json
 from bertzoo.io.publish import atomic_path, atomic_write_text, check_output_directory
 from bertzoo.io.rundir import LOCK_FILE, RunDirectory
 
@@ -163,7 +165,7 @@ def write_piece_record(output, name, entry):
 def read_piece_record(output, name):
     """The record `write_piece_record` left for piece `name`, or None."""
     try:
-        return json.loads(_record_path(output, name).read_text(encoding="utf-8"))
+        return load_json(_record_path(output, name))
     except (OSError, ValueError):
         return None
 
@@ -180,7 +182,7 @@ def _load_journal(output):
     journal = {}
     if path.is_file():
         try:
-            journal = dict(json.loads(path.read_text(encoding="utf-8"))["shards"])
+            journal = dict(load_json(path)["shards"])
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a damaged journal only costs the work it recorded
     for record in output.glob(f"{RECORD_PREFIX}*.json"):
@@ -289,7 +291,10 @@ def _run_pieces(tasks, workers, progress, on_done):
         context = multiprocessing.get_context("spawn")
         counters.append(context.Value("q", 0))
         pool = ProcessPoolExecutor(
-            workers - 1, mp_context=context, initializer=init_worker, initargs=(counters[1],)
+            workers - 1,
+            mp_context=context,
+            initializer=init_spawned_worker,
+            initargs=(counters[1],),
         )
         executors.append((pool, workers - 1))
     pending, running = list(reversed(tasks)), {}

@@ -23,6 +23,7 @@ import tensorflow as tf
 from bertzoo.data import shardfile, textstream
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io import textfiles
+from bertzoo.io.children import die_with_parent
 from bertzoo.tokenizers import tokenizer_class
 
 FORMAT_VERSION = 1
@@ -108,6 +109,13 @@ def init_worker(counter):
     _progress_counter = counter
     _unreported[0] = 0
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def init_spawned_worker(counter):
+    """The initializer of a spawned preparation worker: `init_worker`, and
+    the worker ends when the preparing process dies (`bertzoo.io.children`)."""
+    die_with_parent()
+    init_worker(counter)
 
 
 def _report(n, flush=False):

@@ -28,6 +28,7 @@ from bertzoo.data.shards import (
     shard_documents,
 )
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.jsonfile import load_json
 from bertzoo.io.publish import atomic_write_text, check_output_directory
 from bertzoo.io.rundir import LOCK_FILE, RunDirectory
 
@@ -107,7 +108,7 @@ def _still_good(output, entry, key):
 
 def _load_journal(output):
     try:
-        return json.loads((output / JOURNAL_FILE).read_text(encoding="utf-8"))
+        return load_json(output / JOURNAL_FILE)
     except (OSError, ValueError):
         return {}
 

@@ -59,18 +59,47 @@ def write_shard(path, tokens, sentence_lengths, document_sentences, header):
             f.write(array.tobytes())
 
 
+# The most a shard's header may take (bertzoo writes a few hundred bytes),
+# and the token types it writes.
+MAX_HEADER_BYTES = 1 << 20
+TOKEN_DTYPES = ("<u2", "<i4")
+
+
 def read_header(path):
-    """The JSON header of a shard (reads only its first bytes)."""
+    """The JSON header of a shard (reads only its first bytes, at most
+    MAX_HEADER_BYTES of header)."""
     with open(path, "rb") as f:
         start = f.read(16)
         if len(start) < 16 or start[:8] != MAGIC:
             raise CorpusError(f"{path} is not a bertzoo document shard (bad magic).")
         (size,) = struct.unpack("<Q", start[8:])
+        if size > MAX_HEADER_BYTES:
+            raise CorpusError(
+                f"{path} is damaged: its header length is {size:,} bytes, more than the "
+                f"{MAX_HEADER_BYTES:,} a shard header may take."
+            )
         text = f.read(size)
     try:
-        return json.loads(text.decode("utf-8"))
+        header = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CorpusError(f"{path} has a damaged header: {e}.") from None
+    if not isinstance(header, dict):
+        raise CorpusError(f"{path} has a damaged header: not a JSON object.")
+    return header
+
+
+def _check_header(path, h):
+    """The header's array sizes (whole numbers >= 0) and token type (one
+    bertzoo writes), before anything is sized from them."""
+    counts = tuple(h.get(k) for k in ("num_tokens", "num_sentences", "num_documents"))
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise CorpusError(f"{path} is damaged: its header's counts {counts} are not whole numbers.")
+    if h.get("token_dtype") not in TOKEN_DTYPES:
+        raise CorpusError(
+            f"{path} is damaged: token_dtype {h.get('token_dtype')!r} is not one bertzoo writes "
+            f"({', '.join(TOKEN_DTYPES)})."
+        )
+    return counts
 
 
 class Shard:
@@ -91,8 +120,8 @@ class Shard:
             except ValueError:  # an empty mapping: a shard is never empty
                 raise CorpusError(f"{path} is empty.") from None
         offset = 16 + size
+        counts = _check_header(self.path, h)
         dtype = np.dtype(h["token_dtype"])
-        counts = (h["num_tokens"], h["num_sentences"], h["num_documents"])
         expected = offset + counts[0] * dtype.itemsize + 4 * (counts[1] + counts[2])
         if len(buffer) != expected:
             raise CorpusError(
@@ -104,6 +133,19 @@ class Shard:
         docs = np.frombuffer(buffer, "<u4", counts[2], offset + 4 * counts[1])
         self.sentence_offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
         self.document_offsets = np.concatenate([[0], np.cumsum(docs, dtype=np.int64)])
+        # The three arrays must describe each other: sentence lengths that
+        # add up to the tokens, sentence counts to the sentences (before, a
+        # consistent-looking shard whose lengths did not became one long
+        # sentence), and no empty sentence or document.
+        for what, total, whole, parts in (
+            ("sentence lengths", self.sentence_offsets[-1], counts[0], lengths),
+            ("documents' sentence counts", self.document_offsets[-1], counts[1], docs),
+        ):
+            if total != whole or (len(parts) and parts.min() == 0):
+                raise CorpusError(
+                    f"{path} is damaged: its {what} add up to {int(total):,} (one is 0: "
+                    f"{bool(len(parts) and parts.min() == 0)}), where its header has {whole:,}."
+                )
 
     @property
     def num_documents(self):

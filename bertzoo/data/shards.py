@@ -25,10 +25,9 @@ consecutive sentences into full sequences, crossing document ends with a
 [SEP] between documents (RoBERTa's FULL-SENTENCES).
 """
 
+import collections
 import dataclasses
-import functools
 import hashlib
-import json
 import logging
 import os
 import random
@@ -43,7 +42,10 @@ from bertzoo.data.examples import PretrainingExamples, create_examples, min_seq_
 from bertzoo.data.prepare import MANIFEST_KIND, PREPARED_FILE
 from bertzoo.data.prepare_worker import tokenizer_identity
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.jsonfile import read_json_object
+from bertzoo.io.rundir import ReaderLock
 from bertzoo.tokenizers import tokenizer_class
+from bertzoo.tokenizers.kinds import TokenizerError, check_settings
 
 logger = logging.getLogger("bertzoo.data")
 
@@ -54,14 +56,21 @@ class CorpusChangedError(CorpusError):
     """A corpus file changed after it was prepared."""
 
 
+_MAPPED_SHARDS = 4  # shards a corpus keeps mapped (the last opened)
+
+
 class PreparedCorpus:
     """An opened prepared directory: `document` (prepared.json),
     `shard_paths`, `shard(i)` (a mapped `Shard`). With `verify`, its small
     files are verified against the manifest at once and each shard when it
-    is first opened."""
+    is first opened. While it is open it holds the directory shared
+    (`bertzoo.io.rundir.ReaderLock`): a `prepare` into it is refused, and it
+    cannot be opened while one runs."""
 
     def __init__(self, directory, verify=True):
         self.directory = Path(directory)
+        self._reader_lock = ReaderLock(self.directory, CorpusError)
+        self._shards = collections.OrderedDict()
         found = manifest_lib.read_manifest(self.directory)
         if found is None or found.get("kind") != MANIFEST_KIND:
             raise CorpusError(
@@ -72,7 +81,7 @@ class PreparedCorpus:
         if verify:  # the small files now, each shard when it is opened
             small = [n for n in found["files"] if not n.endswith(shardfile.SUFFIX)]
             manifest_lib.verify_directory(self.directory, names=small, manifest=found)
-        self.document = json.loads((self.directory / PREPARED_FILE).read_text(encoding="utf-8"))
+        self.document = read_json_object(self.directory / PREPARED_FILE, CorpusError)
         self._check_document()
         self.shard_paths = [self.directory / s["name"] for s in self.document["shards"]]
 
@@ -100,6 +109,10 @@ class PreparedCorpus:
             fail("it has no list of shards")
         tokenizer = document.get("tokenizer")
         listed(tokenizer.get("file") if isinstance(tokenizer, dict) else None, "the vocabulary")
+        try:  # its kind and settings, before a tokenizer is built from them
+            check_settings(tokenizer_class(tokenizer.get("kind")), tokenizer.get("config"), where)
+        except TokenizerError as e:
+            raise CorpusError(f"{e} The directory is damaged or not bertzoo's.") from None
         totals = dict.fromkeys(("documents", "sentences", "tokens"), 0)
         for index, shard in enumerate(shards):
             name = shard.get("name")
@@ -124,14 +137,27 @@ class PreparedCorpus:
     def __len__(self):
         return len(self.shard_paths)
 
-    @functools.lru_cache(maxsize=4)  # noqa: B019 (a few mapped shards per corpus)
     def shard(self, index):
         """Shard `index`, verified against the manifest as it is opened (so
-        opening a corpus costs the same at any size)."""
+        opening a corpus costs the same at any size); the last few opened
+        stay mapped (a cache of this corpus's own, which goes with it)."""
+        cache = self._shards
+        if index in cache:
+            cache.move_to_end(index)
+            return cache[index]
         if self.verify:
             name = self.shard_paths[index].name
             manifest_lib.verify_directory(self.directory, names=[name], manifest=self.manifest)
-        return shardfile.Shard(self.shard_paths[index])
+        cache[index] = shardfile.Shard(self.shard_paths[index])
+        if len(cache) > _MAPPED_SHARDS:
+            cache.popitem(last=False)
+        return cache[index]
+
+    def close(self):
+        """Lets go of the directory (its shared lock) now, rather than when
+        this object goes."""
+        self._shards.clear()
+        self._reader_lock.release()
 
     def verify_all(self):
         """Checks every file against the manifest now (reads them all)."""

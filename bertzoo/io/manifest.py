@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from bertzoo.errors import IntegrityError
+from bertzoo.io.bounded import CONFIG_BYTES, read_bounded_text
 from bertzoo.io.jsonfile import parse_json
 
 MANIFEST_FILE = "bertzoo-manifest.json"
@@ -110,8 +111,10 @@ def read_manifest(directory):
     if not path.is_file():
         return None
     try:
-        document = parse_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:  # UnicodeDecodeError, JSONDecodeError, nesting
+        document = parse_json(read_bounded_text(path, CONFIG_BYTES, "manifest", IntegrityError))
+    except IntegrityError:
+        raise
+    except (OSError, ValueError) as e:  # JSONDecodeError, nesting
         raise IntegrityError(f"{path} is damaged: {e}.") from e
     files = document.get("files") if isinstance(document, dict) else None
     if (
@@ -157,8 +160,10 @@ def verify_directory(directory, names=None, manifest=None, force=False):
         expected = files[name]
         path = directory / name
         if not path.is_file():
+            what = "is missing" if not os.path.lexists(path) else "is not a plain file"
             raise IntegrityError(
-                f"{path} is missing: the manifest {MANIFEST_FILE} lists it as written by bertzoo."
+                f"{path} {what}: the manifest {MANIFEST_FILE} lists it as a file written by "
+                "bertzoo."
             )
         key = _identity(path)
         if key[1] != expected["size"]:

@@ -116,7 +116,14 @@ class RunDirectory:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             holder = _read_pid(fd)
+            readers_only = isinstance(e, BlockingIOError) and _try_lock(fd, fcntl.LOCK_SH)
             os.close(fd)
+            if readers_only:
+                raise OutputError(
+                    f"--output {self.path} is being read by a training run (it holds the "
+                    "directory shared): writing into it would change its data under it; wait "
+                    "for it to end or choose another --output."
+                ) from None
             if isinstance(e, BlockingIOError):
                 raise OutputError(
                     f"--output {self.path} is in use by another run (pid {holder}); wait for it to end or "
@@ -272,3 +279,57 @@ def _delete(path):
         shutil.rmtree(path)
     else:
         path.unlink()
+
+
+def _try_lock(fd, kind):
+    """`flock(fd, kind | LOCK_NB)`: True when taken."""
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+class ReaderLock:
+    """A shared lock on a run directory's `.bertzoo.lock`, held by a process
+    that reads what a run wrote there (training from a prepared corpus)
+    for as long as it reads: the run that writes the directory (`prepare`)
+    takes the lock exclusively, so neither starts while the other holds it.
+    Before, re-running `prepare` into a directory a training run streamed
+    from killed the run at step ~220, unable to resume.
+
+    A directory without a lock file (or on a file system without `flock`)
+    is read without one: nothing is created in a directory being read.
+    `error` is the caller's error class."""
+
+    def __init__(self, directory, error):
+        self.fd = None
+        path = Path(directory) / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise error(
+                f"{directory} is being written by another run (pid {holder}, e.g. a `prepare` "
+                "into it); wait for it to end, then train from it."
+            ) from None
+        except OSError:
+            os.close(fd)
+            return
+        self.fd = fd
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __del__(self):
+        self.release()

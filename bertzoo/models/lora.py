@@ -36,6 +36,7 @@ import numpy as np
 
 from bertzoo.errors import BertzooError, IntegrityError
 from bertzoo.io import manifest as manifest_lib
+from bertzoo.io.bounded import CONFIG_BYTES, read_bounded_text
 from bertzoo.io.publish import publish_directory
 from bertzoo.models import litert
 
@@ -245,8 +246,12 @@ def load_lora_adapter(model, directory):
     except IntegrityError as e:
         raise LoraError(str(e)) from None
     try:
-        document = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        document = json.loads(
+            read_bounded_text(config_path, CONFIG_BYTES, "LoRA adapter description", LoraError)
+        )
+    except LoraError:
+        raise
+    except (OSError, ValueError) as e:
         raise LoraError(f"{config_path} cannot be read ({e}).") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise LoraError(f"{config_path} is not a bertzoo LoRA adapter description.")

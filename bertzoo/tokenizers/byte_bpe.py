@@ -57,6 +57,7 @@ from pathlib import Path
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bertzoo.io.bounded import MAX_TOKENS, TOKENIZER_BYTES, read_bounded, read_bounded_text
 from bertzoo.io.jsonfile import parse_json
 from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers.base import (
@@ -109,17 +110,20 @@ def bytes_to_unicode():
 
 
 def _json_file(path, what):
-    """(the JSON value in `path`, path); a directory means its `vocab.json`,
-    or its `tokenizer.json` when it has no vocab.json."""
+    """(the JSON value in `path`, path, the file's bytes); a directory means
+    its `vocab.json`, or its `tokenizer.json` when it has no vocab.json.
+    The file is read once, bounded (`bertzoo.io.bounded`)."""
     path = Path(path)
     if path.is_dir():
         vocab = path / ByteLevelBPETokenizer.vocabulary_file
         fast = path / TOKENIZER_JSON_FILE
         path = fast if fast.is_file() and not vocab.is_file() else vocab
     try:
-        return parse_json(path.read_text(encoding="utf-8")), path
+        raw = read_bounded(path, TOKENIZER_BYTES, "tokenizer file", TokenizerError)
     except FileNotFoundError:
         raise TokenizerError(f"{what} file {path} does not exist.") from None
+    try:
+        return parse_json(raw.decode("utf-8")), path, raw
     except (UnicodeDecodeError, ValueError) as e:
         raise TokenizerError(f"{path} is not a JSON vocabulary (token -> id): {e}.") from None
 
@@ -127,7 +131,7 @@ def _json_file(path, what):
 def read_vocabulary(path):
     """vocab.json -> list of tokens (index = id); a TokenizerError names
     what is wrong with the file."""
-    data, path = _json_file(path, "Vocabulary")
+    data, path, _ = _json_file(path, "Vocabulary")
     return _vocabulary_list(data, path), path
 
 
@@ -148,6 +152,10 @@ def _vocabulary_list(data, path):
     path = "The vocabulary" if path is None else path
     if not isinstance(data, dict) or not data:
         raise TokenizerError(f"{path} must hold a non-empty JSON object of token -> id.")
+    if len(data) > MAX_TOKENS:
+        raise TokenizerError(
+            f"{path} holds {len(data):,} tokens; a vocabulary holds at most {MAX_TOKENS:,}."
+        )
     bad = [(k, v) for k, v in data.items() if not isinstance(v, int) or isinstance(v, bool)]
     if bad:
         raise TokenizerError(f"{path}: token {bad[0][0]!r} has id {bad[0][1]!r}, not an integer.")
@@ -193,24 +201,51 @@ def read_merges(path, index):
     order, each checked against the vocabulary `index` (token -> id)."""
     if isinstance(path, str | Path):
         try:
-            lines = Path(path).read_text(encoding="utf-8").split("\n")
+            text = read_bounded_text(path, TOKENIZER_BYTES, "merges file", TokenizerError)
         except FileNotFoundError:
             raise TokenizerError(
                 f"Merges file {path} does not exist (a byte-level BPE needs vocab.json and "
                 "merges.txt side by side)."
             ) from None
-        except UnicodeDecodeError as e:
-            raise TokenizerError(f"{path} is not UTF-8 text: {e}.") from None
+        # Counted before the text is split (a #version line and a final
+        # newline are not merges).
+        _check_merge_count(text.count("\n") - 1, path)
+        lines = text.split("\n")
     else:
         lines = [m if isinstance(m, str) else " ".join(m) for m in path]
         path = "The merges"
-    merges = []
+        _check_merge_count(len(lines), path)
+    merges, seen = [], {}
     for number, line in enumerate(lines, 1):
         if (number == 1 and line.startswith("#version")) or not line.strip():
             continue
         where, mismatch = f"{path} line {number}", "merges.txt does not match vocab.json"
-        merges.append(_check_merge(line.split(" "), index, where, line, mismatch))
+        pair = _check_merge(line.split(" "), index, where, line, mismatch)
+        merges.append(_first_time(pair, where, line, seen, f"line {number}"))
     return merges
+
+
+def _check_merge_count(count, source):
+    """More merges than a vocabulary may hold tokens is a hostile file,
+    refused before any is checked (10M merges took 3.5 GiB before)."""
+    if count > MAX_TOKENS:
+        raise TokenizerError(
+            f"{source} lists {count:,} merges; a byte-level BPE has at most one per token of "
+            f"its vocabulary, and a vocabulary at most {MAX_TOKENS:,} tokens."
+        )
+
+
+def _first_time(pair, where, text, seen, place):
+    """`pair`, noted in `seen` (pair -> `place`, where it is first listed); a merge listed
+    twice has two ranks, which transformers and TensorFlow's tables do not
+    agree on: a TokenizerError naming both places."""
+    if pair in seen:
+        raise TokenizerError(
+            f"{where}: the merge {text!r} is listed before, at {seen[pair]}; a merge has one "
+            "rank, so each is listed once."
+        )
+    seen[pair] = place
+    return pair
 
 
 def _template(post, path, index):
@@ -342,15 +377,18 @@ def read_tokenizer_json(data, path):
             )
     vocabulary = _vocabulary_list(merged, path)
     index = {t: i for i, t in enumerate(vocabulary)}
-    merges = []
-    for i, merge in enumerate(model.get("merges") or []):
+    listed = model.get("merges") or []
+    _check_merge_count(len(listed) if isinstance(listed, list) else 0, f"{path}: model.merges")
+    merges, seen = [], {}
+    for i, merge in enumerate(listed):
         parts = merge.split(" ") if isinstance(merge, str) else merge
         parts = parts if isinstance(parts, list) else [merge]
         where, text = (
             f"{path}: model.merges[{i}]",
             merge if isinstance(merge, str) else " ".join(map(str, parts)),
         )
-        merges.append(_check_merge(parts, index, where, text, "the merges do not match the vocab"))
+        pair = _check_merge(parts, index, where, text, "the merges do not match the vocab")
+        merges.append(_first_time(pair, where, text, seen, f"model.merges[{i}]"))
     cls, sep, separators, trim = _template(data.get("post_processor"), path, index)
     add_prefix_space = bool(pre.get("add_prefix_space", True))
     unk = model.get("unk_token")
@@ -469,7 +507,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         elif isinstance(vocabulary, list | tuple | dict):
             data, path = _in_memory_vocabulary(vocabulary), None
         else:
-            data, path = _json_file(vocabulary, "Vocabulary")
+            data, path, raw = _json_file(vocabulary, "Vocabulary")
         roles = dict(cls=cls_token, sep=sep_token, pad=pad_token, unk=unk_token, mask=mask_token)
         if isinstance(data, dict) and isinstance(data.get("model"), dict):  # a tokenizer.json
             if merges is not None:
@@ -491,9 +529,7 @@ class ByteLevelBPETokenizer(Tokenizer):
             index = {t: i for i, t in enumerate(self.vocabulary)}
             roles = {r: _role_token(r, t, settings, index, path) for r, t in roles.items()}
             self.vocabulary_file = TOKENIZER_JSON_FILE
-            self._tokenizer_json = (
-                Path(path).read_bytes() if path is not None else tokenizer_json.encode("utf-8")
-            )
+            self._tokenizer_json = raw if path is not None else tokenizer_json.encode("utf-8")
         else:
             vocabulary_list = _vocabulary_list(data, path)
             settings = {

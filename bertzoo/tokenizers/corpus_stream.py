@@ -59,6 +59,7 @@ import random
 import numpy as np
 
 from bertzoo.io import textfiles
+from bertzoo.io.children import die_with_parent
 from bertzoo.tokenizers.kinds import TokenizerError
 
 logger = logging.getLogger(__name__)
@@ -371,7 +372,8 @@ def count_lines(counter, tokenizer, lines):
 
 def _count_range_process(connection, task):
     """A counting process: sends `count_range(*task)`, or the error it
-    raised, back through `connection`."""
+    raised, back through `connection`. It ends if the parent dies."""
+    die_with_parent()
     try:
         result = count_range(*task)
     except BaseException as e:  # noqa: BLE001 (sent to the parent, which raises it)

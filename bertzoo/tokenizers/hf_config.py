@@ -10,6 +10,7 @@ import logging
 import struct
 from pathlib import Path
 
+from bertzoo.io.bounded import TOKENIZER_BYTES, read_bounded
 from bertzoo.io.jsonfile import read_json_object
 from bertzoo.tokenizers.kinds import SPECIAL_ROLES, TokenizerError, tokenizer_class, tokenizer_kinds
 
@@ -30,7 +31,7 @@ def _tokenizer_json_added_tokens(path):
     strip_accents do not count: transformers replaces them with
     `tokenizer_config.json`'s `do_lower_case` (default true) and
     `strip_accents`."""
-    data = read_json_object(path, TokenizerError)
+    data = read_json_object(path, TokenizerError, TOKENIZER_BYTES, "tokenizer file")
 
     def part(name, expected):
         value = data.get(name) or {}
@@ -170,7 +171,7 @@ def _check_xlmr_tokenizer_json(path):
     transformers 5 ignores it, with a log line: transformers 4 wrote a lone
     Metaspace for the released checkpoints, which its fast tokenizer ran
     (a "▁" token for each extra space)."""
-    data = read_json_object(path, TokenizerError)
+    data = read_json_object(path, TokenizerError, TOKENIZER_BYTES, "tokenizer file")
     normalizer = data.get("normalizer") or {}
     pre = data.get("pre_tokenizer") or {}
     model = data.get("model") or {}
@@ -223,8 +224,9 @@ def _sentencepiece_model(path):
     from sentencepiece import sentencepiece_model_pb2
 
     model = sentencepiece_model_pb2.ModelProto()
+    data = read_bounded(path, TOKENIZER_BYTES, "SentencePiece model", TokenizerError)
     try:
-        model.ParseFromString(path.read_bytes())
+        model.ParseFromString(data)
     except Exception:  # protobuf's DecodeError, whose module path varies
         return None
     return model

@@ -8,6 +8,7 @@ neither imports the other's importer.
 """
 
 import importlib
+import inspect
 
 from bertzoo.errors import PresetError
 
@@ -67,3 +68,24 @@ def tokenizer_class(kind):
             f"Unknown tokenizer kind {kind!r}. Valid kinds: {', '.join(tokenizer_kinds())}."
         )
     return _REGISTRY[kind]
+
+
+def check_settings(cls, settings, where):
+    """`settings` (a dict of keyword arguments read from a file) when the
+    tokenizer class `cls` takes each of them; an unknown one is a one-line
+    TokenizerError naming it, `where` it was read, and the settings `cls`
+    takes (before, it was a raw TypeError)."""
+    if not isinstance(settings, dict):
+        raise TokenizerError(f"{where}: the tokenizer settings must be a JSON object.")
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return settings
+    # The first argument after self is the vocabulary (a file or its tokens).
+    valid = [n for n in list(params)[2:] if params[n].kind is not inspect.Parameter.VAR_POSITIONAL]
+    unknown = sorted(k for k in settings if k not in valid)
+    if unknown:
+        raise TokenizerError(
+            f"{where}: unknown {cls.kind} tokenizer setting(s) {', '.join(map(repr, unknown))}. "
+            f"Valid: {', '.join(valid)}."
+        )
+    return settings

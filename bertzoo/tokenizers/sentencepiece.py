@@ -49,6 +49,7 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bertzoo.io.bounded import TOKENIZER_BYTES, read_bounded
 from bertzoo.io.publish import atomic_path
 from bertzoo.tokenizers import basic, unicode
 from bertzoo.tokenizers.base import Tokenizer, TokenizerError, register_tokenizer
@@ -62,7 +63,7 @@ def read_model_proto(proto):
         return bytes(proto), "The SentencePiece model"
     path = Path(proto)
     try:
-        return path.read_bytes(), str(path)
+        return read_bounded(path, TOKENIZER_BYTES, "SentencePiece model", TokenizerError), str(path)
     except FileNotFoundError:
         raise TokenizerError(f"SentencePiece model file {path} does not exist.") from None
     except IsADirectoryError:

@@ -25,6 +25,7 @@ from pathlib import Path
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bertzoo.io.bounded import MAX_TOKENS, TOKENIZER_BYTES, read_bounded_text
 from bertzoo.io.publish import atomic_write_text
 from bertzoo.tokenizers import basic, hf_fast, python_wordpiece, unicode
 from bertzoo.tokenizers.base import (
@@ -126,11 +127,9 @@ def read_vocabulary(vocabulary):
     if isinstance(vocabulary, str | Path):
         path = Path(vocabulary)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_bounded_text(path, TOKENIZER_BYTES, "vocabulary file", TokenizerError)
         except FileNotFoundError:
             raise TokenizerError(f"Vocabulary file {path} does not exist.") from None
-        except UnicodeDecodeError as e:
-            raise TokenizerError(f"Vocabulary file {path} is not UTF-8: {e}") from None
         tokens = text.split("\n")
         if tokens and tokens[-1] == "":
             tokens.pop()
@@ -141,6 +140,10 @@ def read_vocabulary(vocabulary):
         source = "The vocabulary"
     if not tokens:
         raise TokenizerError(f"{source} is empty.")
+    if len(tokens) > MAX_TOKENS:
+        raise TokenizerError(
+            f"{source} lists {len(tokens):,} tokens; a vocabulary holds at most {MAX_TOKENS:,}."
+        )
     seen, dupes = set(), []
     for t in tokens:
         if t in seen:

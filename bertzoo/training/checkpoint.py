@@ -49,6 +49,7 @@ from bertzoo.convert.loader import check_weights_file
 from bertzoo.errors import BertzooError, IntegrityError, NonFiniteError
 from bertzoo.io import manifest as manifest_lib
 from bertzoo.io.diskfull import disk_full_guard
+from bertzoo.io.jsonfile import load_json
 from bertzoo.io.publish import fsync_path
 from bertzoo.models import lora
 
@@ -320,8 +321,8 @@ class CheckpointManager:
         except IntegrityError as e:
             raise _Unreadable(str(e)) from e
         try:
-            state = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            state = load_json(path / STATE_FILE)
+        except (OSError, ValueError) as e:  # JSON, UTF-8 or the bounded read
             raise _Unreadable(f"{STATE_FILE} cannot be read ({e})") from e
         if not isinstance(state, dict) or not isinstance(state.get("step"), int):
             raise _Unreadable(f"{STATE_FILE} has no step")
@@ -394,8 +395,8 @@ class CheckpointManager:
         if not rng_path.is_file():
             return
         try:
-            saved = json.loads(rng_path.read_text(encoding="utf-8"))["seed_generators"]
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+            saved = load_json(rng_path)["seed_generators"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
             warnings.warn(
                 f"{rng_path} cannot be read ({e}); dropout will draw other masks.", stacklevel=3
             )

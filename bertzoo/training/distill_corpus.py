@@ -6,7 +6,6 @@ the cosine of the last hidden states for tinybert-general). SIGTERM or SIGINT
 saves a checkpoint of the step under way, which a rerun resumes on the same
 batches; it is removed once the student is published."""
 
-import json
 import logging
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from bertzoo.distill.distillers import (
 )
 from bertzoo.distill.evaluate import hidden_cosine
 from bertzoo.distill.init import init_student_from_teacher
+from bertzoo.io.jsonfile import load_json
 from bertzoo.models.pretrainer import BertPretrainer
 from bertzoo.training.checkpoint import CheckpointManager
 from bertzoo.training.distill_context import (
@@ -123,7 +123,7 @@ def _resume_position(context, manager):
     run = context.run
     latest = manager.latest()
     if run.resumes(latest):
-        state = json.loads((latest / "state.json").read_text(encoding="utf-8"))
+        state = load_json(latest / "state.json")
         return int(state["step"]), dict(state.get("metric_sums") or {})
     run.start_over(*(() if run.config.resume else (CHECKPOINTS_DIR,)))
     return 0, {}

@@ -4,7 +4,6 @@ the data, a held-out slice for early stopping, TinyBERT's augmentation, and
 the teacher's own quality on the validation split."""
 
 import dataclasses
-import json
 import logging
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from bertzoo.distill.augment import WORD, augment_texts, mlm_candidates, neighbo
 from bertzoo.distill.evaluate import accuracy
 from bertzoo.distill.layer_map import DistillationError
 from bertzoo.errors import BertzooError
+from bertzoo.io.jsonfile import load_json
 from bertzoo.preprocessing import BertPreprocessor, packed_lengths, segment_inputs
 from bertzoo.tasks.sentences import text_features
 from bertzoo.training.finetune import (
@@ -44,7 +44,7 @@ def teacher_record(teacher_path):
     if not settings_file.is_file():
         return None
     try:
-        settings = json.loads(settings_file.read_text(encoding="utf-8"))
+        settings = load_json(settings_file)
         run = settings.get("config", {})
         length = settings.get("serving", {}).get("sequence_length") or run["sequence_length"]
         record = {
@@ -57,7 +57,7 @@ def teacher_record(teacher_path):
     metrics_file = directory.parent / METRICS_FILE
     if metrics_file.is_file():
         try:
-            metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
+            metrics = load_json(metrics_file)
             same = Path(metrics.get("preset", "")).resolve() == directory.resolve()
             dataset = metrics.get("dataset")
             if same and isinstance(metrics.get("validation"), dict):

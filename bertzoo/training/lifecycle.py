@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from bertzoo.io.fingerprint import change, fingerprint
+from bertzoo.io.jsonfile import load_json
 from bertzoo.io.publish import atomic_write_text
 from bertzoo.io.rundir import RunDirectory
 from bertzoo.io.textfiles import InputFilesError, expand_inputs
@@ -252,7 +253,7 @@ class Run:
         path = self.output / name
         if not path.is_file():
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json(path)
 
     def tensorboard(self, every, enabled=True):
         """The run's TensorBoard writer (in `LOG_DIR`), a callback."""

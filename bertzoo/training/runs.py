@@ -34,6 +34,7 @@ from pathlib import Path
 
 from bertzoo import quiet
 from bertzoo.batching import BATCHING_MODES
+from bertzoo.io.jsonfile import load_json
 from bertzoo.io.publish import atomic_write_text
 from bertzoo.settings import setting
 
@@ -175,7 +176,7 @@ class RunConfig:
         if not path.is_file():
             return ()
         try:
-            recorded = json.loads(path.read_text(encoding="utf-8"))
+            recorded = load_json(path)
         except (OSError, ValueError):
             return ()
         if not isinstance(recorded, dict):
@@ -190,7 +191,7 @@ class RunConfig:
         path = Path(output) / RUN_SETTINGS_FILE
         if not path.is_file():
             return None
-        recorded, current = json.loads(path.read_text(encoding="utf-8")), self.to_json()
+        recorded, current = load_json(path), self.to_json()
         defaults = type(self)().to_json()
         recorded = {**{k: v for k, v in defaults.items() if k not in recorded}, **recorded}
         free = set(current) - set(self.compared_settings())

@@ -3,13 +3,13 @@ given one, the fine-tune recipe's classifier, or one fine-tuned here), the
 student's architecture or preset, and how the student starts (from the
 teacher's embeddings and layers, or at random)."""
 
-import json
 import logging
 from pathlib import Path
 
 from bertzoo.convert.loader import resolve_preset
 from bertzoo.distill.init import init_embeddings_from_teacher
 from bertzoo.distill.layer_map import DistillationError
+from bertzoo.io.jsonfile import load_json
 from bertzoo.models.backbone import BertBackbone
 from bertzoo.models.tasks import read_task_section
 from bertzoo.training.finetune import FinetuneConfig, default_init, run_finetuning
@@ -145,7 +145,7 @@ def build_student(config, teacher):
     path = Path(spec)
     if path.suffix == ".json" and path.is_file():
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
+            document = load_json(path)
         except ValueError as e:
             raise DistillationError(f"{path}: not valid JSON: {e}") from e
         arch = document.get("backbone", document) if isinstance(document, dict) else None

@@ -9,6 +9,7 @@ import logging
 import time
 from pathlib import Path
 
+from bertzoo.io.jsonfile import load_json
 from bertzoo.io.publish import atomic_write_text
 from bertzoo.training.checkpoint import PREFIX as CHECKPOINT_PREFIX
 from bertzoo.training.pretrain_config import PretrainError
@@ -112,7 +113,7 @@ class ReaderPositions:
         phase `phase`) was restored."""
         path = self.path(step)
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
+            document = load_json(path)
         except FileNotFoundError:
             raise PretrainError(
                 f"{path} is missing: worker {self.reader} recorded its data position at step "

@@ -10,6 +10,7 @@ import pytest
 
 from bertzoo.data import corpus as corpus_lib
 from bertzoo.data import prepare as prepare_lib
+from bertzoo.data.corpus import CorpusError
 from bertzoo.data.prepare import PrepareSettings, prepare_corpus
 from bertzoo.data.shardfile import Shard
 from bertzoo.data.shards import CorpusChangedError, open_prepared
@@ -243,6 +244,30 @@ def test_other_settings_prepare_again(tmp_path, tokenizer):
     prepare_corpus([path], tokenizer, out, PrepareSettings(shard_bytes=2000, workers=1))
     doc = prepare_corpus([path], tokenizer, out, PrepareSettings(shard_bytes=100_000, workers=1))
     assert len(doc["shards"]) == 1 and len(list(out.glob("*.bzshard"))) == 1
+
+
+def test_preparing_and_training_from_one_directory_exclude_each_other(tmp_path, tokenizer):
+    """A training run holds the prepared directory shared while it reads it:
+    a `prepare` into it is refused in one line, the shards untouched (before,
+    it rewrote them and killed the run at step ~220, unable to resume); and
+    while a `prepare` writes it, it cannot be opened for training."""
+    from bertzoo.io.rundir import RunDirectory
+
+    path = write_documents(tmp_path / "c.txt", mixed_documents(30))
+    out = tmp_path / "out"
+    settings = PrepareSettings(shard_bytes=2000, workers=1)
+    prepare_corpus([path], tokenizer, out, settings)
+    before = shard_bytes_of(out)
+    reading = open_prepared(out)
+    other = PrepareSettings(shard_bytes=100_000, workers=1)
+    with pytest.raises(OutputError, match="is being read by a training run") as e:
+        prepare_corpus([path], tokenizer, out, other)
+    assert "\n" not in str(e.value) and shard_bytes_of(out) == before
+    assert len(reading) == len(before) and reading.shard(0).num_documents > 0
+    del reading  # the run ends: its lock goes with it
+    with RunDirectory(out), pytest.raises(CorpusError, match="is being written by another run"):
+        open_prepared(out)
+    assert len(prepare_corpus([path], tokenizer, out, other)["shards"]) == 1
 
 
 def test_memory_is_bounded_by_the_settings_not_the_corpus(tmp_path, tokenizer):

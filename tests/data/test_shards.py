@@ -352,6 +352,11 @@ def test_at_least_one_document_is_held_out_and_never_all(tmp_path, tokenizer):
         (lambda d: d["tokenizer"].update(file="unlisted.txt"), "the vocabulary 'unlisted.txt'"),
         (lambda d: d["summary"].update(documents=d["summary"]["documents"] + 1), "add up"),
         (lambda d: d.update(shards={}), "it has no list of shards"),
+        (
+            lambda d: d["tokenizer"]["config"].update(lowercase_everything=True),
+            "unknown wordpiece tokenizer setting(s) 'lowercase_everything'",
+        ),
+        (lambda d: d["tokenizer"].update(kind="bpe"), "Unknown tokenizer kind 'bpe'"),
     ],
 )
 def test_a_hostile_prepared_json_is_refused_before_anything_is_sized(
@@ -431,7 +436,7 @@ def test_records_are_read_only_as_their_manifest_lists_them(prepared, tokenizer,
     big = copy("big")
     with open(big / pipeline.METADATA_FILE, "a") as f:
         f.write(" " * pipeline.MAX_METADATA_BYTES)
-    refused(big, "more than the 16,777,216 a records directory's metadata takes")
+    refused(big, "more than the 16 MiB a records metadata file may take")
 
 
 @pytest.mark.parametrize(
@@ -458,3 +463,68 @@ def test_records_output_refuses_and_keeps_the_users_files(
     write_prepared_records(prepared, ours, tokenizer, masker, settings)
     write_prepared_records(prepared, ours, tokenizer, masker, settings)
     manifest_lib.verify_directory(ours, force=True)
+
+
+def _edit_shard(path, edit):
+    """Rewrites a shard's header and arrays through `edit(header, tokens,
+    lengths, docs)`, keeping its layout (as a hostile directory would,
+    then resealing its manifest)."""
+    import struct
+
+    from bertzoo.data import shardfile
+
+    shard = shardfile.Shard(path)
+    header = dict(shard.header)
+    tokens = np.array(shard.tokens)
+    lengths = np.diff(shard.sentence_offsets).astype("<u4")
+    docs = np.diff(shard.document_offsets).astype("<u4")
+    edit(header, tokens, lengths, docs)
+    text = json.dumps(header, sort_keys=True).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(
+        shardfile.MAGIC + struct.pack("<Q", len(text)) + text
+        + tokens.tobytes() + lengths.tobytes() + docs.tobytes()
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        # Sentence lengths that add up to more (or fewer) tokens than the
+        # shard holds: before, read as they were (one long sentence).
+        (lambda h, t, s, d: s.__setitem__(0, s[0] + 7), "its sentence lengths add up to"),
+        (lambda h, t, s, d: s.__setitem__(1, 0), "its sentence lengths add up to"),
+        (lambda h, t, s, d: d.__setitem__(0, d[0] + 1), "documents' sentence counts add up"),
+        (lambda h, t, s, d: h.update(num_tokens=-2), "counts (-2,"),
+        (lambda h, t, s, d: h.update(token_dtype="|O"), "token_dtype '|O' is not one bertzoo"),
+    ],
+)
+def test_a_shard_whose_arrays_disagree_is_refused_when_opened(tmp_path, prepared, edit, message):
+    import shutil
+
+    directory = tmp_path / "hostile"
+    shutil.copytree(prepared.directory, directory)
+    first = directory / open_prepared(directory).shard_paths[0].name
+    _edit_shard(first, edit)
+    reseal_manifest(directory)
+    corpus = open_prepared(directory)
+    with pytest.raises(CorpusError) as error:
+        corpus.shard(0)
+    assert message in str(error.value) and "\n" not in str(error.value), str(error.value)
+    assert corpus.shard(1).num_documents > 0  # the others read as they are
+
+
+def test_a_shard_header_past_its_cap_is_not_read(tmp_path, prepared):
+    import shutil
+    import struct
+
+    from bertzoo.data import shardfile
+
+    directory = tmp_path / "hostile"
+    shutil.copytree(prepared.directory, directory)
+    first = open_prepared(directory).shard_paths[0]
+    data = bytearray(first.read_bytes())
+    data[8:16] = struct.pack("<Q", 1 << 62)
+    first.write_bytes(bytes(data))
+    with pytest.raises(CorpusError, match="its header length is 4,611,686,018,427,387,904 bytes"):
+        shardfile.Shard(first)

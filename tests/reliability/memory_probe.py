@@ -6,8 +6,9 @@ tests/reliability/test_hostile_files.py).
 
 CASES_JSON is a list of {"name", "call", "path"}; call is "backbone"
 (`BertBackbone.from_preset(path)`), "architecture"
-(`BertBackbone.from_preset(path, load_weights=False)`) or "torch_pickle"
-(`read_torch_pickle(path)`). The first case is a warm-up (a valid preset),
+(`BertBackbone.from_preset(path, load_weights=False)`), "torch_pickle"
+(`read_torch_pickle(path)`), or a tokenizer made from the file at path
+("wordpiece", "byte_bpe", "sentencepiece"). The first case is a warm-up (a valid preset),
 so imports are not counted against the others. For each case it prints one
 JSON line {"name", "error", "seconds", "growth_mib"}: growth_mib is the peak
 resident memory during the call (VmHWM, reset before it through
@@ -44,6 +45,11 @@ CALLS = {
     "backbone": lambda path: bertzoo.BertBackbone.from_preset(path),
     "architecture": lambda path: bertzoo.BertBackbone.from_preset(path, load_weights=False),
     "torch_pickle": read_torch_pickle,
+    # Tokenizer files, given by path: vocab.txt, a vocab.json directory
+    # (with its merges.txt), a SentencePiece model (XLM-R's).
+    "wordpiece": lambda path: bertzoo.BertTokenizer(path),
+    "byte_bpe": lambda path: bertzoo.tokenizers.ByteLevelBPETokenizer(path),
+    "sentencepiece": lambda path: bertzoo.tokenizers.XLMRobertaTokenizer(path),
 }
 
 

@@ -222,7 +222,64 @@ def _hostile_cases(root):
             r"\(archive/data/0: 1,073,741,824\) .* zip bomb",
         )
     )
-    return cases
+    return cases + _oversized_files(root, preset)
+
+
+def _sparse(path, size):
+    """A file of `size` bytes that takes no disk (a hole), as a hostile
+    directory may ship: only its size is ever looked at."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
+
+
+def _oversized_files(root, preset):
+    """Files over their cap (bertzoo.io.bounded), refused by their size
+    before a byte is read, and merges past the vocabulary cap, refused
+    before one is checked (a 545 MB vocab.json with its merges passed
+    6 GiB at 157 s; a 322 MB sentencepiece.bpe.model at 110 s; 10M
+    duplicate merges took 3.5 GiB before TensorFlow's table refused them)."""
+    config = root / "config_64mib"
+    shutil.copytree(preset, config)
+    edited_by_hand(config)
+    _sparse(config / "config.json", 64 << 20)
+    (root / "wordpiece").mkdir()
+    (root / "xlmr").mkdir()
+    merges = root / "merges_1e7"
+    merges.mkdir()
+    tokens = ["<s>", "<pad>", "</s>", "<unk>", "a", "b", "ab", "<mask>"]
+    (merges / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}))
+    with open(merges / "merges.txt", "w") as f:
+        f.write("#version: 0.2\n")
+        for _ in range(100):
+            f.write("a b\n" * 100_000)
+    return [
+        (
+            "config.json of 64 MiB",
+            "backbone",
+            config,
+            r"config\.json is 67,108,864 bytes, more than the 16 MiB a config file may take",
+        ),
+        (
+            "vocab.txt of 200 MiB",
+            "wordpiece",
+            _sparse(root / "wordpiece" / "vocab.txt", 200 << 20),
+            r"vocab\.txt is 209,715,200 bytes, more than the 128 MiB a vocabulary file may take",
+        ),
+        (
+            "sentencepiece.bpe.model of 322 MiB",
+            "sentencepiece",
+            _sparse(root / "xlmr" / "sentencepiece.bpe.model", 322 << 20),
+            r"sentencepiece\.bpe\.model is 337,641,472 bytes, more than the 128 MiB a "
+            r"SentencePiece model may take",
+        ),
+        (
+            "merges.txt of 10M merges",
+            "byte_bpe",
+            merges,
+            r"merges\.txt lists 10,000,000 merges; .* at most 2,097,152 tokens",
+        ),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +315,10 @@ HOSTILE = [
     "weights twice the machine's memory",
     "pytorch_model.bin whose data.pkl inflates to 2 GiB",
     "a storage that inflates to 1 GiB",
+    "config.json of 64 MiB",
+    "vocab.txt of 200 MiB",
+    "sentencepiece.bpe.model of 322 MiB",
+    "merges.txt of 10M merges",
 ]
 
 
@@ -271,7 +332,7 @@ def test_hostile_file_fails_fast_in_bounded_memory(probed, name):
     error = report["error"]
     assert error is not None, f"loaded without an error ({report['growth_mib']:.0f} MiB)"
     kind, _, message = error.partition(": ")
-    assert kind in ("PresetError", "CheckpointError", "ArchiveSizeError"), error
+    assert kind in ("PresetError", "CheckpointError", "ArchiveSizeError", "TokenizerError"), error
     assert "\n" not in message, f"not one line: {message!r}"
     assert re.search(pattern, message), message
     assert report["seconds"] < SECONDS, report
