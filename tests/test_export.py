@@ -18,6 +18,7 @@ Tolerances:
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -265,6 +266,7 @@ def test_classifier_export_matches_keras(format, int8, classifier, texts, tmp_pa
         assert rows[0]["text_characters"] == len(long_text) == 12000
         assert rows[1]["text"] == "a short one" and "text_characters" not in rows[1]
         assert all(row["label"] in model.label_names for row in rows)
+        _run_py_checks_its_folder(out, tmp_path, capsys)
     for name, packed in (("fuzz", _packed(tokenizer, fuzz)), ("pairs", _packed(tokenizer, a, b))):
         _same_ids(got[name], packed)
         _same_ids(got[name], packed, "segment_ids")
@@ -279,6 +281,60 @@ def test_classifier_export_matches_keras(format, int8, classifier, texts, tmp_pa
         clear = top2[:, 1] - top2[:, 0] > 0.05
         assert clear.sum() > 20
         assert np.array_equal(probabilities[clear].argmax(-1), expected[clear].argmax(-1))
+
+
+def _run_py_checks_its_folder(out, tmp_path, capsys):
+    """run.py checks the export's files against its manifest before it
+    loads anything: a swapped or truncated model, or an edited
+    export.json, is one line naming the file (before, a swapped model.onnx
+    was served silently, and a truncated one or an edited sequence_length
+    gave a raw runtime traceback)."""
+
+    def damaged(edit):
+        copy = tmp_path / f"damaged_{len(list(tmp_path.glob('damaged_*')))}"
+        shutil.copytree(out, copy)
+        edit(copy)
+        capsys.readouterr()
+        assert runner.main(["a text", "--export", str(copy)]) == 2
+        return capsys.readouterr().err
+
+    def edit_length(folder):
+        config = json.loads((folder / "export.json").read_text(encoding="utf-8"))
+        config["sequence_length"] = 4096
+        (folder / "export.json").write_text(json.dumps(config), encoding="utf-8")
+
+    model = out / "model.onnx"
+    for edit, name in (
+        (edit_length, "export.json"),
+        (
+            lambda f: (f / "model.onnx").write_bytes(
+                model.read_bytes()[: model.stat().st_size // 2]
+            ),
+            "model.onnx",
+        ),
+        (
+            lambda f: (f / "model.onnx").write_bytes(model.read_bytes()[:-8] + b"\0" * 8),
+            "model.onnx",
+        ),
+        (lambda f: (f / "vocab.txt").unlink(), "vocab.txt"),
+        (lambda f: (f / "bertzoo-manifest.json").unlink(), "bertzoo-manifest.json"),
+    ):
+        err = damaged(edit)
+        assert err.count("\n") == 1 and err.startswith("error: ") and name in err, err
+        assert "Traceback" not in err
+    # A hostile folder reseals its manifest: the length is bounded before use.
+    from bertzoo.io.manifest import describe_files
+
+    hostile = tmp_path / "hostile"
+    shutil.copytree(out, hostile)
+    config = json.loads((hostile / "export.json").read_text(encoding="utf-8"))
+    config["sequence_length"] = 10**9
+    (hostile / "export.json").write_text(json.dumps(config), encoding="utf-8")
+    manifest = json.loads((hostile / "bertzoo-manifest.json").read_text())
+    manifest["files"].update(describe_files(hostile, ["export.json"]))
+    (hostile / "bertzoo-manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(runner.RunnerError, match="sequence_length must be a whole number from 2"):
+        runner.load(hostile)
 
 
 def _serving_tags(model, tokenizer, sentences, length):

@@ -53,8 +53,10 @@ LiteRT (a batch-1 model with any length) runs one text at a time.
 """
 
 import argparse
+import hashlib
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -62,6 +64,9 @@ import numpy as np
 
 CONFIG_FILE = "export.json"
 TABLES_FILE = "tokenizer_tables.json"
+MANIFEST_FILE = "bertzoo-manifest.json"  # each file's size and SHA-256, written last
+MANIFEST_BYTES = 16 << 20  # the most a manifest may take (bertzoo.io.bounded.CONFIG_BYTES)
+MAX_SEQUENCE_LENGTH = 131_072  # the longest a model may be (bertzoo.presets.SIZE_BOUNDS)
 # Beside run.py in an export: the tokenizer (bertzoo.tokenizers.python_wordpiece).
 TOKENIZER_FILE = "wordpiece.py"
 # In a QA export's folder: windows and answers (bertzoo.tasks.qa.spans).
@@ -145,17 +150,74 @@ def _checked(texts, pairs):
     return texts, pairs
 
 
-class Model:
-    """An export's model behind its tokenizer (see the module docstring)."""
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
-    def __init__(self, directory, threads=None):
+
+def check_folder(directory):
+    """Checks the export's files against the manifest the export wrote
+    last, before anything is loaded: a file missing, or of another size or
+    SHA-256 (a swapped model, a truncated one, an edited export.json), is a
+    RunnerError naming it. `BERTZOO_VERIFY=0` skips the check (as it does
+    in bertzoo)."""
+    if os.environ.get("BERTZOO_VERIFY", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    directory = Path(directory)
+    path = directory / MANIFEST_FILE
+    if not path.is_file():
+        raise RunnerError(
+            f"{directory} has no {MANIFEST_FILE}: not a bertzoo export, or one not finished; "
+            "export again (BERTZOO_VERIFY=0 runs it unchecked)."
+        )
+    if path.stat().st_size > MANIFEST_BYTES:
+        raise RunnerError(f"{path} is larger than a manifest may be: the export is damaged.")
+    try:
+        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+        entries = [(name, int(v["size"]), str(v["sha256"])) for name, v in files.items()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise RunnerError(f"{path} is damaged ({e}); export again.") from None
+    for name, size, sha256 in sorted(entries):
+        if name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
+            raise RunnerError(f"{path} lists {name!r}, which is not a file of the export.")
+        file = directory / name
+        if not file.is_file():
+            raise RunnerError(f"{file} is missing: the export's manifest lists it; export again.")
+        if file.stat().st_size != size or _sha256(file) != sha256:
+            raise RunnerError(
+                f"{file} differs from the file the export wrote (size or SHA-256 in "
+                f"{MANIFEST_FILE}): restore it or export again."
+            )
+
+
+class Model:
+    """An export's model behind its tokenizer (see the module docstring).
+    Its files are checked against the export's manifest first
+    (`check_folder`; `check=False` is for the export's own check of the
+    folder it is writing, before its manifest exists)."""
+
+    def __init__(self, directory, threads=None, check=True):
         self.directory = Path(directory)
+        if check:
+            check_folder(self.directory)
         try:
             self.config = json.loads((self.directory / CONFIG_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise RunnerError(f"{self.directory} is not a bertzoo export: {e}") from None
         self.task = self.config["task"]
-        self.sequence_length = int(self.config["sequence_length"])
+        self.sequence_length = self.config.get("sequence_length")
+        if (
+            isinstance(self.sequence_length, bool)
+            or not isinstance(self.sequence_length, int)
+            or not 2 <= self.sequence_length <= MAX_SEQUENCE_LENGTH
+        ):
+            raise RunnerError(
+                f"{self.directory / CONFIG_FILE}: sequence_length must be a whole number from 2 "
+                f"to {MAX_SEQUENCE_LENGTH:,}, got {self.sequence_length!r}; export again."
+            )
         self.label_names = self.config.get("label_names")
         self._tokenizer = None
         self._runtime = _OnnxRuntime if self.config["format"] == "onnx" else _LiteRuntime
