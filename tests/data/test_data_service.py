@@ -275,10 +275,16 @@ def _masker(tokenizer):
 
 
 def test_cli_refuses_bad_input(capsys):
+    exposed = "--bind", "0.0.0.0"
     for argv, message in [
-        (["worker", "--dispatcher", "http://d:5050"], "is not grpc://HOST:PORT"),
-        (["worker", "--dispatcher", "d:5050", "--port", "70000"], "port must be an int"),
-        (["dispatcher", "--port", "0", "--fault-tolerant"], "needs a work_dir"),
+        (["worker", "--dispatcher", "http://d:5050", *exposed], "is not grpc://HOST:PORT"),
+        (["worker", "--dispatcher", "d:5050", "--port", "70000", *exposed], "port must be an int"),
+        (["dispatcher", "--port", "0", "--fault-tolerant", *exposed], "needs a work_dir"),
+        # Private by default: TensorFlow's server listens on every interface
+        # and runs any graph a client sends, so it starts only when told it may.
+        (["dispatcher", "--port", "0"], "cannot listen on loopback only. Start it with --bind"),
+        (["worker", "--dispatcher", "d:5050"], "runs any dataset graph a client sends"),
+        (["dispatcher", "--port", "0", "--bind", "127.0.0.1"], "cannot listen on one address"),
     ]:
         assert main(["data-service", *argv]) == 2
         err = capsys.readouterr().err
@@ -292,17 +298,20 @@ def test_cli_refuses_bad_input(capsys):
 def test_cli_servers_in_other_processes_serve_records(records):
     def start(*argv):
         return subprocess.Popen(
-            [sys.executable, "-m", "bertzoo", "data-service", *argv],
+            [sys.executable, "-m", "bertzoo", "data-service", *argv, "--bind", "0.0.0.0"],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
         )
 
     processes = [start("dispatcher", "--port", "0")]
     try:
         line = processes[0].stdout.readline()
-        assert "dispatcher listening on port" in line, line
-        port = line.split("port ")[1].split(";")[0]
+        assert "dispatcher listening on port" in line and "of every interface" in line, line
+        warning = processes[0].stderr.readline()
+        assert warning.startswith("warning: the tf.data service runs any dataset graph"), warning
+        assert "behind a firewall" in warning
+        port = line.split("port ")[1].split()[0]
         processes.append(
             start("worker", "--dispatcher", f"localhost:{port}", "--host", "localhost")
         )
