@@ -105,6 +105,22 @@ def quantize_model(model, mode="int8", runtime="auto", interpreters=None):
     can_convert = keras.backend.backend() == "tensorflow"
     if runtime == "auto":
         runtime = "litert" if can_convert and litert.available() else "keras"
+        if runtime == "keras":
+            # Said once per call, in one line: which runtime the user gets, and
+            # how to get the fast one (before, `pip install .` silently gave
+            # the slower Keras layers).
+            why = (
+                f"the Keras backend is {keras.backend.backend()} (the LiteRT graph is converted "
+                "through TensorFlow)"
+                if not can_convert
+                else f"the LiteRT runtime is not installed ({litert.INSTALL})"
+            )
+            logger.warning(
+                "quantize('int8'): Keras' int8 layers run, not bertzoo's fastest int8 CPU path "
+                "(a LiteRT graph, several times faster: BENCHMARKS.md), because %s. "
+                "runtime='keras' chooses them without this line.",
+                why,
+            )
     if runtime == "keras":
         if interpreters is not None:
             raise QuantizationError(

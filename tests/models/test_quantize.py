@@ -127,6 +127,28 @@ def test_a_quantized_model_round_trips_through_a_keras_file(tmp_path):
     np.testing.assert_array_equal(np.asarray(loaded(x)), expected)
 
 
+def test_auto_says_in_one_line_when_the_fast_int8_path_is_not_there(monkeypatch, caplog):
+    """`pip install .` has no LiteRT runtime: quantize("int8") then runs
+    Keras' int8 layers, and says so, with how to get the fast path (before,
+    silently, at 0.41x the best CPU peer's throughput)."""
+    from bertzoo.models import litert
+
+    monkeypatch.setattr(litert, "available", lambda: False)
+    model = bertzoo.BertClassifier(bertzoo.BertBackbone(**TINY_ALBERT), num_classes=2)
+    with caplog.at_level("WARNING", logger="bertzoo.models.int8"):
+        model.quantize("int8")
+    lines = [r.getMessage() for r in caplog.records if r.name == "bertzoo.models.int8"]
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert "Keras' int8 layers run, not bertzoo's fastest int8 CPU path" in lines[0]
+    expected = litert.INSTALL if keras.backend.backend() == "tensorflow" else "Keras backend is"
+    assert expected in lines[0] and int8_runtime(model) == "keras"
+    caplog.clear()
+    other = bertzoo.BertClassifier(bertzoo.BertBackbone(**TINY_ALBERT), num_classes=2)
+    with caplog.at_level("WARNING", logger="bertzoo.models.int8"):
+        other.quantize("int8", runtime="keras")  # chosen: no line
+    assert not [r for r in caplog.records if r.name == "bertzoo.models.int8"]
+
+
 @pytest.mark.backend_independent
 def test_unsupported_modes_and_states_are_refused_in_one_line(tmp_path):
     backbone = bertzoo.BertBackbone(**TINY)
