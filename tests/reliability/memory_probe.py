@@ -7,8 +7,10 @@ tests/reliability/test_hostile_files.py).
 CASES_JSON is a list of {"name", "call", "path"}; call is "backbone"
 (`BertBackbone.from_preset(path)`), "architecture"
 (`BertBackbone.from_preset(path, load_weights=False)`), "torch_pickle"
-(`read_torch_pickle(path)`), or a tokenizer made from the file at path
-("wordpiece", "byte_bpe", "sentencepiece"). The first case is a warm-up (a valid preset),
+(`read_torch_pickle(path)`), a tokenizer made from the file at path
+("wordpiece", "byte_bpe", "sentencepiece"), a prepared corpus opened
+("prepared") or a LoRA adapter loaded onto its base ("lora": path/base,
+path/adapter). The first case is a warm-up (a valid preset),
 so imports are not counted against the others. For each case it prints one
 JSON line {"name", "error", "seconds", "growth_mib"}: growth_mib is the peak
 resident memory during the call (VmHWM, reset before it through
@@ -50,6 +52,13 @@ CALLS = {
     "wordpiece": lambda path: bertzoo.BertTokenizer(path),
     "byte_bpe": lambda path: bertzoo.tokenizers.ByteLevelBPETokenizer(path),
     "sentencepiece": lambda path: bertzoo.tokenizers.XLMRobertaTokenizer(path),
+    # A prepared corpus directory, opened for training.
+    "prepared": lambda path: __import__("bertzoo.data.shards").data.shards.open_prepared(path),
+    # A directory holding base/ (a classifier preset) and adapter/ (a LoRA
+    # adapter for it): the adapter loaded onto the base.
+    "lora": lambda path: bertzoo.BertClassifier.from_preset(Path(path) / "base").load_lora_adapter(
+        Path(path) / "adapter"
+    ),
 }
 
 

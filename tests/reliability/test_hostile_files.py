@@ -222,7 +222,84 @@ def _hostile_cases(root):
             r"\(archive/data/0: 1,073,741,824\) .* zip bomb",
         )
     )
-    return cases + _oversized_files(root, preset)
+    return cases + _oversized_files(root, preset) + _round_three_bombs(root, preset)
+
+
+def _round_three_bombs(root, preset):
+    """Round 3's surfaces, each a hostile directory that recomputes its own
+    manifest: a prepared.json count of 1e9 documents (the held-out draw
+    allocated from it: over 6 GiB in 23 s), a LoRA adapter of rank 1e6
+    (factors built before any check: over 6 GiB in 9 s) and one whose npz
+    member inflates to 2 GiB (over 6 GiB in 12 s), and a ModernBERT window of
+    1e9 (its band built: over 6 GiB in 9-16 s)."""
+    from bertzoo.data.prepare import PREPARED_FILE, PrepareSettings, prepare_corpus
+    from bertzoo.models import lora
+    from tests.conftest import reseal_manifest
+    from tests.data.prepared_corpus import character_tokenizer, mixed_documents, write_documents
+
+    corpus = write_documents(root / "c.txt", mixed_documents(12, seed=1))
+    prepared = root / "prepared_1e9"
+    prepare_corpus([corpus], character_tokenizer(), prepared, PrepareSettings(workers=1))
+    document = json.loads((prepared / PREPARED_FILE).read_text())
+    document["shards"][0]["documents"] = 10**9
+    document["summary"]["documents"] = sum(s["documents"] for s in document["shards"])
+    (prepared / PREPARED_FILE).write_text(json.dumps(document))
+    reseal_manifest(prepared)
+
+    def adapter(name, edit):
+        folder = root / name
+        model = bertzoo.BertClassifier(bertzoo.BertBackbone(**TWO_LAYERS), num_classes=2)
+        model.save_to_preset(folder / "base")
+        model.enable_lora(rank=2)
+        model.save_lora_adapter(folder / "adapter")
+        edit(folder / "adapter")
+        reseal_manifest(folder / "adapter")
+        return folder
+
+    def rank(folder):
+        config = json.loads((folder / lora.ADAPTER_CONFIG).read_text())
+        (folder / lora.ADAPTER_CONFIG).write_text(json.dumps({**config, "rank": 1_000_000}))
+
+    def bomb(folder):
+        import zipfile
+
+        with zipfile.ZipFile(folder / lora.ADAPTER_FILE) as archive:
+            names = archive.namelist()
+        _write_zip(
+            folder / lora.ADAPTER_FILE, [(names[0], PICKLE_BOMB)] + [(n, b"") for n in names[1:]]
+        )
+
+    return [
+        (
+            "prepared.json of 1e9 documents",
+            "prepared",
+            prepared,
+            r"counts .*'documents': 1000000000.* need at least [\d,]+ bytes; the shard file has",
+        ),
+        (
+            "LoRA adapter of rank 1e6",
+            "lora",
+            adapter("lora_rank", rank),
+            r"rank 1,000,000 is above",
+        ),
+        (
+            "LoRA adapter whose npz inflates to 2 GiB",
+            "lora",
+            adapter("lora_bomb", bomb),
+            r"inflates to 2,147,483,648 bytes",
+        ),
+        (
+            "local_attention_window 1e9",
+            "backbone",
+            _edited(
+                preset,
+                root / "window_1e9",
+                local_attention_window=1_000_000_000,
+                global_attention_every=2,  # layer 2 of 2 is local
+            ),
+            r"local_attention_window=1,000,000,000 is wider than",
+        ),
+    ]
 
 
 def _sparse(path, size):
@@ -319,6 +396,10 @@ HOSTILE = [
     "vocab.txt of 200 MiB",
     "sentencepiece.bpe.model of 322 MiB",
     "merges.txt of 10M merges",
+    "prepared.json of 1e9 documents",
+    "LoRA adapter of rank 1e6",
+    "LoRA adapter whose npz inflates to 2 GiB",
+    "local_attention_window 1e9",
 ]
 
 
@@ -332,7 +413,14 @@ def test_hostile_file_fails_fast_in_bounded_memory(probed, name):
     error = report["error"]
     assert error is not None, f"loaded without an error ({report['growth_mib']:.0f} MiB)"
     kind, _, message = error.partition(": ")
-    assert kind in ("PresetError", "CheckpointError", "ArchiveSizeError", "TokenizerError"), error
+    assert kind in (
+        "PresetError",
+        "CheckpointError",
+        "ArchiveSizeError",
+        "TokenizerError",
+        "CorpusError",
+        "LoraError",
+    ), error
     assert "\n" not in message, f"not one line: {message!r}"
     assert re.search(pattern, message), message
     assert report["seconds"] < SECONDS, report
