@@ -15,8 +15,11 @@ Inputs and outputs per task (batches; strings are UTF-8):
 
 | task | inputs | outputs |
 |---|---|---|
-| classification | `text` (+ `text_pair` for pair tasks) | `probabilities` (B, C), `label_id` (B,), `label` (B,) |
-| regression | `text` (+ `text_pair`) | `score` (B,) |
+| classification | `text` (+ `text_pair` for pair tasks) | `probabilities` (B, C), `label_id` (B,), `label` (B,), `text_cut` (B,) |
+| regression | `text` (+ `text_pair`) | `score` (B,), `text_cut` (B,) |
+
+`text_cut`: a text of the row was longer than `text_cap(sequence_length)`
+characters and cut there before tokenizing (`bertzoo.tasks.sentences`).
 | tagging | `text` (split into words on whitespace) | `words`, `tags` (B, W) padded with "", `num_words` (B,) |
 | qa | `question`, `context` | `answer` (B,), `start`, `end` (byte offsets in the context, -1: no answer), `score` (B,) |
 

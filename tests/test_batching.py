@@ -258,5 +258,11 @@ def test_serving_model_trims_in_graph_and_matches_fixed_padding(minilm_dir):
     one = serving.answer(text=MESSY[2])
     np.testing.assert_allclose(one["probabilities"][0], expected[2], atol=2e-5)
     assert serving._serve_function().experimental_get_tracing_count() == 1
+    # A text past the 64-characters-per-token cut (8,192 at 128 tokens) is
+    # cut before tokenizing; the graph says so in `text_cut`, as Keras logs
+    # it (before, the SavedModel cut it silently). Characters, not bytes.
+    long = ["the film was good. " * 432, "좋" * 8192, "좋" * 8193, "short"]
+    assert serving.answer(text=long)["text_cut"].tolist() == [True, False, True, False]
+    assert not answers["text_cut"].any()
     with pytest.raises(TypeError, match="takes the inputs text; got unknown question"):
         serving.answer(text="a", question="b")

@@ -54,8 +54,11 @@ class Regression(TaskKind):
         return sentences.serving_inputs(pairs)
 
     def serve(self, serving_model, texts):
-        """`score` (B,)."""
-        return {"score": tf.reshape(sentences.serving_logits(serving_model, texts), [-1])}
+        """`score` (B,) and `text_cut` (B,) (`sentences.serving_texts_cut`)."""
+        return {
+            "score": tf.reshape(sentences.serving_logits(serving_model, texts), [-1]),
+            "text_cut": sentences.serving_texts_cut(serving_model, texts),
+        }
 
 
 REGRESSION = register(Regression())

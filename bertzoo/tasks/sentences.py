@@ -165,6 +165,17 @@ def serving_inputs(pairs):
     return ("text", "text_pair") if pairs else ("text",)
 
 
+def serving_texts_cut(serving_model, texts):
+    """(B,) bool, the serving graph's `text_cut`: whether a text of the row
+    is longer than `text_cap(sequence_length)` characters, cut there before
+    tokenizing (far more than the sequence holds: only a text whose first
+    tokens are very long words can lose a token). A graph cannot log, so it
+    says so in its outputs, where Keras' `predict` logs a line."""
+    cap = tokenizers.text_cap(serving_model.sequence_length)
+    cut = [tf.strings.length(texts[k], unit="UTF8_CHAR") > cap for k in serving_model.input_names]
+    return tf.reduce_any(tf.stack(cut), axis=0)
+
+
 def serving_logits(serving_model, texts):
     """The classifier's logits for string batches `texts` (`text`, and
     `text_pair` for pairs), packed in the graph."""

@@ -83,13 +83,15 @@ class Classification(TaskKind):
         return sentences.serving_inputs(pairs)
 
     def serve(self, serving_model, texts):
-        """`probabilities` (B, C), `label_id` (B,) and `label` (B,) names."""
+        """`probabilities` (B, C), `label_id` (B,), `label` (B,) names and
+        `text_cut` (B,) (`sentences.serving_texts_cut`)."""
         logits = sentences.serving_logits(serving_model, texts)
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return {
             "probabilities": tf.nn.softmax(logits, axis=-1),
             "label_id": label_id,
             "label": tf.gather(tf.constant(serving_model.label_names), label_id),
+            "text_cut": sentences.serving_texts_cut(serving_model, texts),
         }
 
 
