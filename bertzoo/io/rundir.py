@@ -331,5 +331,11 @@ class ReaderLock:
             os.close(self.fd)
             self.fd = None
 
+    def __getstate__(self):
+        # A copy in another process (pickled with what holds it) holds no
+        # lock: the number of this process's descriptor means nothing there,
+        # and closing it would close another file.
+        return {"fd": None}
+
     def __del__(self):
         self.release()

@@ -264,6 +264,14 @@ def test_preparing_and_training_from_one_directory_exclude_each_other(tmp_path, 
         prepare_corpus([path], tokenizer, out, other)
     assert "\n" not in str(e.value) and shard_bytes_of(out) == before
     assert len(reading) == len(before) and reading.shard(0).num_documents > 0
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(reading._reader_lock))  # as sent to another process
+    assert copy.fd is None
+    del copy  # releases nothing of this process
+    assert reading.shard(1).num_documents > 0
+    with pytest.raises(OutputError, match="is being read by a training run"):
+        prepare_corpus([path], tokenizer, out, other)
     del reading  # the run ends: its lock goes with it
     with RunDirectory(out), pytest.raises(CorpusError, match="is being written by another run"):
         open_prepared(out)
