@@ -57,7 +57,57 @@ def masked_lm_model(preset):
                 "trained masked-LM head (a pre-training recipe output, a converted checkpoint "
                 "or a Hugging Face *ForMaskedLM / *ForPreTraining directory)."
             )
+        names = _head_tensor_names(kind, Path(source))
+        if (
+            names is not None
+            and not _has_mlm_head(names)
+            and not (Path(source) / preset_lib.GENERATOR_DIR / preset_lib.CONFIG_FILE).is_file()
+        ):
+            # Refused from the files' own tensor names, before a model is
+            # built (a MiniLM took 7.7 s to be refused).
+            raise _no_head(preset, sorted(n for n in names if not _is_encoder_tensor(n)))
         return _masked_lm_model(preset, source)
+
+
+# Where a checkpoint keeps its tensor names without loading any: a bertzoo
+# preset's task and pre-training heads, a Hugging Face directory's weights.
+_HF_WEIGHTS = "model.safetensors"
+_ENCODER_PARTS = ("embeddings.", "encoder.", "layer.", "layers.", "pooler.", "transformer.")
+
+
+def _head_tensor_names(kind, directory):
+    """The head tensors' names a directory holds, read from file headers
+    only; None where that cannot be told without loading (other weight
+    formats), so the model is built and asked."""
+    from bertzoo.io.safetensors import tensor_names
+
+    if kind == "bertzoo":
+        heads = directory / preset_lib.HEADS_FILE
+        return set(tensor_names(heads)) if heads.is_file() else set()
+    if kind == "hf" and (directory / _HF_WEIGHTS).is_file():
+        return set(tensor_names(directory / _HF_WEIGHTS))
+    return None
+
+
+def _is_encoder_tensor(name):
+    parts = name.split(".")
+    return any(f"{p}." in _ENCODER_PARTS for p in parts[:2])
+
+
+def _has_mlm_head(names):
+    """Whether `names` hold a masked-LM head tensor of any family, compared
+    by module (a checkpoint may name a LayerNorm's weight `gamma`)."""
+    modules = {m.rsplit(".", 1)[0] for m in preset_loader().mlm_head_names()}
+    return any(n.rsplit(".", 1)[0] in modules or n in modules for n in names)
+
+
+def _no_head(preset, heads):
+    return NoMaskedLMHead(
+        f"{preset} has no masked-LM head (its checkpoint holds "
+        f"{', '.join(heads) or 'no heads'}): fill-mask needs one. "
+        "Use a pre-training recipe output, a Hugging Face *ForMaskedLM / *ForPreTraining "
+        "directory, a converted Google checkpoint or an ELECTRA generator."
+    )
 
 
 def _masked_lm_model(preset, source):
@@ -71,12 +121,7 @@ def _masked_lm_model(preset, source):
             shown = Path(preset) / preset_lib.GENERATOR_DIR
             logger.info("%s has no masked-LM head; using its ELECTRA generator %s.", preset, shown)
             return _masked_lm_model(shown, generator)
-        raise NoMaskedLMHead(
-            f"{preset} has no masked-LM head (its checkpoint holds "
-            f"{', '.join(sorted(backbone.head_tensors)) or 'no heads'}): fill-mask needs one. "
-            "Use a pre-training recipe output, a Hugging Face *ForMaskedLM / *ForPreTraining "
-            "directory, a converted Google checkpoint or an ELECTRA generator."
-        )
+        raise _no_head(preset, sorted(backbone.head_tensors))
     return pretrainer, tokenizer_from_preset(source)
 
 
