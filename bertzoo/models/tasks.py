@@ -51,6 +51,10 @@ from bertzoo.presets import read_task_section
 
 logger = logging.getLogger(__name__)
 
+# BERT's usual fine-tuning learning rate: a task model's compile() default,
+# and the fine-tuning recipe's (`bertzoo.training.finetune.default_learning_rate`).
+DEFAULT_LEARNING_RATE = 5e-5
+
 HEAD_FILE = preset_lib.TASK_HEAD_FILE
 
 
@@ -122,7 +126,7 @@ class TaskModel(InputChecks, LoraMethods, QuantizeMethods, keras.Model):
     # Whether strings are a well-defined input of this task (see `fit`).
     takes_texts = False
     # The compile() defaults: the optimizer "auto" builds.
-    default_learning_rate = 5e-5
+    default_learning_rate = DEFAULT_LEARNING_RATE
 
     def compile(self, optimizer="auto", loss=None, **kwargs):
         """`keras.Model.compile` with the task loss and metrics built in:

@@ -21,6 +21,7 @@ import keras
 
 from bertzoo import presets as preset_lib
 from bertzoo import tasks as task_kinds
+from bertzoo.models.tasks import DEFAULT_LEARNING_RATE
 from bertzoo.training.distribute import make_distribution
 from bertzoo.training.finetune_config import FinetuneConfig, FinetuneError
 from bertzoo.training.finetune_data import WINDOW_LENGTH, evaluate, load_split
@@ -58,7 +59,7 @@ logger = logging.getLogger(__name__)
 # What None settings become; the built-in datasets are small, so their tagging
 # and QA runs take more, smaller steps (get(task).builtin_training). A
 # sequence length left None comes from the data (`_sequence_length`).
-DEFAULTS = {"learning_rate": 5e-5, "epochs": 3, "batch_size": 32}
+DEFAULTS = {"learning_rate": DEFAULT_LEARNING_RATE, "epochs": 3, "batch_size": 32}
 # LoRA trains few parameters from zero: a larger step (the LoRA paper used
 # 4e-4 to 5e-4 for RoBERTa-base on GLUE, on query and value). With adapters
 # on every projection, 1e-3 measured 2 points better than 5e-4 on
@@ -177,19 +178,39 @@ def _check_lora_targets(config):
     )
 
 
+def default_learning_rate(config, kind):
+    """The learning rate of a run given no --learning-rate, from the first
+    of these that applies (the one place that decides it):
+
+    1. LoRA (`lora_rank` set): `LORA_LEARNING_RATE` (1e-3), on any data: the
+       adapters start from zero and train few parameters;
+    2. a kind's built-in dataset (no `train` file): the kind's own
+       (`builtin_training`: 1e-4 for tagging and QA, whose small sets take
+       more, smaller steps);
+    3. otherwise `DEFAULT_LEARNING_RATE` (5e-5, BERT's usual fine-tuning
+       rate, also what a task model's `compile()` uses).
+
+    Before, on a built-in tagging or QA set the kind's 1e-4 silently
+    replaced LoRA's 1e-3."""
+    if config.lora_rank is not None:
+        return LORA_LEARNING_RATE
+    if config.train is None and "learning_rate" in kind.builtin_training:
+        return kind.builtin_training["learning_rate"]
+    return DEFAULT_LEARNING_RATE
+
+
 def resolve_defaults(config):
     """Fills the settings left None: `DEFAULTS`, or for the built-in
     datasets their own (the kind's `builtin_training` and
-    `builtin_settings`)."""
+    `builtin_settings`); the learning rate from `default_learning_rate`."""
     kind = task_kinds.get(config.task)
     defaults = dict(DEFAULTS)
-    if config.lora_rank is not None:
-        defaults["learning_rate"] = LORA_LEARNING_RATE
     if config.train is None:
         # The built-in dataset's sequence length is set where the data is
         # read (`finetune_data`), which then says it chose it.
         defaults.update({k: v for k, v in kind.builtin_training.items() if k != "sequence_length"})
         config = with_kind_settings(config, kind.builtin_settings(kind_settings(config, kind)))
+    defaults["learning_rate"] = default_learning_rate(config, kind)
     changes = {k: v for k, v in defaults.items() if getattr(config, k) is None}
     config = dataclasses.replace(config, **changes)
     validate_config(config)

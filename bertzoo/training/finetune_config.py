@@ -64,7 +64,8 @@ class _FinetuneRunSettings(RunConfig):
     )
     learning_rate: float | None = setting(
         None,
-        "peak AdamW learning rate (default 5e-5; built-in tagging/QA sets 1e-4)",
+        "peak AdamW learning rate (default, first that applies: 1e-3 with --lora-rank; 1e-4 "
+        "on the built-in tagging/QA sets; else 5e-5)",
         group="training",
     )
     epochs: int | None = setting(None, "default 3 (built-in tagging/QA sets 4)", group="training")
