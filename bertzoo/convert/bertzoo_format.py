@@ -18,6 +18,7 @@ import numpy as np
 from bertzoo import presets as preset_lib
 from bertzoo.convert.common import assign_tensors
 from bertzoo.errors import PresetError
+from bertzoo.io.bounded import read_bounded
 from bertzoo.io.manifest import verify_directory
 from bertzoo.io.publish import publish_directory, published_name
 from bertzoo.io.safetensors import read_safetensors, write_safetensors
@@ -230,6 +231,24 @@ def save_backbone(backbone, preset_dir, preset_info, head_tensors, extra=None, i
     return preset_dir
 
 
+# What an int8 graph may take beyond its model's weights as float32 (the
+# graph's own structure, and a head's few weights).
+_INT8_GRAPH_SLACK = 64 << 20
+
+
+def _int8_graph_cap(preset):
+    """The most bytes the int8 graph of `preset` may take: its model's
+    weights as float32 (an int8 graph holds them in a byte each, with some
+    in float32), and some slack; a hostile directory's graph (resealed in
+    its manifest) is bounded by the model it says it belongs to."""
+    backbone = preset_lib.read_section(preset, "backbone")
+    try:
+        params = preset_lib.estimated_params(backbone)
+    except (KeyError, TypeError):  # the preset document's validation says what is missing
+        params = 0
+    return 4 * params + _INT8_GRAPH_SLACK
+
+
 def read_int8_graph(preset):
     """`(owner, bytes)` of the LiteRT-int8 graph a bertzoo preset directory
     holds (owner: the kind of model that saved it, a key of
@@ -245,7 +264,9 @@ def read_int8_graph(preset):
     path = Path(preset) / name
     verify_directory(path.parent, [name])
     try:
-        return owners[name], path.read_bytes()
+        return owners[name], read_bounded(
+            path, _int8_graph_cap(preset), "LiteRT int8 graph", PresetError
+        )
     except OSError as e:
         raise PresetError(f"{shown_path(path)}: cannot read the int8 graph: {e.strerror}.") from e
 

@@ -16,6 +16,7 @@ from bertzoo.distill.evaluate import accuracy
 from bertzoo.distill.layer_map import DistillationError
 from bertzoo.errors import BertzooError
 from bertzoo.io.jsonfile import load_json
+from bertzoo.io.manifest import sha256_file
 from bertzoo.preprocessing import BertPreprocessor, packed_lengths, segment_inputs
 from bertzoo.tasks.sentences import text_features
 from bertzoo.training.finetune import (
@@ -80,7 +81,11 @@ def _same_file(a, b):
         return (
             a.is_file()
             and b.is_file()
-            and (a.resolve() == b.resolve() or a.read_bytes() == b.read_bytes())
+            and (
+                a.resolve() == b.resolve()
+                # Compared as streams (files of any size in bounded memory).
+                or (a.stat().st_size == b.stat().st_size and sha256_file(a) == sha256_file(b))
+            )
         )
     except OSError:
         return False

@@ -14,7 +14,7 @@ import pytest
 
 import bertzoo
 from benchmarks.probes import span_probe
-from bertzoo.errors import IntegrityError
+from bertzoo.errors import IntegrityError, PresetError
 from bertzoo.models import litert, task_model_from_preset
 from bertzoo.models.int8 import use_litert
 from bertzoo.models.quantize import QuantizationError, int8_runtime, layer_quantization_mode
@@ -206,6 +206,18 @@ def test_a_litert_int8_task_preset_loads_its_graph_and_falls_back_when_changed(
         f.seek(100)
         f.write(b"\xff\x00\xff")
     with pytest.raises(IntegrityError, match=graph) as error:
+        task_model_from_preset(directory)
+    assert "\n" not in str(error.value)
+    # A graph far larger than its model (a hostile directory reseals its
+    # manifest) is refused by its size before it is read.
+    from bertzoo.convert.bertzoo_format import _int8_graph_cap
+    from tests.conftest import reseal_manifest
+
+    classifier.save_to_preset(directory)
+    with open(directory / graph, "r+b") as f:
+        f.truncate(_int8_graph_cap(directory) + 1)  # a hole: no disk
+    reseal_manifest(directory)
+    with pytest.raises(PresetError, match="more than the .* a LiteRT int8 graph may take") as error:
         task_model_from_preset(directory)
     assert "\n" not in str(error.value)
 
