@@ -141,10 +141,11 @@ class Shard:
             ("sentence lengths", self.sentence_offsets[-1], counts[0], lengths),
             ("documents' sentence counts", self.document_offsets[-1], counts[1], docs),
         ):
-            if total != whole or (len(parts) and parts.min() == 0):
+            empty = len(parts) > 0 and parts.min() == 0
+            if total != whole or empty:
                 raise CorpusError(
                     f"{path} is damaged: its {what} add up to {int(total):,} (one is 0: "
-                    f"{bool(len(parts) and parts.min() == 0)}), where its header has {whole:,}."
+                    f"{empty}), where its header has {whole:,}."
                 )
 
     @property

@@ -153,12 +153,6 @@ class PreparedCorpus:
             cache.popitem(last=False)
         return cache[index]
 
-    def close(self):
-        """Lets go of the directory (its shared lock) now, rather than when
-        this object goes."""
-        self._shards.clear()
-        self._reader_lock.release()
-
     def verify_all(self):
         """Checks every file against the manifest now (reads them all)."""
         manifest_lib.verify_directory(self.directory, manifest=self.manifest, force=True)

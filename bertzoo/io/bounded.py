@@ -6,16 +6,15 @@ before anything is allocated from either (docs/files.md, "Caps").
 A hostile directory can recompute its own manifest, so a manifest check
 alone stops damage, not malice: every reader of configuration, manifest,
 metadata and tokenizer files goes through `read_bounded` (or
-`read_bounded_text`), and the counts it takes from them through
-`check_count`.
+`read_bounded_text`). The counts taken from them are bounded where they are
+read, by what they describe (a shard's counts by its file's size) or by
+`MAX_TOKENS`.
 
 * `read_bounded(path, cap, what, error)`: the bytes of `path`. A FIFO,
   device, socket or directory is refused without blocking (opened with
   `O_NONBLOCK`, then checked with `fstat`), and so is a file over `cap`
   bytes, by its size before it is read; a file that grows while it is read
   stops at `cap + 1` bytes and is refused too.
-* `check_count(value, cap, what, error)`: `value` when it is an int (not a
-  bool) in 0..cap.
 
 Errors are the caller's class (`error`), with one line that names the file
 and the limit. A missing file stays a `FileNotFoundError`, for the callers
@@ -100,11 +99,3 @@ def read_bounded_text(path, cap, what, error=UnboundedFileError):
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise error(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}).") from None
-
-
-def check_count(value, cap, what, error=UnboundedFileError):
-    """`value` when it is a whole number in 0..`cap`; otherwise `error`,
-    whose one line says what `what` (say "prepared.json: documents") may be."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= cap:
-        raise error(f"{what} must be a whole number from 0 to {cap:,}, got {value!r}.")
-    return value

@@ -23,7 +23,6 @@ from bertzoo.tokenizers.kinds import (
     SPECIAL_ROLES,
     TokenizerError,
     add_kind,
-    check_settings,
     tokenizer_class,
 )
 
@@ -550,7 +549,6 @@ def from_preset(preset, vocabulary=None, expected=Tokenizer, check_model=True, *
         vocabulary = Path(directory) / vocabulary_file
         if not vocabulary.is_file():
             raise TokenizerError(f"{directory} has no {vocabulary_file} ({kind} tokenizer).")
-    check_settings(cls, settings, f"{location}: its tokenizer section")
     tokenizer = cls(vocabulary, **{**settings, **kwargs})
     if check_model:
         tokenizer.check_vocabulary_size(vocabulary_size, vocabulary)

@@ -96,14 +96,12 @@ def vocabulary_plan(config):
     """(tokenizer class, kind, settings, vocabulary file): the given file,
     the preset directory's, or None when the run trains one."""
     from bertzoo.tokenizers import tokenizer_class
-    from bertzoo.tokenizers.kinds import check_settings
 
     document, directory, _ = preset_document(config.preset)
     kind, settings = _tokenizer_settings(config, document)
     cls = tokenizer_class(kind)
     # The file the preset names (a byte-level BPE's tokenizer.json), else the kind's.
     file_name = settings.pop("vocabulary_file", cls.vocabulary_file)
-    check_settings(cls, settings, f"{config.preset}: its tokenizer section")
     vocabulary = config.vocab
     if vocabulary is None and directory is not None and (Path(directory) / file_name).is_file():
         vocabulary = Path(directory) / file_name
